@@ -1,0 +1,46 @@
+"""Fixtures shared by every test that needs the real API server.
+
+`cluster` starts one etcd + kube-apiserver per test session (built by
+hack/localcluster/build, RBAC on); `namespace` gives each test its own.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+from kubernetes_asyncio import client, config
+
+from controller.devtools.localcluster import LocalCluster
+
+
+@pytest.fixture(scope="session")
+async def cluster(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[LocalCluster]:
+    async with LocalCluster(tmp_path_factory.mktemp("cluster")) as c:
+        yield c
+
+
+async def api_client_for(kubeconfig: Path) -> client.ApiClient:
+    cfg = client.Configuration()
+    await config.load_kube_config(config_file=str(kubeconfig), client_configuration=cfg)
+    return client.ApiClient(configuration=cfg)
+
+
+@pytest.fixture(scope="session")
+async def api(cluster: LocalCluster) -> AsyncIterator[client.ApiClient]:
+    """An admin ApiClient for test setup and assertions."""
+    async with await api_client_for(cluster.kubeconfig) as c:
+        yield c
+
+
+@pytest.fixture
+async def namespace(api: client.ApiClient) -> AsyncIterator[str]:
+    name = f"t-{uuid.uuid4().hex[:10]}"
+    core = client.CoreV1Api(api)
+    await core.create_namespace(client.V1Namespace(metadata=client.V1ObjectMeta(name=name)))
+    yield name
+    # No namespace controller runs here, so deletion only marks it; that is enough
+    # to keep tests apart, since every name below it is unique to the test.
+    await core.delete_namespace(name)
