@@ -47,6 +47,8 @@ class Queue(Generic[T]):
         # Callers blocked in shutdown_with_drain().
         self._drainers: list[asyncio.Future[None]] = []
         self._shutting_down = False
+        # Set by shutdown_with_drain, cleared by shutdown() to cut a drain short.
+        self._draining = False
         self._metrics: QueueMetrics[T] = queue_metrics(name, controller, self._clock)
 
     def add(self, item: T) -> None:
@@ -89,11 +91,13 @@ class Queue(Generic[T]):
             self._queue.append(item)
             if self._getters:
                 self._wake_getter()
-        elif not self._processing and self._drainers:
+        # A drain waits for processing only, not for what is still queued (client-go).
+        if self._drainers and not self._processing:
             self._release_drainers()
 
     def shutdown(self) -> None:
         """Ignore further adds, wake every worker, and stop any drain waiting."""
+        self._draining = False
         self._begin_shutdown()
         self._release_drainers()
 
@@ -102,16 +106,18 @@ class Queue(Generic[T]):
 
         Workers must keep calling ``done``. A later ``shutdown()`` stops the wait.
         """
+        self._draining = True
         self._begin_shutdown()
-        if not self._processing:
-            return
-        drained = asyncio.get_running_loop().create_future()
-        self._drainers.append(drained)
-        try:
-            await drained
-        finally:
-            if drained in self._drainers:
-                self._drainers.remove(drained)
+        # Checked again after every wake-up: by the time this resumes, a worker may
+        # have taken an item that its done() queued again (client-go loops too).
+        while self._processing and self._draining:
+            drained = asyncio.get_running_loop().create_future()
+            self._drainers.append(drained)
+            try:
+                await drained
+            finally:
+                if drained in self._drainers:
+                    self._drainers.remove(drained)
 
     def shutting_down(self) -> bool:
         return self._shutting_down

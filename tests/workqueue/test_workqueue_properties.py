@@ -1,0 +1,173 @@
+"""Property tests: random interleavings of add/add_after/add_rate_limited/forget, clock
+steps, and several workers finishing in random order, all driven by a FakeClock.
+
+Workers are real tasks blocked in ``get``; a worker holds its item until the script
+says ``finish``, so the script decides every interleaving and no real time passes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+from dataclasses import dataclass, field
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from prometheus_client import REGISTRY
+
+from workqueue import FakeClock, ItemExponentialFailureRateLimiter, RateLimitingQueue, ShutDown
+
+KEYS = [f"ns/k{i}" for i in range(6)]
+WORKERS = 4
+
+Op = tuple[str, int | float]
+ops = st.lists(
+    st.one_of(
+        st.tuples(st.just("add"), st.integers(0, len(KEYS) - 1)),
+        st.tuples(st.just("add_after"), st.integers(0, len(KEYS) - 1)),
+        st.tuples(st.just("add_rate_limited"), st.integers(0, len(KEYS) - 1)),
+        st.tuples(st.just("forget"), st.integers(0, len(KEYS) - 1)),
+        st.tuples(st.just("finish"), st.integers(0, WORKERS - 1)),
+        st.tuples(st.just("step"), st.sampled_from([0.0, 0.004, 0.5, 1.0, 2.5])),
+    ),
+    max_size=60,
+)
+_names = itertools.count()
+
+
+@dataclass
+class Harness:
+    """A named queue on a fake clock, WORKERS worker tasks, and what they observed."""
+
+    clock: FakeClock = field(default_factory=FakeClock)
+    name: str = field(default_factory=lambda: f"prop-{next(_names)}")
+    q: RateLimitingQueue[str] = field(init=False)
+    events: itertools.count[int] = field(default_factory=itertools.count)
+    last_add: dict[str, int] = field(default_factory=dict)
+    last_get: dict[str, int] = field(default_factory=dict)
+    in_flight: set[str] = field(default_factory=set)
+    holding: list[str | None] = field(default_factory=lambda: [None] * WORKERS)
+    release: list[asyncio.Event] = field(default_factory=list)
+    violations: list[str] = field(default_factory=list)
+    tasks: list[asyncio.Task[None]] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        self.q = RateLimitingQueue(
+            ItemExponentialFailureRateLimiter(0.25, 2.0), name=self.name, clock=self.clock
+        )
+        self.release = [asyncio.Event() for _ in range(WORKERS)]
+        self.tasks = [asyncio.create_task(self.work(w)) for w in range(WORKERS)]
+
+    async def work(self, w: int) -> None:
+        while True:
+            try:
+                item = await self.q.get()
+            except ShutDown:
+                return
+            if item in self.in_flight:
+                self.violations.append(f"{item} handed to two workers at once")
+            self.in_flight.add(item)
+            self.last_get[item] = next(self.events)
+            self.holding[w] = item
+            await self.release[w].wait()
+            self.release[w].clear()
+            self.holding[w] = None
+            self.in_flight.discard(item)
+            self.q.done(item)
+
+    async def settle(self) -> None:
+        for _ in range(4 * WORKERS):
+            await asyncio.sleep(0)
+
+    def depth(self) -> float:
+        depth = REGISTRY.get_sample_value(
+            "workqueue_depth", {"name": self.name, "controller": self.name}
+        )
+        assert depth is not None
+        return depth
+
+    async def apply(self, op: Op) -> None:
+        kind, arg = op
+        if kind == "finish":
+            self.release[int(arg)].set()
+        elif kind == "step":
+            self.clock.step(float(arg))
+        else:
+            key = KEYS[int(arg)]
+            if kind == "add":
+                self.q.add(key)
+            elif kind == "add_after":
+                self.q.add_after(key, 1.0)
+            elif kind == "add_rate_limited":
+                self.q.add_rate_limited(key)
+            else:
+                self.q.forget(key)
+            if kind != "forget":
+                self.last_add[key] = next(self.events)
+        await self.settle()
+        assert len(self.q) >= 0
+        assert self.depth() >= 0, "depth gauge went negative"
+
+    async def finish_everything(self) -> None:
+        """Advance past every delay and let workers finish until nothing is left."""
+        for _ in range(100):
+            self.clock.step(10.0)
+            for release in self.release:
+                release.set()
+            await self.settle()
+            if not self.in_flight and len(self.q) == 0 and self.clock.pending_timers() == 0:
+                return
+        raise AssertionError("the queue never went idle")
+
+    async def stop(self) -> None:
+        self.q.shutdown()
+        for release in self.release:
+            release.set()
+        await asyncio.wait_for(asyncio.gather(*self.tasks), 1)
+
+
+@settings(max_examples=150, deadline=None)
+@given(script=ops)
+async def test_no_key_is_processed_concurrently_and_every_add_is_processed(
+    script: list[Op],
+) -> None:
+    h = Harness()
+    try:
+        for op in script:
+            await h.apply(op)
+        await h.finish_everything()
+        assert h.violations == []
+        for key, added in h.last_add.items():
+            assert h.last_get.get(key, -1) > added, f"{key} not processed after its last add"
+        assert h.depth() == 0
+    finally:
+        await h.stop()
+
+
+@settings(max_examples=150, deadline=None)
+@given(script=ops, finish_order=st.permutations(range(WORKERS)))
+async def test_shutdown_with_drain_returns_only_when_processing_is_empty(
+    script: list[Op], finish_order: list[int]
+) -> None:
+    h = Harness()
+    try:
+        for op in script:
+            await h.apply(op)
+        drain = asyncio.create_task(h.q.shutdown_with_drain())
+        await h.settle()
+        # Workers keep taking queued items after shutdown; finish them one at a
+        # time and check the drain is still waiting while any is held.
+        for _ in range(len(KEYS) + 1):
+            for w in finish_order:
+                assert drain.done() == (not h.in_flight), (
+                    f"drain done={drain.done()} with {sorted(h.in_flight)} in flight"
+                )
+                if h.holding[w] is not None:
+                    h.release[w].set()
+                    await h.settle()
+        assert drain.done()
+        assert not h.in_flight
+        await drain
+        assert h.violations == []
+    finally:
+        await h.stop()
