@@ -14,6 +14,7 @@ import pytest
 from kubernetes_asyncio import client, config
 
 from controller.devtools.localcluster import LocalCluster
+from controller.kube import Kube
 
 
 @pytest.fixture(scope="session")
@@ -44,3 +45,11 @@ async def namespace(api: client.ApiClient) -> AsyncIterator[str]:
     # No namespace controller runs here, so deletion only marks it; that is enough
     # to keep tests apart, since every name below it is unique to the test.
     await core.delete_namespace(name)
+
+
+@pytest.fixture(scope="session")
+async def kube(cluster: LocalCluster) -> AsyncIterator[Kube]:
+    """The controller's own raw client, as admin, for test setup and assertions."""
+    k = Kube(await api_client_for(cluster.kubeconfig))
+    yield k
+    await k.close()

@@ -1,0 +1,39 @@
+"""BuildRun metrics SREs chart, after Shipwright's. No BuildRun names as labels."""
+
+from __future__ import annotations
+
+from prometheus_client import Counter, Histogram
+
+# Builds take seconds to hours.
+_DURATION_BUCKETS = (0.5, 1, 2, 5, 10, 30, 60, 120, 300, 600, 1200, 1800, 3600, 7200, 14400)
+
+COMPLETED = Counter(
+    "buildrun_completed_total",
+    "BuildRuns that reached a terminal status, by reason",
+    ["reason", "namespace"],
+)
+RETRIES = Counter(
+    "buildrun_retries_total",
+    "System errors that sent a BuildRun back to the queue with backoff, by error class",
+    ["error_class"],
+)
+RETRY_EXHAUSTED = Counter(
+    "buildrun_retry_exhausted_total",
+    "BuildRuns failed with ReconcilerRetriesExhausted after their retry budget was spent",
+)
+ESTABLISH = Histogram(
+    "buildrun_establish_duration_seconds",
+    "From BuildRun creation to its TaskRun being created",
+    buckets=_DURATION_BUCKETS,
+)
+COMPLETION = Histogram(
+    "buildrun_completion_duration_seconds",
+    "From BuildRun creation to its completionTime",
+    ["reason"],
+    buckets=_DURATION_BUCKETS,
+)
+RAMPUP = Histogram(
+    "buildrun_rampup_duration_seconds",
+    "From TaskRun creation to the TaskRun reporting Running",
+    buckets=_DURATION_BUCKETS,
+)

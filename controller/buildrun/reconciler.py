@@ -1,0 +1,435 @@
+"""The BuildRun reconciler: observe, decide with the state table, act.
+
+I/O lives here; what to do lives in `states.decide`, and how specs, TaskRuns
+and statuses are shaped lives in the pure modules beside this one. Every
+status write goes through `_write_status`, which refuses to touch a BuildRun
+whose completionTime is set, re-reading it on conflict.
+"""
+
+from __future__ import annotations
+
+import datetime
+import logging
+from collections.abc import Callable
+from typing import Any
+
+from tenacity import AsyncRetrying, retry_if_exception, stop_after_attempt, wait_random
+
+from controller.buildrun import metrics, reasons
+from controller.buildrun.spec import (
+    build_name,
+    effective_build,
+    parse_duration,
+    resolve_params,
+)
+from controller.buildrun.states import Action, Decision, Observation, Phase, decide
+from controller.buildrun.status import (
+    Outcome,
+    outcome_from_taskrun,
+    running_reason,
+    succeeded_condition,
+    with_condition,
+)
+from controller.buildrun.taskrun import generate_taskrun, taskrun_name
+from controller.errors import RetryableError, UserError
+from controller.events import EventRecorder
+from controller.kube import (
+    BUILDRUNS,
+    BUILDS,
+    BUILDSTRATEGIES,
+    JSON,
+    PODS,
+    SERVICEACCOUNTS,
+    TASKRUNS,
+    ApiError,
+    Kube,
+    Resource,
+    is_already_exists,
+    is_conflict,
+    is_not_found,
+    split_key,
+)
+from controller.reconcile import DONE, Result
+from controller.store import Store
+
+log = logging.getLogger(__name__)
+
+CANCELED = "BuildRunCanceled"
+TASKRUN_CANCELLED = "TaskRunCancelled"
+
+Clock = Callable[[], datetime.datetime]
+
+
+def utcnow() -> datetime.datetime:
+    return datetime.datetime.now(datetime.UTC)
+
+
+def _fmt(t: datetime.datetime) -> str:
+    return t.strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _parse_time(text: str | None) -> datetime.datetime | None:
+    if not text:
+        return None
+    return datetime.datetime.fromisoformat(text.replace("Z", "+00:00"))
+
+
+def phase_of(buildrun: JSON) -> Phase:
+    status = buildrun.get("status") or {}
+    if status.get("completionTime"):
+        return Phase.DONE
+    return Phase.RUNNING if status.get("taskRunName") else Phase.NEW
+
+
+def run_timeout(buildrun: JSON) -> float | None:
+    """The effective timeout, from the snapshot taken when the TaskRun was created."""
+    text = ((buildrun.get("status") or {}).get("buildSpec") or {}).get("timeout")
+    return parse_duration(text) if text else None
+
+
+def _taskrun_finished(taskrun: JSON) -> bool:
+    cond = succeeded_condition(taskrun.get("status"))
+    return cond is not None and cond.get("status") in ("True", "False")
+
+
+class BuildRunReconciler:
+    def __init__(
+        self,
+        kube: Kube,
+        buildruns: Store,
+        taskruns: Store,
+        recorder: EventRecorder,
+        *,
+        clock: Clock = utcnow,
+    ) -> None:
+        self.kube = kube
+        self.buildruns = buildruns
+        self.taskruns = taskruns
+        self.recorder = recorder
+        self.clock = clock
+
+    # -- entry points called by the Controller --------------------------------------
+
+    async def reconcile(self, key: str) -> Result:
+        buildrun = self.buildruns.get(key)
+        if buildrun is None:
+            return DONE  # deleted; its TaskRun goes with it (ownerReference)
+        return await self.reconcile_object(buildrun)
+
+    async def reconcile_object(self, buildrun: JSON) -> Result:
+        phase = phase_of(buildrun)
+        if phase is Phase.NEW:
+            return await self._reconcile_new(buildrun)
+        taskrun = await self._taskrun(buildrun)
+        outcome = await self._outcome(taskrun) if taskrun is not None else None
+        observation = Observation(
+            phase=phase,
+            canceled=buildrun["spec"].get("state") == CANCELED,
+            deadline_passed=self._remaining(buildrun) == 0.0,
+            outcome=outcome,
+            taskrun_missing=taskrun is None,
+            taskrun_running=taskrun is not None and not _taskrun_finished(taskrun),
+        )
+        return await self._act(buildrun, taskrun, decide(observation), outcome)
+
+    async def give_up(self, key: str, error: RetryableError) -> None:
+        """The retry budget is spent: finish the BuildRun with the last error.
+
+        A TaskRun that did finish meanwhile decides the outcome instead, so a
+        built image is never reported as a failure.
+        """
+        namespace, name = split_key(key)
+        try:
+            buildrun = await self.kube.get(BUILDRUNS, namespace, name)
+        except ApiError as exc:
+            if is_not_found(exc):
+                return
+            raise
+        if phase_of(buildrun) is Phase.DONE:
+            return
+        taskrun = await self._taskrun(buildrun) if phase_of(buildrun) is Phase.RUNNING else None
+        outcome = await self._outcome(taskrun) if taskrun is not None else None
+        if outcome is not None:
+            await self._act(buildrun, taskrun, decide(Observation(Phase.RUNNING, outcome=outcome)),
+                            outcome)
+            return
+        message = f"gave up after repeated system errors; last error: {error.message}"
+        if await self._finish(
+            buildrun, taskrun,
+            Decision(0, Action.FINISH, reasons.RECONCILER_RETRIES_EXHAUSTED, message),
+        ):
+            metrics.RETRY_EXHAUSTED.inc()
+
+    # -- observing ----------------------------------------------------------------
+
+    async def _taskrun(self, buildrun: JSON) -> JSON | None:
+        """The BuildRun's TaskRun; a cache miss is confirmed with the API server."""
+        namespace = buildrun["metadata"]["namespace"]
+        name = (buildrun.get("status") or {}).get("taskRunName") or taskrun_name(buildrun)
+        cached = self.taskruns.get(f"{namespace}/{name}")
+        if cached is not None:
+            return cached
+        return await self._get_or_none(TASKRUNS, namespace, name)
+
+    async def _outcome(self, taskrun: JSON) -> Outcome | None:
+        if not _taskrun_finished(taskrun):
+            return None
+        pod = None
+        pod_name = (taskrun.get("status") or {}).get("podName")
+        cond = succeeded_condition(taskrun.get("status")) or {}
+        if cond.get("status") == "False" and pod_name:
+            # Only a failed TaskRun's pod can tell eviction apart from a plain failure.
+            pod = await self._get_or_none(PODS, taskrun["metadata"]["namespace"], pod_name)
+        return outcome_from_taskrun(taskrun, pod)
+
+    async def _get_or_none(self, resource: Resource, namespace: str, name: str) -> JSON | None:
+        try:
+            return await self.kube.get(resource, namespace, name)
+        except ApiError as exc:
+            if is_not_found(exc):
+                return None
+            raise
+
+    def _remaining(self, buildrun: JSON) -> float | None:
+        """Seconds until the timeout deadline (0.0 once passed), None without a timeout."""
+        timeout = run_timeout(buildrun)
+        start = _parse_time((buildrun.get("status") or {}).get("startTime"))
+        if timeout is None or start is None:
+            return None
+        left = (start + datetime.timedelta(seconds=timeout) - self.clock()).total_seconds()
+        return max(left, 0.0)
+
+    # -- NEW: resolve everything, or fail with a user error --------------------------
+
+    async def _reconcile_new(self, buildrun: JSON) -> Result:
+        namespace = buildrun["metadata"]["namespace"]
+        if f"{namespace}/{taskrun_name(buildrun)}" in self.taskruns:
+            # Our TaskRun exists, so the cached BuildRun predates our own status write.
+            fresh = await self._get_or_none(BUILDRUNS, namespace, buildrun["metadata"]["name"])
+            if fresh is None:
+                return DONE
+            if phase_of(fresh) is not Phase.NEW:
+                return await self.reconcile_object(fresh)
+        canceled = buildrun["spec"].get("state") == CANCELED
+        user_error = None
+        if not canceled:
+            try:
+                taskrun, snapshot = await self._prepare(buildrun)
+            except UserError as exc:
+                user_error = exc
+        decision = decide(Observation(Phase.NEW, canceled=canceled, user_error=user_error))
+        if decision.action is Action.START:
+            try:
+                return await self._start(buildrun, taskrun, snapshot)
+            except UserError as exc:
+                decision = decide(Observation(Phase.NEW, user_error=exc))
+        return await self._act(buildrun, None, decision)
+
+    async def _prepare(self, buildrun: JSON) -> tuple[JSON, JSON]:
+        """The TaskRun to create and the Build spec snapshot; raises UserError for
+        anything the user must fix.
+
+        Missing references are confirmed by a live GET, never the cache, since a
+        terminal verdict cannot be taken back.
+        """
+        namespace = buildrun["metadata"]["namespace"]
+        name = build_name(buildrun)
+        if name is None:
+            build_spec = buildrun["spec"]["build"]["spec"]
+        else:
+            build = await self._get_or_none(BUILDS, namespace, name)
+            if build is None:
+                raise UserError(reasons.BUILD_NOT_FOUND, f"Build {name!r} not found in "
+                                f"namespace {namespace!r}")
+            build_spec = build.get("spec") or {}
+        effective = effective_build(buildrun, build_spec)
+        strategy = await self._get_or_none(BUILDSTRATEGIES, namespace, effective.strategy_name)
+        if strategy is None:
+            raise UserError(reasons.BUILD_STRATEGY_NOT_FOUND,
+                            f"BuildStrategy {effective.strategy_name!r} not found in namespace "
+                            f"{namespace!r}")
+        params = resolve_params(
+            effective.param_values, (strategy.get("spec") or {}).get("parameters") or []
+        )
+        if effective.service_account and await self._get_or_none(
+            SERVICEACCOUNTS, namespace, effective.service_account
+        ) is None:
+            raise UserError(reasons.SERVICE_ACCOUNT_NOT_FOUND,
+                            f"ServiceAccount {effective.service_account!r} not found in "
+                            f"namespace {namespace!r}")
+        return generate_taskrun(buildrun, effective, strategy, params), effective.spec
+
+    async def _start(self, buildrun: JSON, taskrun: JSON, snapshot: JSON) -> Result:
+        namespace = buildrun["metadata"]["namespace"]
+        try:
+            created = await self.kube.create(TASKRUNS, namespace, taskrun)
+        except ApiError as exc:
+            if is_already_exists(exc):
+                created = await self._adopt(buildrun, taskrun["metadata"]["name"])
+            elif exc.status in (400, 422):
+                # The TaskRun's own validation (CRD schema or Tekton's webhook) refused
+                # what the user asked for: retrying cannot change the answer.
+                raise UserError(reasons.TASK_RUN_GENERATION_FAILED,
+                                f"the TaskRun was rejected: {exc.message}") from exc
+            else:
+                raise
+        now = _fmt(self.clock())
+
+        def started(status: JSON) -> JSON:
+            status = dict(status)
+            status.setdefault("startTime", now)
+            status["taskRunName"] = created["metadata"]["name"]
+            status.setdefault("buildSpec", snapshot)
+            return with_condition(status, "Unknown", reasons.PENDING, "TaskRun created", now)
+
+        written = await self._write_status(buildrun, started)
+        if written is not None and phase_of(buildrun) is Phase.NEW:
+            created_at = _parse_time(buildrun["metadata"].get("creationTimestamp"))
+            if created_at is not None:
+                metrics.ESTABLISH.observe(max((self.clock() - created_at).total_seconds(), 0.0))
+            await self.recorder.record(buildrun, "Normal", "TaskRunCreated",
+                                       f"created TaskRun {created['metadata']['name']}")
+        return self._requeue_at_deadline(written or buildrun)
+
+    async def _adopt(self, buildrun: JSON, name: str) -> JSON:
+        """A TaskRun with our deterministic name exists: ours from an earlier try, or not."""
+        existing = await self.kube.get(TASKRUNS, buildrun["metadata"]["namespace"], name)
+        owners = existing["metadata"].get("ownerReferences") or []
+        if not any(o.get("uid") == buildrun["metadata"]["uid"] for o in owners):
+            raise UserError(reasons.TASK_RUN_GENERATION_FAILED,
+                            f"TaskRun {name!r} exists but belongs to another object")
+        return existing
+
+    # -- acting on a decision ------------------------------------------------------
+
+    async def _act(
+        self,
+        buildrun: JSON,
+        taskrun: JSON | None,
+        decision: Decision,
+        outcome: Outcome | None = None,
+    ) -> Result:
+        if decision.action is Action.FINISH:
+            await self._finish(buildrun, taskrun, decision, outcome if decision.row == 6 else None)
+            return DONE
+        if decision.action is Action.STOP_TASKRUN:
+            assert taskrun is not None
+            await self._cancel_taskrun(taskrun)
+            return DONE
+        if decision.action is Action.PROGRESS:
+            assert taskrun is not None
+            written = await self._progress(buildrun, taskrun)
+            return self._requeue_at_deadline(written or buildrun)
+        return DONE
+
+    async def _progress(self, buildrun: JSON, taskrun: JSON) -> JSON | None:
+        reason, message = running_reason(taskrun)
+        current = succeeded_condition(buildrun.get("status")) or {}
+        if current.get("reason") == reason and current.get("message") == message:
+            return None
+        now = _fmt(self.clock())
+        written = await self._write_status(
+            buildrun, lambda s: with_condition(s, "Unknown", reason, message, now)
+        )
+        if written is not None and reason == reasons.RUNNING and current.get("reason") != reason:
+            start = _parse_time((buildrun.get("status") or {}).get("startTime"))
+            if start is not None:
+                metrics.RAMPUP.observe(max((self.clock() - start).total_seconds(), 0.0))
+            await self.recorder.record(buildrun, "Normal", reasons.RUNNING, message or "running")
+        return written
+
+    def _requeue_at_deadline(self, buildrun: JSON) -> Result:
+        remaining = self._remaining(buildrun)
+        if remaining is None:
+            return DONE
+        # Wake a hair after the deadline so the clock has surely passed it.
+        return Result(requeue_after=remaining + 0.05)
+
+    async def _finish(
+        self,
+        buildrun: JSON,
+        taskrun: JSON | None,
+        decision: Decision,
+        outcome: Outcome | None = None,
+    ) -> bool:
+        """Writes the terminal status once; then makes sure the TaskRun stops."""
+        now_t = self.clock()
+        now = _fmt(now_t)
+
+        def finished(status: JSON) -> JSON:
+            status = with_condition(dict(status), decision.succeeded, decision.reason,
+                                    decision.message, now)
+            status["completionTime"] = now
+            if outcome is not None and outcome.failure_details:
+                status["failureDetails"] = outcome.failure_details
+            if outcome is not None and outcome.digest:
+                status["output"] = {"digest": outcome.digest}
+            return status
+
+        written = await self._write_status(buildrun, finished)
+        if written is None:
+            return False
+        meta = buildrun["metadata"]
+        metrics.COMPLETED.labels(decision.reason, meta["namespace"]).inc()
+        created_at = _parse_time(meta.get("creationTimestamp"))
+        if created_at is not None:
+            metrics.COMPLETION.labels(decision.reason).observe(
+                max((now_t - created_at).total_seconds(), 0.0)
+            )
+        await self.recorder.record(
+            buildrun, "Normal" if decision.succeeded == "True" else "Warning",
+            decision.reason, decision.message or decision.reason,
+        )
+        if taskrun is not None and not _taskrun_finished(taskrun):
+            await self._cancel_taskrun(taskrun)
+        return True
+
+    async def _cancel_taskrun(self, taskrun: JSON) -> None:
+        meta = taskrun["metadata"]
+        if (taskrun.get("spec") or {}).get("status") == TASKRUN_CANCELLED:
+            return
+        body = {"spec": {"status": TASKRUN_CANCELLED,
+                         "statusMessage": "the BuildRun finished before its TaskRun did"}}
+        try:
+            await self.kube.patch(TASKRUNS, meta["namespace"], meta["name"], body)
+        except ApiError as exc:
+            if not is_not_found(exc):
+                raise
+
+    async def _write_status(self, buildrun: JSON, change: Callable[[JSON], JSON]) -> JSON | None:
+        """The one way status is written: `change` applied to the current status.
+
+        Optimistic concurrency: the patch carries the resourceVersion we read; on a
+        conflict the BuildRun is read again and `change` re-applied. Returns the
+        written object, or None when nothing was written because the BuildRun is
+        gone, already complete (its outcome is frozen), or already as wanted.
+        """
+        namespace, name = buildrun["metadata"]["namespace"], buildrun["metadata"]["name"]
+        current: JSON | None = buildrun
+        async for attempt in AsyncRetrying(
+            retry=retry_if_exception(is_conflict),
+            stop=stop_after_attempt(5),
+            wait=wait_random(0, 0.05),
+            reraise=True,
+        ):
+            with attempt:
+                if attempt.retry_state.attempt_number > 1:
+                    current = await self._get_or_none(BUILDRUNS, namespace, name)
+                if current is None or phase_of(current) is Phase.DONE:
+                    return None
+                old: JSON = current.get("status") or {}
+                new = change(old)
+                if new == old:
+                    return None
+                body: dict[str, Any] = {
+                    "metadata": {"resourceVersion": current["metadata"]["resourceVersion"]},
+                    "status": new,
+                }
+                try:
+                    return await self.kube.patch(BUILDRUNS, namespace, name, body,
+                                                 subresource="status")
+                except ApiError as exc:
+                    if is_not_found(exc):
+                        return None
+                    raise
+        raise AssertionError("unreachable: tenacity reraises the last error")

@@ -1,0 +1,130 @@
+"""`python -m controller` / `buildrun-controller`: flags in, one clear line out on bad setup."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import os
+import socket
+import sys
+import uuid
+from pathlib import Path
+
+from controller import app, logs
+from controller.kube import ConfigError
+from controller.leader import LeaderElectionSettings
+from controller.reconcile import RetryBudget
+from controller.settings import QueueSettings, Settings
+
+log = logging.getLogger("controller")
+
+_SA_NAMESPACE = Path("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
+
+
+def _optional_seconds(text: str) -> float | None:
+    value = float(text)
+    return value if value > 0 else None
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="buildrun-controller",
+        description="Runs Shipwright BuildRuns as Tekton TaskRuns, one try each.",
+    )
+    d, q, b = Settings(), QueueSettings(), RetryBudget()
+    conn = p.add_argument_group("connection")
+    conn.add_argument("--kubeconfig", help="kubeconfig file (default: in-cluster, else "
+                      "$KUBECONFIG or ~/.kube/config)")
+    conn.add_argument("--context", help="kubeconfig context to use")
+    conn.add_argument("--namespace", help="watch only this namespace (default: all)")
+
+    run = p.add_argument_group("reconciling")
+    run.add_argument("--max-concurrent-reconciles", type=int, default=d.workers, metavar="N")
+    run.add_argument("--reconcile-timeout", type=_optional_seconds, default=d.reconcile_timeout,
+                     metavar="SECONDS", help="cancel a reconcile after this long; 0 disables")
+    run.add_argument("--resync-period", type=_optional_seconds, default=None, metavar="SECONDS",
+                     help="replay every cached object this often; 0 (default) disables")
+    run.add_argument("--shutdown-grace-period", type=float, default=d.shutdown_grace,
+                     metavar="SECONDS")
+
+    back = p.add_argument_group("backoff and retry budget (defaults = client-go's)")
+    back.add_argument("--backoff-base-delay", type=float, default=q.base_delay, metavar="SECONDS")
+    back.add_argument("--backoff-max-delay", type=float, default=q.max_delay, metavar="SECONDS")
+    back.add_argument("--backoff-jitter", type=float, default=q.jitter, metavar="FRACTION",
+                      help="add up to this fraction of each delay at random (default 0: off)")
+    back.add_argument("--rate-limit-qps", type=float, default=q.qps)
+    back.add_argument("--rate-limit-burst", type=int, default=q.burst)
+    back.add_argument("--max-retries", type=int, default=b.max_retries, metavar="N",
+                      help="system-error retries per BuildRun before it fails; 0: no limit")
+    back.add_argument("--max-retry-duration", type=float, default=b.max_age, metavar="SECONDS",
+                      help="time from the first system error before it fails; 0: no limit")
+
+    srv = p.add_argument_group("endpoints")
+    srv.add_argument("--metrics-bind-address", default=d.metrics_address,
+                     help="host:port for /metrics; 0 disables")
+    srv.add_argument("--health-probe-bind-address", default=d.probe_address,
+                     help="host:port for /healthz and /readyz; 0 disables")
+
+    le = p.add_argument_group("leader election")
+    le.add_argument("--leader-elect", action="store_true")
+    le.add_argument("--leader-election-namespace",
+                    help="default: the pod's namespace in-cluster, else 'default'")
+    le.add_argument("--leader-election-id", default="buildrun-controller")
+    le.add_argument("--lease-duration", type=float, default=15.0, metavar="SECONDS")
+    le.add_argument("--renew-deadline", type=float, default=10.0, metavar="SECONDS")
+    le.add_argument("--retry-period", type=float, default=2.0, metavar="SECONDS")
+
+    out = p.add_argument_group("logging")
+    out.add_argument("--log-level", default="info",
+                     choices=["debug", "info", "warning", "error"])
+    out.add_argument("--log-format", default="json", choices=["json", "text"])
+    return p
+
+
+def settings_from(args: argparse.Namespace) -> Settings:
+    leader = None
+    if args.leader_elect:
+        namespace = args.leader_election_namespace or (
+            _SA_NAMESPACE.read_text().strip() if _SA_NAMESPACE.is_file() else "default"
+        )
+        leader = LeaderElectionSettings(
+            namespace=namespace,
+            name=args.leader_election_id,
+            identity=f"{socket.gethostname()}_{uuid.uuid4()}",
+            lease_duration=args.lease_duration,
+            renew_deadline=args.renew_deadline,
+            retry_period=args.retry_period,
+        )
+    return Settings(
+        kubeconfig=args.kubeconfig,
+        context=args.context,
+        namespace=args.namespace,
+        workers=args.max_concurrent_reconciles,
+        reconcile_timeout=args.reconcile_timeout,
+        resync_period=args.resync_period,
+        metrics_address=args.metrics_bind_address,
+        probe_address=args.health_probe_bind_address,
+        shutdown_grace=args.shutdown_grace_period,
+        queue=QueueSettings(
+            base_delay=args.backoff_base_delay, max_delay=args.backoff_max_delay,
+            qps=args.rate_limit_qps, burst=args.rate_limit_burst, jitter=args.backoff_jitter,
+        ),
+        budget=RetryBudget(max_retries=args.max_retries, max_age=args.max_retry_duration),
+        leader_election=leader,
+    )
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parser().parse_args(argv)
+    logs.setup(args.log_level, args.log_format)
+    settings = settings_from(args)
+    identity = settings.leader_election.identity if settings.leader_election else (
+        f"{socket.gethostname()}_{os.getpid()}")
+    try:
+        return asyncio.run(app.run(settings, identity))
+    except ConfigError as exc:
+        print(f"buildrun-controller: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        return 130

@@ -1,0 +1,147 @@
+"""Helpers for tests that run the controller against the real API server.
+
+The controller runs in-process (same event loop) with its endpoints on free
+loopback ports, watching only the test's namespace. TaskRuns are moved along
+by controller.devtools.tekton.TektonSimulator, the one stand-in allowed here,
+because no Tekton or kubelet runs on the local API server.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import replace
+from typing import Any
+
+import aiohttp
+from prometheus_client import REGISTRY
+
+from controller.app import App
+from controller.devtools.localcluster import LocalCluster
+from controller.kube import BUILDRUNS, BUILDS, BUILDSTRATEGIES, JSON, TASKRUNS, Kube
+from controller.reconcile import RetryBudget
+from controller.settings import QueueSettings, Settings
+
+API = "shipwright.io/v1beta1"
+
+
+def controller_settings(cluster: LocalCluster, namespace: str, **overrides: Any) -> Settings:
+    base = Settings(
+        kubeconfig=str(cluster.kubeconfig),
+        namespace=namespace,
+        metrics_address="127.0.0.1:0",
+        probe_address="127.0.0.1:0",
+        shutdown_grace=5.0,
+        queue=QueueSettings(base_delay=0.05, max_delay=2.0),
+        budget=RetryBudget(max_retries=8, max_age=0),
+    )
+    return replace(base, **overrides)
+
+
+@contextlib.asynccontextmanager
+async def running_controller(settings: Settings, identity: str = "test") -> AsyncIterator[App]:
+    app = await App.create(settings, identity)
+    task = asyncio.create_task(app.run(handle_signals=False))
+    try:
+        await wait_for(lambda: app.synced() and bool(app.endpoints.addresses), timeout=30)
+        yield app
+    finally:
+        app.request_stop()  # the path SIGTERM takes
+        await asyncio.wait_for(task, 30)
+
+
+async def wait_for(
+    predicate: Callable[[], Any] | Callable[[], Awaitable[Any]],
+    timeout: float = 20.0,
+    interval: float = 0.05,
+    what: str = "condition",
+) -> Any:
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if asyncio.iscoroutine(value):
+            value = await value
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"timed out after {timeout}s waiting for {what}")
+        await asyncio.sleep(interval)
+
+
+class World:
+    """Creates and reads the objects of one test namespace (admin credentials)."""
+
+    def __init__(self, kube: Kube, namespace: str) -> None:
+        self.kube = kube
+        self.ns = namespace
+
+    async def strategy(self, name: str = "kaniko", parameters: list[JSON] | None = None) -> JSON:
+        return await self.kube.create(BUILDSTRATEGIES, self.ns, {
+            "apiVersion": API, "kind": "BuildStrategy", "metadata": {"name": name},
+            "spec": {
+                "parameters": parameters if parameters is not None else [
+                    {"name": "dockerfile", "type": "string", "default": "Dockerfile"},
+                ],
+                "steps": [{"name": "build", "image": "gcr.io/kaniko-project/executor",
+                           "args": ["--dockerfile=$(params.dockerfile)"]}],
+            },
+        })
+
+    async def build(self, name: str = "app", strategy: str = "kaniko", **spec: Any) -> JSON:
+        body_spec = {
+            "strategy": {"name": strategy, "kind": "BuildStrategy"},
+            "source": {"git": {"url": "https://example.com/app.git"}},
+            "output": {"image": "registry.example.com/app:latest"},
+            **spec,
+        }
+        return await self.kube.create(BUILDS, self.ns, {
+            "apiVersion": API, "kind": "Build", "metadata": {"name": name}, "spec": body_spec,
+        })
+
+    async def buildrun(self, name: str, build: str | None = "app", **spec: Any) -> JSON:
+        body_spec: JSON = {"build": {"name": build}} if build else {}
+        body_spec.update(spec)
+        return await self.kube.create(BUILDRUNS, self.ns, {
+            "apiVersion": API, "kind": "BuildRun", "metadata": {"name": name}, "spec": body_spec,
+        })
+
+    async def get(self, name: str) -> JSON:
+        return await self.kube.get(BUILDRUNS, self.ns, name)
+
+    async def taskruns(self) -> list[JSON]:
+        items: list[JSON] = (await self.kube.list(TASKRUNS, self.ns))["items"]
+        return items
+
+    async def finished(self, name: str, timeout: float = 20.0) -> JSON:
+        async def done() -> JSON | None:
+            br = await self.get(name)
+            return br if (br.get("status") or {}).get("completionTime") else None
+        result: JSON = await wait_for(done, timeout, what=f"BuildRun {name} to finish")
+        return result
+
+    async def taskrun_of(self, name: str, timeout: float = 20.0) -> str:
+        async def created() -> str | None:
+            br = await self.get(name)
+            return (br.get("status") or {}).get("taskRunName")
+        result: str = await wait_for(created, timeout, what=f"BuildRun {name}'s TaskRun")
+        return result
+
+
+def condition(buildrun: JSON) -> JSON:
+    for cond in (buildrun.get("status") or {}).get("conditions") or []:
+        if cond["type"] == "Succeeded":
+            return dict(cond)
+    return {}
+
+
+def metric(name: str, **labels: str) -> float:
+    return REGISTRY.get_sample_value(name, labels) or 0.0
+
+
+async def scrape(app: App) -> str:
+    async with aiohttp.ClientSession() as session, session.get(
+        f"http://{app.endpoints.addresses['metrics']}/metrics"
+    ) as resp:
+        return await resp.text()
