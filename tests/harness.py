@@ -100,8 +100,8 @@ class World:
             "apiVersion": API, "kind": "Build", "metadata": {"name": name}, "spec": body_spec,
         })
 
-    async def buildrun(self, name: str, build: str | None = "app", **spec: Any) -> JSON:
-        body_spec: JSON = {"build": {"name": build}} if build else {}
+    async def buildrun(self, name: str, build_ref: str | None = "app", **spec: Any) -> JSON:
+        body_spec: JSON = {"build": {"name": build_ref}} if build_ref else {}
         body_spec.update(spec)
         return await self.kube.create(BUILDRUNS, self.ns, {
             "apiVersion": API, "kind": "BuildRun", "metadata": {"name": name}, "spec": body_spec,

@@ -13,7 +13,15 @@ from __future__ import annotations
 import datetime
 from typing import Literal
 
-from controller.kube import JSON, PODS, TASKRUNS, Kube
+from controller.kube import (
+    JSON,
+    PODS,
+    SERVICEACCOUNTS,
+    TASKRUNS,
+    ApiError,
+    Kube,
+    is_already_exists,
+)
 
 Finish = Literal["success", "failure", "timeout", "cancelled", "evicted", "oom", "error-result"]
 
@@ -77,6 +85,14 @@ class TektonSimulator:
 
     async def evict_pod(self, namespace: str, pod: str) -> None:
         """Creates the TaskRun's Pod object and marks it evicted, as the kubelet would."""
+        try:
+            # Pod admission wants the namespace's default ServiceAccount, which
+            # kube-controller-manager would have created; none runs here.
+            await self.kube.create(SERVICEACCOUNTS, namespace, {
+                "apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "default"}})
+        except ApiError as exc:
+            if not is_already_exists(exc):
+                raise
         await self.kube.create(PODS, namespace, {
             "apiVersion": "v1", "kind": "Pod",
             "metadata": {"name": pod},
