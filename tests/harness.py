@@ -136,8 +136,8 @@ def condition(buildrun: JSON) -> JSON:
     return {}
 
 
-def metric(name: str, **labels: str) -> float:
-    return REGISTRY.get_sample_value(name, labels) or 0.0
+def metric(metric_name: str, /, **labels: str) -> float:
+    return REGISTRY.get_sample_value(metric_name, labels) or 0.0
 
 
 async def scrape(app: App) -> str:

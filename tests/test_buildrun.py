@@ -255,3 +255,97 @@ async def test_api_server_rejects_spec_changes_and_status_flips(kube: Kube, worl
                          {"status": {"completionTime": "2027-01-01T00:00:00Z"}},
                          subresource="status")
     assert "completionTime is immutable" in err.value.message
+
+
+# -- system errors: retried with backoff, outcome left open, then given up -------------
+
+
+async def test_webhook_timeouts_are_retried_then_succeed(
+    cluster: LocalCluster, kube: Kube, world: World
+) -> None:
+    from controller.devtools.webhook import FlakyWebhook
+    from tests.harness import wait_for
+
+    k = 3
+    retries_before = metric("buildrun_retries_total", error_class="webhook")
+    wq_retries_before = metric("workqueue_retries_total", name="buildrun", controller="buildrun")
+    seen_open: list[bool] = []
+    async with FlakyWebhook(cluster, world.ns,
+                            lambda n: "timeout" if n <= k else "allow") as hook:
+        async with running_controller(controller_settings(cluster, world.ns)):
+            await world.buildrun("flaky")
+
+            async def failing_then_created() -> str | None:
+                br = await world.get("flaky")
+                status = br.get("status") or {}
+                seen_open.append("completionTime" not in status)
+                return status.get("taskRunName")
+            await wait_for(failing_then_created, timeout=40, what="TaskRun after retries")
+            await TektonSimulator(kube).finish(world.ns, await world.taskrun_of("flaky"))
+            done = await world.finished("flaky")
+    assert hook.verdicts[: k + 1] == ["timeout"] * k + ["allow"]
+    assert all(seen_open), "a completionTime appeared while system errors were being retried"
+    assert condition(done)["reason"] == reasons.SUCCEEDED
+    assert metric("buildrun_retries_total", error_class="webhook") - retries_before == k
+    assert metric("workqueue_retries_total", name="buildrun",
+                  controller="buildrun") - wq_retries_before == k
+    assert len(await world.taskruns()) == 1
+
+
+async def test_webhook_failing_forever_ends_in_retries_exhausted(
+    cluster: LocalCluster, kube: Kube, world: World
+) -> None:
+    from controller.devtools.webhook import FlakyWebhook
+    from controller.reconcile import RetryBudget
+
+    exhausted_before = metric("buildrun_retry_exhausted_total")
+    settings = controller_settings(cluster, world.ns, budget=RetryBudget(max_retries=3, max_age=0))
+    async with FlakyWebhook(cluster, world.ns, lambda n: "error") as hook:
+        async with running_controller(settings):
+            await world.buildrun("doomed")
+            done = await world.finished("doomed", timeout=40)
+    assert hook.calls == 4  # the first try and three retries
+    assert condition(done)["reason"] == reasons.RECONCILER_RETRIES_EXHAUSTED
+    assert "failed calling webhook" in condition(done)["message"]
+    assert metric("buildrun_retry_exhausted_total") - exhausted_before == 1
+    assert "ReconcilerRetriesExhausted" in await events_for(kube, world.ns, "doomed")
+    assert await world.taskruns() == []
+
+
+async def test_controller_restart_mid_run_creates_no_second_taskrun(
+    cluster: LocalCluster, kube: Kube, world: World
+) -> None:
+    settings = controller_settings(cluster, world.ns)
+    async with running_controller(settings):
+        await world.buildrun("br")
+        tr_name = await world.taskrun_of("br")
+    # The controller is gone; the world moves on without it.
+    await TektonSimulator(kube).start(world.ns, tr_name)
+    async with running_controller(settings):
+        await asyncio.sleep(0.5)
+        await TektonSimulator(kube).finish(world.ns, tr_name, "success")
+        done = await world.finished("br")
+    assert condition(done)["reason"] == reasons.SUCCEEDED
+    assert [t["metadata"]["name"] for t in await world.taskruns()] == [tr_name]
+
+
+async def test_controller_restart_between_create_and_status_adopts_the_taskrun(
+    cluster: LocalCluster, kube: Kube, world: World
+) -> None:
+    """A TaskRun left by a controller that died before writing status is adopted."""
+    from controller.buildrun.reconciler import BuildRunReconciler
+    from controller.events import EventRecorder
+    from controller.store import Store
+
+    created = await world.buildrun("br")
+    # Do the first half of row 5 by hand: prepare and create, then "crash".
+    half = BuildRunReconciler(kube, Store(), Store(), EventRecorder(kube, "t", "t"))
+    taskrun, _ = await half._prepare(created)
+    await kube.create(TASKRUNS, world.ns, taskrun)
+    async with running_controller(controller_settings(cluster, world.ns)):
+        tr_name = await world.taskrun_of("br")
+        await TektonSimulator(kube).finish(world.ns, tr_name)
+        done = await world.finished("br")
+    assert tr_name == taskrun["metadata"]["name"]
+    assert condition(done)["reason"] == reasons.SUCCEEDED
+    assert len(await world.taskruns()) == 1
