@@ -208,6 +208,9 @@ def table(results: list[dict[str, Any]]) -> str:
     def key(r: dict[str, Any]) -> tuple[str, int, int]:
         return (r["case"], r["keys"], r["workers"])
 
+    def rate(r: dict[str, Any] | None) -> str:
+        return f"{r['ops_per_sec']:,.0f}" if r else "-"
+
     py = {key(r): r for r in results if r["impl"] == "python" and not r["metrics"]}
     py_metrics = {key(r): r for r in results if r["impl"] == "python" and r["metrics"]}
     go1 = {key(r): r for r in results if r["impl"] == "go" and r["gomaxprocs"] == 1}
@@ -221,10 +224,8 @@ def table(results: list[dict[str, Any]]) -> str:
         go_one, go_two = go1.get(k), go2.get(k)
         ratio = f"{go_one['ops_per_sec'] / r['ops_per_sec']:.1f}x" if go_one else "-"
         rows.append(
-            f"| {k[0]} | {k[1]:,} | {k[2]} | {r['ops_per_sec']:,.0f} "
-            f"| {py_metrics[k]['ops_per_sec']:,.0f} "
-            f"| {go_one['ops_per_sec'] if go_one else 0:,.0f} "
-            f"| {go_two['ops_per_sec'] if go_two else 0:,.0f} | {ratio} |"
+            f"| {k[0]} | {k[1]:,} | {k[2]} | {rate(r)} | {rate(py_metrics.get(k))} "
+            f"| {rate(go_one)} | {rate(go_two)} | {ratio} |"
         )
     return "\n".join(rows)
 

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import gc
 import itertools
+import weakref
 
 import pytest
 from prometheus_client import REGISTRY
@@ -80,6 +82,14 @@ async def test_work_duration() -> None:
     q.done(item)
     assert value("workqueue_work_duration_seconds_count", name) == 1
     assert value("workqueue_work_duration_seconds_sum", name) == pytest.approx(2.0)
+    q.add("b")
+    item = await q.get()
+    clock.step(1.0)  # on a bucket's bound: counted in it ("le")
+    q.done(item)
+    assert value("workqueue_work_duration_seconds_bucket", name, le="0.1") == 0
+    assert value("workqueue_work_duration_seconds_bucket", name, le="1.0") == 1
+    assert value("workqueue_work_duration_seconds_bucket", name, le="10.0") == 2
+    assert value("workqueue_work_duration_seconds_bucket", name, le="+Inf") == 2
 
 
 async def test_unfinished_work_and_longest_running_are_computed_when_scraped() -> None:
@@ -152,3 +162,32 @@ async def test_an_unnamed_queue_records_and_registers_nothing() -> None:
     q.add_rate_limited("b")  # a retry, for a named queue
     q.forget("b")
     assert workqueue_samples() == before  # no label set, not even name=""
+
+
+async def test_queues_with_the_same_labels_share_one_series() -> None:
+    clock = FakeClock()
+    name = unique("shared")
+    first, second = Queue[str](name=name, clock=clock), Queue[str](name=name, clock=clock)
+    first.add("a")
+    second.add("a")
+    await first.get()
+    await second.get()
+    clock.step(1.0)
+    assert value("workqueue_adds_total", name) == 2
+    assert value("workqueue_unfinished_work_seconds", name) == pytest.approx(2.0)
+
+
+async def test_a_dropped_queue_is_not_kept_alive_and_its_counts_stay() -> None:
+    clock = FakeClock()
+    name = unique("dropped")
+    q = Queue[str](name=name, clock=clock)
+    q.add("a")
+    await q.get()
+    clock.step(1.0)
+    assert value("workqueue_longest_running_processor_seconds", name) == pytest.approx(1.0)
+    dropped = weakref.ref(q)
+    del q
+    gc.collect()
+    assert dropped() is None
+    assert value("workqueue_adds_total", name) == 1  # counters never go back
+    assert value("workqueue_longest_running_processor_seconds", name) == 0
