@@ -157,7 +157,8 @@ class App:
         )
         code = 0
         if lead in done and isinstance(lead.exception(), LeadershipLost):
-            log.error("leader election lost, stopping at once", extra={"error": str(lead.exception())})
+            log.error("leader election lost, stopping at once",
+                      extra={"error": str(lead.exception())})
             code = 1
         elif lead in done or any(t in done for t in informer_tasks):
             failed = next(t for t in [lead, *informer_tasks] if t in done)

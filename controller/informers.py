@@ -122,9 +122,8 @@ class Informer:
         outcome = getattr(state, "outcome", None)
         exc = outcome.exception() if outcome is not None else None
         WATCH_RESTARTS.labels(self.resource.plural, "error").inc()
-        log.warning(
-            "watch failed, reconnecting", extra={"resource": self.resource.plural, "error": str(exc)}
-        )
+        log.warning("watch failed, reconnecting",
+                    extra={"resource": self.resource.plural, "error": str(exc)})
 
     async def _list_and_watch(self) -> None:
         while True:
@@ -134,7 +133,8 @@ class Informer:
                 await self._watch()
                 WATCH_RESTARTS.labels(self.resource.plural, "closed").inc()
             except _Gone:
-                log.info("resourceVersion expired, relisting", extra={"resource": self.resource.plural})
+                log.info("resourceVersion expired, relisting",
+                         extra={"resource": self.resource.plural})
                 WATCH_RESTARTS.labels(self.resource.plural, "gone").inc()
                 self._rv = None
 
@@ -164,11 +164,10 @@ class Informer:
                 self._emit("ADDED", obj, None)
             elif old["metadata"].get("resourceVersion") != obj["metadata"].get("resourceVersion"):
                 self._emit("MODIFIED", obj, old)
-        for key in self.store.keys():
-            if key not in seen:
-                gone = self.store.remove(key)
-                assert gone is not None
-                self._emit("DELETED", gone, gone)
+        for key in set(self.store.keys()) - seen:
+            gone = self.store.remove(key)
+            assert gone is not None
+            self._emit("DELETED", gone, gone)
         self._rv = resource_version
         self._synced.set()
 
@@ -192,7 +191,8 @@ class Informer:
         if kind == "ERROR":
             if obj.get("code") == 410:
                 raise _Gone
-            raise ApiError(int(obj.get("code") or 500), str(obj.get("reason")), str(obj.get("message")))
+            raise ApiError(int(obj.get("code") or 500), str(obj.get("reason")),
+                           str(obj.get("message")))
         rv = obj.get("metadata", {}).get("resourceVersion")
         EVENTS.labels(self.resource.plural, str(kind)).inc()
         if kind == "BOOKMARK":

@@ -100,15 +100,19 @@ class ConfigError(Exception):
     """No usable connection settings: a clear one-line message for the CLI."""
 
 
-async def load_api_client(kubeconfig: str | None = None, context: str | None = None) -> client.ApiClient:
-    """From --kubeconfig, else in-cluster when running in a pod, else $KUBECONFIG or ~/.kube/config."""
+async def load_api_client(
+    kubeconfig: str | None = None, context: str | None = None
+) -> client.ApiClient:
+    """--kubeconfig, else in-cluster when in a pod, else $KUBECONFIG or ~/.kube/config."""
     cfg = client.Configuration()
     try:
         if kubeconfig is None and os.environ.get("KUBERNETES_SERVICE_HOST"):
-            config.load_incluster_config(client_configuration=cfg)
+            config.load_incluster_config(  # type: ignore[no-untyped-call]
+                client_configuration=cfg
+            )
         else:
             path = kubeconfig or os.environ.get("KUBECONFIG") or str(Path.home() / ".kube/config")
-            if not Path(path).is_file():
+            if not Path(path).is_file():  # noqa: ASYNC240 - once, at start-up
                 raise ConfigError(f"kubeconfig {path} does not exist")
             await config.load_kube_config(
                 config_file=path, context=context, client_configuration=cfg
@@ -125,7 +129,7 @@ class Kube:
 
     def __init__(self, api_client: client.ApiClient, *, request_timeout: float = 30.0) -> None:
         self.api_client = api_client
-        self._host = api_client.configuration.host.rstrip("/")
+        self._host = str(api_client.configuration.host).rstrip("/")
         self._timeout = aiohttp.ClientTimeout(total=request_timeout)
 
     async def close(self) -> None:
@@ -192,9 +196,14 @@ class Kube:
         )
 
     async def delete(
-        self, resource: Resource, namespace: str | None, name: str, *, preconditions: JSON | None = None
+        self,
+        resource: Resource,
+        namespace: str | None,
+        name: str,
+        *,
+        preconditions: JSON | None = None,
     ) -> JSON:
-        body = {"kind": "DeleteOptions", "apiVersion": "v1"}
+        body: JSON = {"kind": "DeleteOptions", "apiVersion": "v1"}
         if preconditions:
             body["preconditions"] = preconditions
         return await self.request("DELETE", resource.path(namespace, name), body=body)

@@ -52,7 +52,8 @@ class LeaderElector:
 
     async def acquire(self) -> None:
         """Returns once this replica holds the lease."""
-        while not await self._try_acquire_or_renew():
+        # Polling every retry_period is the protocol: there is nothing to wait on.
+        while not await self._try_acquire_or_renew():  # noqa: ASYNC110
             await asyncio.sleep(self.s.retry_period)
         self._gauge.set(1)
         log.info("acquired lease", extra={"lease": self.s.name, "identity": self.s.identity})

@@ -56,8 +56,10 @@ class Endpoints:
             site = web.TCPSite(runner, host, port)
             await site.start()
             self._runners.append(runner)
-            sock = site._server.sockets[0] if site._server else None  # noqa: SLF001
-            bound = f"{host}:{sock.getsockname()[1] if sock else port}"
+            # With port 0 the OS picks one; report the port actually bound.
+            server = site._server
+            sockets = getattr(server, "sockets", None) or []
+            bound = f"{host}:{sockets[0].getsockname()[1] if sockets else port}"
             for what in whats:
                 self.addresses[what] = bound
 

@@ -50,7 +50,8 @@ async def test_success_creates_one_owned_taskrun_and_reports_the_digest(
         pending = await world.get("ok")
         assert condition(pending)["status"] == "Unknown"
         assert condition(pending)["reason"] == reasons.PENDING
-        assert pending["status"]["buildSpec"]["output"]["image"] == "registry.example.com/app:latest"
+        snapshot = pending["status"]["buildSpec"]
+        assert snapshot["output"]["image"] == "registry.example.com/app:latest"
         assert pending["status"]["startTime"]
 
         await tekton.start(world.ns, tr_name)
@@ -270,19 +271,18 @@ async def test_webhook_timeouts_are_retried_then_succeed(
     retries_before = metric("buildrun_retries_total", error_class="webhook")
     wq_retries_before = metric("workqueue_retries_total", name="buildrun", controller="buildrun")
     seen_open: list[bool] = []
-    async with FlakyWebhook(cluster, world.ns,
-                            lambda n: "timeout" if n <= k else "allow") as hook:
-        async with running_controller(controller_settings(cluster, world.ns)):
-            await world.buildrun("flaky")
+    script = FlakyWebhook(cluster, world.ns, lambda n: "timeout" if n <= k else "allow")
+    async with script as hook, running_controller(controller_settings(cluster, world.ns)):
+        await world.buildrun("flaky")
 
-            async def failing_then_created() -> str | None:
-                br = await world.get("flaky")
-                status = br.get("status") or {}
-                seen_open.append("completionTime" not in status)
-                return status.get("taskRunName")
-            await wait_for(failing_then_created, timeout=40, what="TaskRun after retries")
-            await TektonSimulator(kube).finish(world.ns, await world.taskrun_of("flaky"))
-            done = await world.finished("flaky")
+        async def failing_then_created() -> str | None:
+            br = await world.get("flaky")
+            status = br.get("status") or {}
+            seen_open.append("completionTime" not in status)
+            return status.get("taskRunName")
+        await wait_for(failing_then_created, timeout=40, what="TaskRun after retries")
+        await TektonSimulator(kube).finish(world.ns, await world.taskrun_of("flaky"))
+        done = await world.finished("flaky")
     assert hook.verdicts[: k + 1] == ["timeout"] * k + ["allow"]
     assert all(seen_open), "a completionTime appeared while system errors were being retried"
     assert condition(done)["reason"] == reasons.SUCCEEDED
@@ -300,10 +300,10 @@ async def test_webhook_failing_forever_ends_in_retries_exhausted(
 
     exhausted_before = metric("buildrun_retry_exhausted_total")
     settings = controller_settings(cluster, world.ns, budget=RetryBudget(max_retries=3, max_age=0))
-    async with FlakyWebhook(cluster, world.ns, lambda n: "error") as hook:
-        async with running_controller(settings):
-            await world.buildrun("doomed")
-            done = await world.finished("doomed", timeout=40)
+    failing = FlakyWebhook(cluster, world.ns, lambda n: "error")
+    async with failing as hook, running_controller(settings):
+        await world.buildrun("doomed")
+        done = await world.finished("doomed", timeout=40)
     assert hook.calls == 4  # the first try and three retries
     assert condition(done)["reason"] == reasons.RECONCILER_RETRIES_EXHAUSTED
     assert "failed calling webhook" in condition(done)["message"]

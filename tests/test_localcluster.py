@@ -23,7 +23,9 @@ async def test_create_read_and_watch_a_buildrun(api: client.ApiClient, namespace
         "metadata": {"name": "smoke"},
         "spec": {"build": {"name": "some-build"}},
     }
-    created = await crd.create_namespaced_custom_object(GROUP, VERSION, namespace, "buildruns", body)
+    created = await crd.create_namespaced_custom_object(
+        GROUP, VERSION, namespace, "buildruns", body
+    )
     got = await crd.get_namespaced_custom_object(GROUP, VERSION, namespace, "buildruns", "smoke")
     assert got["metadata"]["uid"] == created["metadata"]["uid"]
     assert got["spec"] == {"build": {"name": "some-build"}}

@@ -42,7 +42,9 @@ def _name(common_name: str) -> x509.Name:
     return x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, common_name)])
 
 
-def _builder(subject: str, issuer: x509.Name, public_key: rsa.RSAPublicKey) -> x509.CertificateBuilder:
+def _builder(
+    subject: str, issuer: x509.Name, public_key: rsa.RSAPublicKey
+) -> x509.CertificateBuilder:
     now = datetime.datetime.now(datetime.UTC)
     return (
         x509.CertificateBuilder()
