@@ -30,7 +30,7 @@ from typing import Protocol
 import aiohttp
 
 from controller import metrics
-from controller.errors import ReconcileError, RetryableError, TerminalError, classify_status
+from controller.errors import ReconcileError, RetryableError, classify_status
 from controller.kube import ApiError
 from workqueue import RateLimitingQueue, ShutDown
 

@@ -69,7 +69,7 @@ class TektonSimulator:
                                               f"TaskRun {name} was cancelled")
         else:
             status["conditions"] = _condition("False", "Failed",
-                                              f'"step-build" exited with code 1')
+                                              '"step-build" exited with code 1')
             reason = "OOMKilled" if how == "oom" else "Error"
             status["steps"] = [{**step, "terminated": {"exitCode": 137 if how == "oom" else 1,
                                                        "reason": reason}}]
