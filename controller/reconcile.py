@@ -116,6 +116,11 @@ class Controller:
     def enqueue(self, key: str) -> None:
         self.queue.add(key)
 
+    @property
+    def running(self) -> bool:
+        """True once workers run, i.e. on the leader."""
+        return bool(self._tasks)
+
     def start(self) -> None:
         self._tasks = [
             asyncio.create_task(self._worker(), name=f"{self.name}-worker-{i}")
