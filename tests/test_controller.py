@@ -17,7 +17,7 @@ from controller.buildrun import reasons
 from controller.devtools.localcluster import LocalCluster
 from controller.devtools.tekton import TektonSimulator
 from controller.informers import Informer
-from controller.kube import BUILDRUNS, LEASES, ApiError, Kube, key_of
+from controller.kube import BUILDRUNS, LEASES, Kube, key_of
 from controller.leader import LeaderElectionSettings
 from controller.reconcile import Result
 from tests.harness import (

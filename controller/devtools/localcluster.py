@@ -128,6 +128,7 @@ class LocalCluster:
             self.workdir / "kube-apiserver.log",
         )
         self.kubeconfig = self.write_kubeconfig(self.admin)
+        self._crds_applied = False
 
     def _write_pki(self) -> None:
         serving = issue_serving_cert(self.ca, ["127.0.0.1", "localhost"])
@@ -212,6 +213,11 @@ class LocalCluster:
     async def start_apiserver(self) -> None:
         self._apiserver.start()
         await self._wait_ready()
+        if self._crds_applied:
+            # /readyz can pass while custom resource storage still answers 429.
+            await _poll(f"{self.url}/apis/shipwright.io/v1beta1/buildruns?limit=1",
+                        self.ssl_context(), self.admin.token, 60, self._apiserver.check_alive,
+                        "custom resource storage")
 
     async def restart_apiserver(self, sig: int = signal.SIGKILL) -> None:
         """Kill the API server and start it again on the same port and etcd."""
@@ -259,6 +265,7 @@ class LocalCluster:
                 for doc in yaml.safe_load_all(file.read_text()):
                     await self.apply(doc)
         await self.wait_crds_established()
+        self._crds_applied = True
 
     async def apply(self, obj: dict[str, Any]) -> Any:
         """Server-side apply of one object whose resource path this helper knows."""
