@@ -1,0 +1,1 @@
+"""BuildRun reconciliation."""

@@ -1,0 +1,63 @@
+"""Reasons on a BuildRun's Succeeded condition, spelled as Shipwright spells them.
+
+Users and tooling match on these strings, so each value is part of the API.
+"""
+
+from __future__ import annotations
+
+# Both the condition type and the reason of a successful BuildRun (as in Shipwright).
+SUCCEEDED = "Succeeded"
+
+FAILED = "Failed"
+PENDING = "Pending"
+RUNNING = "Running"
+
+BUILD_RUN_TIMEOUT = "BuildRunTimeout"
+BUILD_RUN_CANCELED = "BuildRunCanceled"
+TASK_RUN_IS_MISSING = "TaskRunIsMissing"
+POD_EVICTED = "PodEvicted"
+STEP_OUT_OF_MEMORY = "StepOutOfMemory"
+
+BUILD_NOT_FOUND = "BuildNotFound"
+BUILD_STRATEGY_NOT_FOUND = "BuildStrategyNotFound"
+SERVICE_ACCOUNT_NOT_FOUND = "ServiceAccountNotFound"
+BUILD_RUN_AMBIGUOUS_BUILD = "BuildRunAmbiguousBuild"
+BUILD_RUN_NO_REF_OR_SPEC = "BuildRunNoRefOrSpec"
+BUILD_RUN_BUILD_FIELD_OVERRIDE_FORBIDDEN = "BuildRunBuildFieldOverrideForbidden"
+UNDEFINED_PARAMETER = "UndefinedParameter"
+RESTRICTED_PARAMETERS_IN_USE = "RestrictedParametersInUse"
+INCONSISTENT_PARAMETER_VALUES = "InconsistentParameterValues"
+WRONG_PARAMETER_VALUE_TYPE = "WrongParameterValueType"
+MISSING_PARAMETER_VALUES = "MissingParameterValues"
+EMPTY_ARRAY_ITEM_PARAMETER_VALUES = "EmptyArrayItemParameterValues"
+INVALID_TIMEOUT = "InvalidTimeout"
+INVALID_RETENTION = "InvalidRetention"
+INVALID_REFERENCE = "InvalidReference"
+
+RECONCILER_RETRIES_EXHAUSTED = "ReconcilerRetriesExhausted"
+TASK_RUN_GENERATION_FAILED = "TaskRunGenerationFailed"
+
+# Tekton's reasons on a TaskRun's Succeeded condition; read, never written.
+TASK_RUN_CANCELLED = "TaskRunCancelled"
+TASK_RUN_TIMEOUT = "TaskRunTimeout"
+
+# Failures the user caused and only the user can fix: retrying would give the same answer.
+USER_ERROR_REASONS: frozenset[str] = frozenset(
+    {
+        BUILD_NOT_FOUND,
+        BUILD_STRATEGY_NOT_FOUND,
+        SERVICE_ACCOUNT_NOT_FOUND,
+        BUILD_RUN_AMBIGUOUS_BUILD,
+        BUILD_RUN_NO_REF_OR_SPEC,
+        BUILD_RUN_BUILD_FIELD_OVERRIDE_FORBIDDEN,
+        UNDEFINED_PARAMETER,
+        RESTRICTED_PARAMETERS_IN_USE,
+        INCONSISTENT_PARAMETER_VALUES,
+        WRONG_PARAMETER_VALUE_TYPE,
+        MISSING_PARAMETER_VALUES,
+        EMPTY_ARRAY_ITEM_PARAMETER_VALUES,
+        INVALID_TIMEOUT,
+        INVALID_RETENTION,
+        INVALID_REFERENCE,
+    }
+)
