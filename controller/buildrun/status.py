@@ -1,0 +1,209 @@
+"""The BuildRun's Succeeded condition, and the outcome a finished TaskRun gives it."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from controller.buildrun.reasons import (
+    BUILD_RUN_CANCELED,
+    BUILD_RUN_TIMEOUT,
+    FAILED,
+    PENDING,
+    POD_EVICTED,
+    RUNNING,
+    STEP_OUT_OF_MEMORY,
+    SUCCEEDED,
+    TASK_RUN_CANCELLED,
+    TASK_RUN_TIMEOUT,
+)
+
+# Limits from the BuildRun CRD schema: a longer value gets the whole status write rejected.
+MESSAGE_MAX = 32768
+REASON_MAX = 256
+NAME_MAX = 253
+DIGEST_MAX = 256
+
+# TaskRun results the generated TaskRun declares and a strategy's steps may write.
+RESULT_IMAGE_DIGEST = "shp-image-digest"
+RESULT_ERROR_REASON = "shp-error-reason"
+RESULT_ERROR_MESSAGE = "shp-error-message"
+
+
+def truncate(text: str, limit: int) -> str:
+    """`text` cut to at most `limit` characters, marked with an ellipsis when cut."""
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def succeeded_condition(status: dict[str, Any] | None) -> dict[str, Any] | None:
+    """The Succeeded condition of a BuildRun's or TaskRun's status, if there is one."""
+    for condition in (status or {}).get("conditions") or []:
+        if condition.get("type") == SUCCEEDED:
+            return dict(condition)
+    return None
+
+
+def with_condition(
+    status: dict[str, Any], cond_status: str, reason: str, message: str, now: str
+) -> dict[str, Any]:
+    """A new status with the Succeeded condition set.
+
+    lastTransitionTime moves only when the condition's status value changes (API
+    conventions), so repeated reconciles of a running BuildRun do not churn it.
+    """
+    conditions = list(status.get("conditions") or [])
+    index = next((i for i, c in enumerate(conditions) if c.get("type") == SUCCEEDED), None)
+    old = conditions[index] if index is not None else {}
+    unchanged = old.get("status") == cond_status and old.get("lastTransitionTime")
+    condition = {
+        "type": SUCCEEDED,
+        "status": cond_status,
+        "reason": truncate(reason, REASON_MAX),
+        "message": truncate(message, MESSAGE_MAX),
+        "lastTransitionTime": old["lastTransitionTime"] if unchanged else now,
+    }
+    if index is None:
+        conditions.append(condition)
+    else:
+        conditions[index] = condition
+    return {**status, "conditions": conditions}
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """How a finished TaskRun ends its BuildRun."""
+
+    status: str
+    reason: str
+    message: str
+    failure_details: dict[str, Any] | None
+    digest: str | None
+
+
+def outcome_from_taskrun(
+    taskrun: dict[str, Any], pod: dict[str, Any] | None = None
+) -> Outcome | None:
+    """The BuildRun outcome a TaskRun gives, or None while the TaskRun has not finished.
+
+    `pod` is the TaskRun's pod when the caller could fetch it; only an eviction is
+    read from it.
+    """
+    status = taskrun.get("status") or {}
+    condition = succeeded_condition(status) or {}
+    name = (taskrun.get("metadata") or {}).get("name") or ""
+    results = _results(status)
+    if condition.get("status") == "True":
+        message = condition.get("message") or f"TaskRun {name} succeeded"
+        return Outcome("True", SUCCEEDED, message, None, _digest(results))
+    if condition.get("status") != "False":
+        return None
+
+    tekton_reason = condition.get("reason")
+    if tekton_reason == TASK_RUN_TIMEOUT:
+        timeout = (taskrun.get("spec") or {}).get("timeout")
+        message = f"BuildRun failed to finish within {timeout}" if timeout else _message(condition)
+        return Outcome("False", BUILD_RUN_TIMEOUT, message, None, None)
+    if tekton_reason == TASK_RUN_CANCELLED:
+        message = "The BuildRun and its TaskRun were canceled"
+        return Outcome("False", BUILD_RUN_CANCELED, message, None, None)
+
+    namespace = (taskrun.get("metadata") or {}).get("namespace") or ""
+    pod_name = status.get("podName") or ""
+    steps = status.get("steps") or []
+    failed = [s for s in steps if (s.get("terminated") or {}).get("exitCode", 0) != 0]
+    oom = [s for s in steps if (s.get("terminated") or {}).get("reason") == "OOMKilled"]
+    pod_status = (pod or {}).get("status") or {}
+    step: dict[str, Any] | None
+    if pod_status.get("reason") == "Evicted":
+        reason, step = POD_EVICTED, (failed or [None])[0]
+        message = pod_status.get("message") or f"pod {pod_name} was evicted"
+    elif oom:
+        reason, step = STEP_OUT_OF_MEMORY, oom[0]
+        message = f"step {oom[0].get('name')} ran out of memory; " + _logs_hint(
+            namespace, pod_name, oom[0]
+        )
+    elif failed:
+        reason, step = FAILED, failed[0]
+        exit_code = failed[0]["terminated"]["exitCode"]
+        message = f"step {failed[0].get('name')} failed with exit code {exit_code}; " + _logs_hint(
+            namespace, pod_name, failed[0]
+        )
+    else:
+        reason, step, message = FAILED, None, _message(condition)
+
+    location = {}
+    if pod_name:
+        location["pod"] = truncate(pod_name, NAME_MAX)
+    if step is not None:
+        location["container"] = truncate(_container(step), NAME_MAX)
+    # The strategy's own words about what went wrong beat our guess from exit codes.
+    errors = {**_termination_results(failed), **results}
+    details: dict[str, Any] = {
+        "reason": truncate(errors.get(RESULT_ERROR_REASON) or reason, REASON_MAX),
+        "message": truncate(errors.get(RESULT_ERROR_MESSAGE) or message, MESSAGE_MAX),
+    }
+    if location:
+        details["location"] = location
+    return Outcome("False", reason, message, details, None)
+
+
+def running_reason(taskrun: dict[str, Any]) -> tuple[str, str]:
+    """(reason, message) for a BuildRun whose TaskRun has not finished yet."""
+    condition = succeeded_condition(taskrun.get("status"))
+    name = (taskrun.get("metadata") or {}).get("name") or ""
+    if condition is None:
+        return PENDING, f"TaskRun {name} has not started yet"
+    if condition.get("status") == "Unknown" and condition.get("reason") == "Running":
+        return RUNNING, condition.get("message") or f"TaskRun {name} is running"
+    # Tekton's message says what the pod waits for (image pull, scheduling, quota).
+    return PENDING, condition.get("message") or f"TaskRun {name} is pending"
+
+
+def _message(condition: dict[str, Any]) -> str:
+    return str(condition.get("message") or condition.get("reason") or "TaskRun failed")
+
+
+def _container(step: dict[str, Any]) -> str:
+    return str(step.get("container") or f"step-{step.get('name')}")
+
+
+def _logs_hint(namespace: str, pod_name: str, step: dict[str, Any]) -> str:
+    return f"for details: kubectl logs -n {namespace} {pod_name} -c {_container(step)}"
+
+
+def _results(status: dict[str, Any]) -> dict[str, str]:
+    """String results of a TaskRun (array and object results are not ours)."""
+    return {
+        result["name"]: result["value"].strip()
+        for result in status.get("results") or []
+        if isinstance(result.get("name"), str) and isinstance(result.get("value"), str)
+    }
+
+
+def _termination_results(failed_steps: list[dict[str, Any]]) -> dict[str, str]:
+    """Results a failed step wrote: Tekton does not publish results of a failed TaskRun in
+    status.results, but they remain in the step's termination message (a JSON list of
+    {key, value}), where Shipwright reads them too."""
+    found: dict[str, str] = {}
+    for step in failed_steps:
+        try:
+            entries = json.loads(step["terminated"].get("message") or "[]")
+        except ValueError:
+            continue
+        if not isinstance(entries, list):
+            continue
+        for entry in entries:
+            if (
+                isinstance(entry, dict)
+                and entry.get("key") in (RESULT_ERROR_REASON, RESULT_ERROR_MESSAGE)
+                and isinstance(entry.get("value"), str)
+            ):
+                found[entry["key"]] = entry["value"].strip()
+    return found
+
+
+def _digest(results: dict[str, str]) -> str | None:
+    # A longer value is not a digest, and writing it would get the status rejected.
+    digest = results.get(RESULT_IMAGE_DIGEST)
+    return digest if digest and len(digest) <= DIGEST_MAX else None
