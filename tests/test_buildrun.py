@@ -340,7 +340,7 @@ async def test_controller_restart_between_create_and_status_adopts_the_taskrun(
     created = await world.buildrun("br")
     # Do the first half of row 5 by hand: prepare and create, then "crash".
     half = BuildRunReconciler(kube, Store(), Store(), EventRecorder(kube, "t", "t"))
-    taskrun, _ = await half._prepare(created)
+    taskrun, _, _ = await half._prepare(created)
     await kube.create(TASKRUNS, world.ns, taskrun)
     async with running_controller(controller_settings(cluster, world.ns)):
         tr_name = await world.taskrun_of("br")

@@ -37,3 +37,7 @@ RAMPUP = Histogram(
     "From TaskRun creation to the TaskRun reporting Running",
     buckets=_DURATION_BUCKETS,
 )
+DELETED = Counter(
+    "buildrun_deleted_total",
+    "BuildRuns deleted by the controller when their retention TTL ran out",
+)

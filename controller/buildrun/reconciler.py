@@ -87,6 +87,23 @@ def run_timeout(buildrun: JSON) -> float | None:
     return parse_duration(text) if text else None
 
 
+def retention_ttl(buildrun: JSON) -> float | None:
+    """ttlAfterSucceeded or ttlAfterFailed: the effective one snapshotted at start (BuildRun
+    over Build), else the BuildRun's own (a run that failed before it had a snapshot)."""
+    status = buildrun.get("status") or {}
+    succeeded = (succeeded_condition(status) or {}).get("status") == "True"
+    key = "ttlAfterSucceeded" if succeeded else "ttlAfterFailed"
+    for retention in ((status.get("buildSpec") or {}).get("retention"),
+                      buildrun["spec"].get("retention")):
+        text = (retention or {}).get(key)
+        if text:
+            try:
+                return parse_duration(text)
+            except ValueError:
+                return None  # reported as InvalidRetention when the run started
+    return None
+
+
 def _taskrun_finished(taskrun: JSON) -> bool:
     cond = succeeded_condition(taskrun.get("status"))
     return cond is not None and cond.get("status") in ("True", "False")
@@ -120,6 +137,16 @@ class BuildRunReconciler:
         phase = phase_of(buildrun)
         if phase is Phase.NEW:
             return await self._reconcile_new(buildrun)
+        if phase is Phase.DONE:
+            # Cache only: a finished BuildRun costs no API call unless there is work.
+            taskrun = self._cached_taskrun(buildrun)
+            ttl = self._ttl_remaining(buildrun)
+            observation = Observation(
+                phase=phase,
+                taskrun_running=taskrun is not None and not _taskrun_finished(taskrun),
+                ttl_passed=ttl == 0.0,
+            )
+            return await self._act(buildrun, taskrun, decide(observation))
         taskrun = await self._taskrun(buildrun)
         outcome = await self._outcome(taskrun) if taskrun is not None else None
         observation = Observation(
@@ -150,10 +177,11 @@ class BuildRunReconciler:
         taskrun = await self._taskrun(buildrun) if phase_of(buildrun) is Phase.RUNNING else None
         outcome = await self._outcome(taskrun) if taskrun is not None else None
         if outcome is not None:
-            await self._act(buildrun, taskrun, decide(Observation(Phase.RUNNING, outcome=outcome)),
-                            outcome)
+            decision = decide(Observation(Phase.RUNNING, outcome=outcome))
+            await self._act(buildrun, taskrun, decision, outcome)
             return
         message = f"gave up after repeated system errors; last error: {error.message}"
+        # Row 0: the give-up path, outside the table (see the module docstring of states).
         if await self._finish(
             buildrun, taskrun,
             Decision(0, Action.FINISH, reasons.RECONCILER_RETRIES_EXHAUSTED, message),
@@ -161,6 +189,10 @@ class BuildRunReconciler:
             metrics.RETRY_EXHAUSTED.inc()
 
     # -- observing ----------------------------------------------------------------
+
+    def _cached_taskrun(self, buildrun: JSON) -> JSON | None:
+        name = (buildrun.get("status") or {}).get("taskRunName")
+        return self.taskruns.get(f"{buildrun['metadata']['namespace']}/{name}") if name else None
 
     async def _taskrun(self, buildrun: JSON) -> JSON | None:
         """The BuildRun's TaskRun; a cache miss is confirmed with the API server."""
@@ -192,11 +224,19 @@ class BuildRunReconciler:
 
     def _remaining(self, buildrun: JSON) -> float | None:
         """Seconds until the timeout deadline (0.0 once passed), None without a timeout."""
-        timeout = run_timeout(buildrun)
-        start = _parse_time((buildrun.get("status") or {}).get("startTime"))
-        if timeout is None or start is None:
+        start = (buildrun.get("status") or {}).get("startTime")
+        return self._until(start, run_timeout(buildrun))
+
+    def _ttl_remaining(self, buildrun: JSON) -> float | None:
+        """Seconds until the retention TTL deletes the BuildRun (0.0 once due), or None."""
+        completed = (buildrun.get("status") or {}).get("completionTime")
+        return self._until(completed, retention_ttl(buildrun))
+
+    def _until(self, since: str | None, seconds: float | None) -> float | None:
+        start = _parse_time(since)
+        if seconds is None or start is None:
             return None
-        left = (start + datetime.timedelta(seconds=timeout) - self.clock()).total_seconds()
+        left = (start + datetime.timedelta(seconds=seconds) - self.clock()).total_seconds()
         return max(left, 0.0)
 
     # -- NEW: resolve everything, or fail with a user error --------------------------
@@ -214,26 +254,29 @@ class BuildRunReconciler:
         user_error = None
         if not canceled:
             try:
-                taskrun, snapshot = await self._prepare(buildrun)
+                taskrun, snapshot, build = await self._prepare(buildrun)
             except UserError as exc:
                 user_error = exc
         decision = decide(Observation(Phase.NEW, canceled=canceled, user_error=user_error))
         if decision.action is Action.START:
             try:
+                if build is not None and (snapshot.get("retention") or {}).get("atBuildDeletion"):
+                    await self._own_by_build(buildrun, build)
                 return await self._start(buildrun, taskrun, snapshot)
             except UserError as exc:
                 decision = decide(Observation(Phase.NEW, user_error=exc))
         return await self._act(buildrun, None, decision)
 
-    async def _prepare(self, buildrun: JSON) -> tuple[JSON, JSON]:
-        """The TaskRun to create and the Build spec snapshot; raises UserError for
-        anything the user must fix.
+    async def _prepare(self, buildrun: JSON) -> tuple[JSON, JSON, JSON | None]:
+        """The TaskRun to create, the Build spec snapshot and the Build (None when
+        embedded); raises UserError for anything the user must fix.
 
         Missing references are confirmed by a live GET, never the cache, since a
         terminal verdict cannot be taken back.
         """
         namespace = buildrun["metadata"]["namespace"]
         name = build_name(buildrun)
+        build = None
         if name is None:
             build_spec = buildrun["spec"]["build"]["spec"]
         else:
@@ -257,7 +300,10 @@ class BuildRunReconciler:
             raise UserError(reasons.SERVICE_ACCOUNT_NOT_FOUND,
                             f"ServiceAccount {effective.service_account!r} not found in "
                             f"namespace {namespace!r}")
-        return generate_taskrun(buildrun, effective, strategy, params), effective.spec
+        snapshot = dict(effective.spec)
+        if effective.retention:
+            snapshot["retention"] = effective.retention
+        return generate_taskrun(buildrun, effective, strategy, params), snapshot, build
 
     async def _start(self, buildrun: JSON, taskrun: JSON, snapshot: JSON) -> Result:
         namespace = buildrun["metadata"]["namespace"]
@@ -291,6 +337,17 @@ class BuildRunReconciler:
                                        f"created TaskRun {created['metadata']['name']}")
         return self._requeue_at_deadline(written or buildrun)
 
+    async def _own_by_build(self, buildrun: JSON, build: JSON) -> None:
+        """retention.atBuildDeletion: the Build owns the BuildRun, so the garbage
+        collector deletes the BuildRun with it."""
+        meta = buildrun["metadata"]
+        refs = [r for r in meta.get("ownerReferences") or [] if r.get("kind") != "Build"]
+        refs.append({"apiVersion": build["apiVersion"], "kind": "Build",
+                     "name": build["metadata"]["name"], "uid": build["metadata"]["uid"]})
+        await self.kube.patch(BUILDRUNS, meta["namespace"], meta["name"], {
+            "metadata": {"ownerReferences": refs,
+                         "resourceVersion": meta["resourceVersion"]}})
+
     async def _adopt(self, buildrun: JSON, name: str) -> JSON:
         """A TaskRun with our deterministic name exists: ours from an earlier try, or not."""
         existing = await self.kube.get(TASKRUNS, buildrun["metadata"]["namespace"], name)
@@ -310,17 +367,33 @@ class BuildRunReconciler:
         outcome: Outcome | None = None,
     ) -> Result:
         if decision.action is Action.FINISH:
-            await self._finish(buildrun, taskrun, decision, outcome if decision.row == 6 else None)
+            await self._finish(buildrun, taskrun, decision,
+                               outcome if decision.from_taskrun else None)
+            return DONE
+        if decision.action is Action.DELETE:
+            await self._delete(buildrun)
             return DONE
         if decision.action is Action.STOP_TASKRUN:
             assert taskrun is not None
             await self._cancel_taskrun(taskrun)
-            return DONE
         if decision.action is Action.PROGRESS:
             assert taskrun is not None
             written = await self._progress(buildrun, taskrun)
             return self._requeue_at_deadline(written or buildrun)
-        return DONE
+        return self._requeue_at(self._ttl_remaining(buildrun))
+
+    async def _delete(self, buildrun: JSON) -> None:
+        """Retention: the preconditions make sure a recreated namesake is never deleted."""
+        meta = buildrun["metadata"]
+        try:
+            await self.kube.delete(BUILDRUNS, meta["namespace"], meta["name"], preconditions={
+                "uid": meta["uid"], "resourceVersion": meta["resourceVersion"]})
+        except ApiError as exc:
+            if not is_not_found(exc):
+                raise
+        metrics.DELETED.inc()
+        log.info("deleted BuildRun after its retention TTL",
+                 extra={"key": f"{meta['namespace']}/{meta['name']}"})
 
     async def _progress(self, buildrun: JSON, taskrun: JSON) -> JSON | None:
         reason, message = running_reason(taskrun)
@@ -339,7 +412,10 @@ class BuildRunReconciler:
         return written
 
     def _requeue_at_deadline(self, buildrun: JSON) -> Result:
-        remaining = self._remaining(buildrun)
+        return self._requeue_at(self._remaining(buildrun))
+
+    @staticmethod
+    def _requeue_at(remaining: float | None) -> Result:
         if remaining is None:
             return DONE
         # Wake a hair after the deadline so the clock has surely passed it.

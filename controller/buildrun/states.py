@@ -17,8 +17,10 @@ queue retries with exponential backoff, and when the retry budget is spent
 taking a finished TaskRun's own outcome, if it has one).
 
 Whenever a BuildRun finishes while its TaskRun still runs, the TaskRun is
-cancelled after the status is written; the DONE row repeats that until it
-sticks, so no image is built for a BuildRun that says Failed.
+cancelled after the status is written; DONE row 1 repeats that until it
+sticks, so no image is built for a BuildRun that says Failed. The only other
+thing that happens to a DONE BuildRun is its deletion when its retention
+TTL runs out (row 2); the reconciler wakes exactly then (requeue-after).
 """
 
 from __future__ import annotations
@@ -41,6 +43,7 @@ class Phase(enum.Enum):
 class Action(enum.Enum):
     NOTHING = "nothing"
     STOP_TASKRUN = "cancel the TaskRun if it still runs; status unchanged"
+    DELETE = "delete the BuildRun (retention TTL), preconditioned on uid and resourceVersion"
     START = "create the TaskRun (adopt it on AlreadyExists), write Pending, requeue at deadline"
     FINISH = "write the terminal status, then cancel the TaskRun if it still runs"
     PROGRESS = "write Pending/Running if it changed, requeue at the deadline"
@@ -57,6 +60,8 @@ class Observation:
     outcome: Outcome | None = None
     taskrun_missing: bool = False
     taskrun_running: bool = False
+    # DONE: the retention TTL (ttlAfterSucceeded/ttlAfterFailed) has run out.
+    ttl_passed: bool = False
 
 
 @dataclass(frozen=True)
@@ -66,6 +71,8 @@ class Decision:
     reason: str = ""
     message: str = ""
     succeeded: str = "False"
+    # FINISH with the TaskRun's own outcome (failure details, digest).
+    from_taskrun: bool = False
 
 
 @dataclass(frozen=True)
@@ -83,36 +90,39 @@ def _finish(row: int, reason: str, message: str) -> Callable[[Observation], Deci
 
 def _finish_with_user_error(o: Observation) -> Decision:
     assert o.user_error is not None
-    return Decision(4, Action.FINISH, o.user_error.reason, o.user_error.message)
+    return Decision(5, Action.FINISH, o.user_error.reason, o.user_error.message)
 
 
 def _finish_with_outcome(o: Observation) -> Decision:
     assert o.outcome is not None
-    return Decision(6, Action.FINISH, o.outcome.reason, o.outcome.message, o.outcome.status)
+    return Decision(7, Action.FINISH, o.outcome.reason, o.outcome.message, o.outcome.status,
+                    from_taskrun=True)
 
 
 TABLE: tuple[Row, ...] = (
     Row(1, Phase.DONE, "TaskRun still running", lambda o: o.taskrun_running,
         lambda _: Decision(1, Action.STOP_TASKRUN)),
-    Row(2, Phase.DONE, "anything else", lambda _: True,
-        lambda _: Decision(2, Action.NOTHING)),
-    Row(3, Phase.NEW, "spec.state is BuildRunCanceled", lambda o: o.canceled,
-        _finish(3, reasons.BUILD_RUN_CANCELED, "the BuildRun was canceled before it started")),
-    Row(4, Phase.NEW, "user error (Build/strategy/SA missing, bad params, timeout, ref)",
+    Row(2, Phase.DONE, "retention TTL ran out", lambda o: o.ttl_passed,
+        lambda _: Decision(2, Action.DELETE)),
+    Row(3, Phase.DONE, "anything else (wake again at the TTL, if any)", lambda _: True,
+        lambda _: Decision(3, Action.NOTHING)),
+    Row(4, Phase.NEW, "spec.state is BuildRunCanceled", lambda o: o.canceled,
+        _finish(4, reasons.BUILD_RUN_CANCELED, "the BuildRun was canceled before it started")),
+    Row(5, Phase.NEW, "user error (Build/strategy/SA missing, bad params, timeout, ref)",
         lambda o: o.user_error is not None, _finish_with_user_error),
-    Row(5, Phase.NEW, "everything resolves", lambda _: True,
-        lambda _: Decision(5, Action.START, reasons.PENDING, "TaskRun created")),
+    Row(6, Phase.NEW, "everything resolves", lambda _: True,
+        lambda _: Decision(6, Action.START, reasons.PENDING, "TaskRun created")),
     # A finished TaskRun wins over cancel and timeout: its work is done, report it.
-    Row(6, Phase.RUNNING, "TaskRun finished", lambda o: o.outcome is not None,
+    Row(7, Phase.RUNNING, "TaskRun finished", lambda o: o.outcome is not None,
         _finish_with_outcome),
-    Row(7, Phase.RUNNING, "TaskRun deleted before it finished", lambda o: o.taskrun_missing,
-        _finish(7, reasons.TASK_RUN_IS_MISSING, "the TaskRun was deleted before it finished")),
-    Row(8, Phase.RUNNING, "spec.state is BuildRunCanceled", lambda o: o.canceled,
-        _finish(8, reasons.BUILD_RUN_CANCELED, "the BuildRun was canceled")),
-    Row(9, Phase.RUNNING, "timeout deadline passed", lambda o: o.deadline_passed,
-        _finish(9, reasons.BUILD_RUN_TIMEOUT, "the BuildRun ran past its timeout")),
-    Row(10, Phase.RUNNING, "TaskRun in progress", lambda _: True,
-        lambda _: Decision(10, Action.PROGRESS)),
+    Row(8, Phase.RUNNING, "TaskRun deleted before it finished", lambda o: o.taskrun_missing,
+        _finish(8, reasons.TASK_RUN_IS_MISSING, "the TaskRun was deleted before it finished")),
+    Row(9, Phase.RUNNING, "spec.state is BuildRunCanceled", lambda o: o.canceled,
+        _finish(9, reasons.BUILD_RUN_CANCELED, "the BuildRun was canceled")),
+    Row(10, Phase.RUNNING, "timeout deadline passed", lambda o: o.deadline_passed,
+        _finish(10, reasons.BUILD_RUN_TIMEOUT, "the BuildRun ran past its timeout")),
+    Row(11, Phase.RUNNING, "TaskRun in progress", lambda _: True,
+        lambda _: Decision(11, Action.PROGRESS)),
 )
 
 

@@ -15,24 +15,25 @@ USER = UserError(reasons.BUILD_NOT_FOUND, "Build 'x' not found")
 
 CASES = [
     # (row, observation, action, reason)
-    (1, Observation(Phase.DONE, taskrun_running=True), Action.STOP_TASKRUN, ""),
-    (2, Observation(Phase.DONE, outcome=SUCCESS, canceled=True, deadline_passed=True),
+    (1, Observation(Phase.DONE, taskrun_running=True, ttl_passed=True), Action.STOP_TASKRUN, ""),
+    (2, Observation(Phase.DONE, ttl_passed=True), Action.DELETE, ""),
+    (3, Observation(Phase.DONE, outcome=SUCCESS, canceled=True, deadline_passed=True),
      Action.NOTHING, ""),
-    (2, Observation(Phase.DONE, taskrun_missing=True), Action.NOTHING, ""),
-    (3, Observation(Phase.NEW, canceled=True, user_error=USER), Action.FINISH,
+    (3, Observation(Phase.DONE, taskrun_missing=True), Action.NOTHING, ""),
+    (4, Observation(Phase.NEW, canceled=True, user_error=USER), Action.FINISH,
      reasons.BUILD_RUN_CANCELED),
-    (4, Observation(Phase.NEW, user_error=USER), Action.FINISH, reasons.BUILD_NOT_FOUND),
-    (5, Observation(Phase.NEW), Action.START, reasons.PENDING),
-    (6, Observation(Phase.RUNNING, outcome=SUCCESS, canceled=True, deadline_passed=True),
+    (5, Observation(Phase.NEW, user_error=USER), Action.FINISH, reasons.BUILD_NOT_FOUND),
+    (6, Observation(Phase.NEW), Action.START, reasons.PENDING),
+    (7, Observation(Phase.RUNNING, outcome=SUCCESS, canceled=True, deadline_passed=True),
      Action.FINISH, reasons.SUCCEEDED),
-    (6, Observation(Phase.RUNNING, outcome=FAILURE), Action.FINISH, reasons.FAILED),
-    (7, Observation(Phase.RUNNING, taskrun_missing=True, canceled=True), Action.FINISH,
+    (7, Observation(Phase.RUNNING, outcome=FAILURE), Action.FINISH, reasons.FAILED),
+    (8, Observation(Phase.RUNNING, taskrun_missing=True, canceled=True), Action.FINISH,
      reasons.TASK_RUN_IS_MISSING),
-    (8, Observation(Phase.RUNNING, canceled=True, deadline_passed=True, taskrun_running=True),
+    (9, Observation(Phase.RUNNING, canceled=True, deadline_passed=True, taskrun_running=True),
      Action.FINISH, reasons.BUILD_RUN_CANCELED),
-    (9, Observation(Phase.RUNNING, deadline_passed=True, taskrun_running=True), Action.FINISH,
+    (10, Observation(Phase.RUNNING, deadline_passed=True, taskrun_running=True), Action.FINISH,
      reasons.BUILD_RUN_TIMEOUT),
-    (10, Observation(Phase.RUNNING, taskrun_running=True), Action.PROGRESS, ""),
+    (11, Observation(Phase.RUNNING, taskrun_running=True), Action.PROGRESS, ""),
 ]
 
 
@@ -49,6 +50,7 @@ def test_every_row_is_covered_and_numbered_in_order() -> None:
 
 def test_outcome_carries_its_status() -> None:
     assert decide(Observation(Phase.RUNNING, outcome=SUCCESS)).succeeded == "True"
+    assert decide(Observation(Phase.RUNNING, outcome=SUCCESS)).from_taskrun
     assert decide(Observation(Phase.RUNNING, outcome=FAILURE)).succeeded == "False"
     assert decide(Observation(Phase.RUNNING, deadline_passed=True)).succeeded == "False"
 
@@ -62,4 +64,4 @@ def test_done_never_writes_status() -> None:
                     d = decide(Observation(Phase.DONE, canceled=canceled,
                                            deadline_passed=deadline, outcome=outcome,
                                            taskrun_running=running))
-                    assert d.action in (Action.NOTHING, Action.STOP_TASKRUN)
+                    assert d.action in (Action.NOTHING, Action.STOP_TASKRUN, Action.DELETE)
