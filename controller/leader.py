@@ -14,6 +14,7 @@ import asyncio
 import datetime
 import logging
 import time
+from collections.abc import Awaitable
 from dataclasses import dataclass
 
 from controller import metrics
@@ -112,17 +113,10 @@ class LeaderElector:
             leaseDurationSeconds=int(self.s.lease_duration),
             renewTime=now,
         )
-        try:
-            # PUT carries resourceVersion: of two candidates, only one wins.
-            self._lease = await self.kube.request(
-                "PUT", LEASES.path(self.s.namespace, self.s.name), body=lease
-            )
-        except ApiError as exc:
-            if exc.status == 409:
-                return False
-            raise
-        self._observed, self._observed_at = (self.s.identity, now), time.monotonic()
-        return True
+        # PUT carries resourceVersion: of two candidates, only one wins.
+        return await self._claim(
+            self.kube.request("PUT", LEASES.path(self.s.namespace, self.s.name), body=lease), now
+        )
 
     async def _create(self, now: str) -> bool:
         body = {
@@ -137,8 +131,12 @@ class LeaderElector:
                 "leaseTransitions": 0,
             },
         }
+        return await self._claim(self.kube.create(LEASES, self.s.namespace, body), now)
+
+    async def _claim(self, write: Awaitable[JSON], now: str) -> bool:
+        """Awaits a create or update of the lease naming us; a 409 means another won."""
         try:
-            self._lease = await self.kube.create(LEASES, self.s.namespace, body)
+            self._lease = await write
         except ApiError as exc:
             if exc.status == 409:
                 return False

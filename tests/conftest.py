@@ -15,6 +15,7 @@ from kubernetes_asyncio import client, config
 
 from controller.devtools.localcluster import LocalCluster
 from controller.kube import Kube
+from tests.harness import World
 
 
 @pytest.fixture(scope="session")
@@ -53,3 +54,12 @@ async def kube(cluster: LocalCluster) -> AsyncIterator[Kube]:
     k = Kube(await api_client_for(cluster.kubeconfig))
     yield k
     await k.close()
+
+
+@pytest.fixture
+async def world(kube: Kube, namespace: str) -> World:
+    """A namespace with a BuildStrategy "kaniko" and a Build "app" that uses it."""
+    w = World(kube, namespace)
+    await w.strategy()
+    await w.build()
+    return w

@@ -20,14 +20,6 @@ from tests.harness import World, condition, controller_settings, metric, running
 pytestmark = pytest.mark.cluster
 
 
-@pytest.fixture
-async def world(kube: Kube, namespace: str) -> World:
-    w = World(kube, namespace)
-    await w.strategy()
-    await w.build()
-    return w
-
-
 def reconciles(result: str) -> float:
     return metric("controller_runtime_reconcile_total", controller="buildrun", result=result)
 

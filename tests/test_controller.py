@@ -43,11 +43,9 @@ def cache_state(informer: Informer) -> dict[str, str]:
 
 
 async def test_watch_resumes_after_api_server_restart(
-    cluster: LocalCluster, kube: Kube, namespace: str
+    cluster: LocalCluster, kube: Kube, world: World
 ) -> None:
-    w = World(kube, namespace)
-    await w.strategy()
-    await w.build()
+    w, namespace = world, world.ns
     async with running_controller(controller_settings(cluster, namespace)) as app:
         await w.buildrun("before")
         await w.taskrun_of("before")
@@ -96,11 +94,9 @@ async def test_relist_after_410_gone_delivers_missed_deletes(
 
 
 async def test_leader_hand_over_never_runs_reconciles_on_two_replicas(
-    cluster: LocalCluster, kube: Kube, namespace: str
+    cluster: LocalCluster, kube: Kube, world: World
 ) -> None:
-    w = World(kube, namespace)
-    await w.strategy()
-    await w.build()
+    w, namespace = world, world.ns
     lease = LeaderElectionSettings(namespace=namespace, name="hand-over", lease_duration=2.0,
                                    renew_deadline=1.5, retry_period=0.2)
     intervals: list[tuple[str, float, float]] = []
@@ -165,11 +161,9 @@ async def test_lost_lease_stops_reconciling_and_exits_non_zero(
 
 
 async def test_graceful_shutdown_finishes_in_flight_reconciles(
-    cluster: LocalCluster, kube: Kube, namespace: str
+    cluster: LocalCluster, kube: Kube, world: World
 ) -> None:
-    w = World(kube, namespace)
-    await w.strategy()
-    await w.build()
+    w, namespace = world, world.ns
     app = await App.create(controller_settings(cluster, namespace), "graceful")
     inner = app.controller.reconciler
     finished: list[str] = []
@@ -196,11 +190,9 @@ async def test_graceful_shutdown_finishes_in_flight_reconciles(
 
 
 async def test_metrics_over_http_show_a_scripted_run(
-    cluster: LocalCluster, kube: Kube, namespace: str
+    cluster: LocalCluster, kube: Kube, world: World
 ) -> None:
-    w = World(kube, namespace)
-    await w.strategy()
-    await w.build()
+    w, namespace = world, world.ns
     async with running_controller(controller_settings(cluster, namespace)) as app:
         await w.buildrun("ok")
         await TektonSimulator(kube).finish(namespace, await w.taskrun_of("ok"))

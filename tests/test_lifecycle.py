@@ -21,14 +21,6 @@ from tests.harness import World, condition, controller_settings, running_control
 pytestmark = pytest.mark.cluster
 
 
-@pytest.fixture
-async def world(kube: Kube, namespace: str) -> World:
-    w = World(kube, namespace)
-    await w.strategy()
-    await w.build()
-    return w
-
-
 async def deleted_at(world: World, name: str, timeout: float = 30) -> float:
     """Wall-clock time at which the BuildRun was first seen gone (50 ms polling)."""
     async def gone() -> float | None:
