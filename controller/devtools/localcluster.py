@@ -288,7 +288,8 @@ class LocalCluster:
                 for c in crds["items"]
                 if not any(
                     cond["type"] == "Established" and cond["status"] == "True"
-                    for cond in c.get("status", {}).get("conditions", [])
+                    # A CRD created a moment ago may show "conditions": null.
+                    for cond in (c.get("status") or {}).get("conditions") or []
                 )
             ]
             if not pending:
