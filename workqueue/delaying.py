@@ -46,7 +46,8 @@ class DelayingQueue(Queue[T]):
         """
         if self._shutting_down:
             return
-        self._retries.retry()
+        if self._retries is not None:
+            self._retries.retry()
         if delay <= 0:
             self.add(item)
             return

@@ -7,8 +7,9 @@ add/get/done; plain numbers cost a fraction of that, and are safe because only t
 event loop's thread writes them while a scrape (possibly another thread) only reads.
 
 Queues with the same ``name``/``controller`` labels share one series, like children
-of a prometheus vector. A queue without a name gets no-op recorders instead, as in
-client-go (noopMetricsProvider): it reads no clock for metrics and registers nothing.
+of a prometheus vector. A queue without a name gets no recorder (None) and records
+nothing, the part of client-go's noopMetricsProvider that matters: it reads no clock
+for metrics, registers nothing, and pays one ``is not None`` test per operation.
 """
 
 from __future__ import annotations
@@ -53,25 +54,6 @@ class QueueMetrics(Protocol[T_contra]):
 
 class RetryMetrics(Protocol):
     def retry(self) -> None: ...
-
-
-class _NoopMetrics:
-    """For unnamed queues: every recorder is an empty method, so nothing is timed or stored."""
-
-    def add(self, item: object) -> None:
-        pass
-
-    def get(self, item: object) -> None:
-        pass
-
-    def done(self, item: object) -> None:
-        pass
-
-    def retry(self) -> None:
-        pass
-
-
-_NOOP = _NoopMetrics()
 
 
 class _Histogram:
@@ -230,15 +212,15 @@ class _Collector:
 REGISTRY.register(_Collector())
 
 
-def queue_metrics(name: str, controller: str, clock: Clock) -> QueueMetrics[T]:
-    """Recorders for a queue; no-op without a name. ``controller`` defaults to ``name``,
-    which is what controller-runtime puts in both labels."""
+def queue_metrics(name: str, controller: str, clock: Clock) -> QueueMetrics[T] | None:
+    """Recorders for a queue; None (record nothing) without a name. ``controller``
+    defaults to ``name``, which is what controller-runtime puts in both labels."""
     if not name:
-        return _NOOP
+        return None
     return _QueueRecorder(_series(name, controller or name), clock)
 
 
-def retry_metrics(name: str, controller: str) -> RetryMetrics:
+def retry_metrics(name: str, controller: str) -> RetryMetrics | None:
     if not name:
-        return _NOOP
+        return None
     return _RetryRecorder(_series(name, controller or name))

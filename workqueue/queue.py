@@ -49,13 +49,16 @@ class Queue(Generic[T]):
         self._shutting_down = False
         # Set by shutdown_with_drain, cleared by shutdown() to cut a drain short.
         self._draining = False
-        self._metrics: QueueMetrics[T] = queue_metrics(name, controller, self._clock)
+        # None for an unnamed queue: one test on the hot path instead of three no-op
+        # calls, which measured about 15% of an add/get/done cycle.
+        self._metrics: QueueMetrics[T] | None = queue_metrics(name, controller, self._clock)
 
     def add(self, item: T) -> None:
         """Mark ``item`` as needing processing. Ignored once shutting down."""
         if self._shutting_down or item in self._dirty:
             return
-        self._metrics.add(item)
+        if self._metrics is not None:
+            self._metrics.add(item)
         self._dirty.add(item)
         if item in self._processing:
             return  # done() queues it: never two workers on one item.
@@ -78,14 +81,16 @@ class Queue(Generic[T]):
                 raise ShutDown
             await self._wait_for_item()
         item = queue.popleft()
-        self._metrics.get(item)
+        if self._metrics is not None:
+            self._metrics.get(item)
         self._processing.add(item)
         self._dirty.remove(item)
         return item
 
     def done(self, item: T) -> None:
         """End processing of ``item``; queue it again if it was added meanwhile."""
-        self._metrics.done(item)
+        if self._metrics is not None:
+            self._metrics.done(item)
         self._processing.discard(item)
         if item in self._dirty:
             self._queue.append(item)
