@@ -71,14 +71,18 @@ class DelayingQueue(Queue[T]):
         self._timer = None
         now = self._clock.now()
         waiting, live = self._waiting, self._live
-        while waiting and waiting[0][0] <= now:
-            entry = heapq.heappop(waiting)
+        while waiting:
+            entry = waiting[0]
             item = entry[2]
-            if live.get(item) is entry:
+            if live.get(item) is not entry:
+                heapq.heappop(waiting)  # stale: dropped now so no timer is set for it
+            elif entry[0] <= now:
+                heapq.heappop(waiting)
                 del live[item]
                 self.add(item)
-        if waiting:
-            self._set_timer(waiting[0][0])
+            else:
+                self._set_timer(entry[0])
+                return
 
     def _begin_shutdown(self) -> None:
         super()._begin_shutdown()

@@ -63,6 +63,7 @@ async def test_re_adding_a_waiting_item_keeps_the_earlier_ready_time() -> None:
     assert await take_all(q) == ["later-ignored"]
     clock.step(1.0)
     assert await take_all(q) == ["earlier-wins"]
+    assert clock.pending_timers() == 0  # none kept for the superseded 5.0 entry
     # The superseded entries (5.0) must not add either item a second time.
     clock.step(10)
     assert len(q) == 0
