@@ -1,0 +1,49 @@
+"""Calls the soak itself makes to an API server that keeps being killed."""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import time
+from collections.abc import Awaitable, Callable
+from typing import TypeVar
+
+import aiohttp
+
+from controller.kube import ApiError
+
+T = TypeVar("T")
+
+
+def transient(exc: BaseException, *, not_found: bool = False) -> bool:
+    """An error that a restarting API server gives and that goes away by itself.
+
+    503 "made before all known HTTP paths have been installed" and 429 are what a
+    fresh kube-apiserver answers for a moment; 404 counts only where the caller
+    knows the object must exist (nothing in the soak deletes TaskRuns or BuildRuns).
+    """
+    if isinstance(exc, ApiError):
+        return exc.status >= 500 or exc.status == 429 or (not_found and exc.status == 404)
+    return isinstance(exc, (aiohttp.ClientError, OSError, asyncio.TimeoutError))
+
+
+async def persist(
+    call: Callable[[], Awaitable[T]],
+    *,
+    deadline: float,
+    not_found: bool = False,
+    on_retry: Callable[[BaseException], None] | None = None,
+) -> T:
+    """`call()` until it works, through restarts, with capped backoff; gives up at
+    `deadline` (time.monotonic) by raising the last error."""
+    delay = 0.05
+    while True:
+        try:
+            return await call()
+        except Exception as exc:
+            if not transient(exc, not_found=not_found) or time.monotonic() > deadline:
+                raise
+            if on_retry is not None:
+                on_retry(exc)
+        await asyncio.sleep(delay * random.uniform(0.5, 1.0))
+        delay = min(delay * 2, 2.0)

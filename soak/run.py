@@ -1,0 +1,767 @@
+"""Fault soak: N BuildRuns through two controller replicas while the world misbehaves.
+
+    .venv/bin/python -m soak.run --buildruns 500 --seed 1
+    .venv/bin/python -m soak.run --buildruns 5000 --seed 7 --create-rate 10 --timeout 7200
+
+It starts its own etcd + kube-apiserver (LocalCluster, loopback only), runs the
+controller as two `python -m controller --leader-elect ...` subprocesses, and
+creates N BuildRuns (valid ones with a planned TaskRun outcome; user errors;
+"doomed" ones whose every webhook call fails). Tekton is played by
+TektonSimulator. Meanwhile, at random (seeded) times: the TaskRun admission
+webhook times out or answers 500, the API server is SIGKILLed and restarted
+(which also cuts every watch), replicas are SIGKILLed or SIGTERMed and started
+again, and a second writer patches labels on BuildRuns so that the
+controller's status writes conflict. A separate list+watch records every
+BuildRun state seen. At the end it prints:
+
+    lost        BuildRuns without a terminal status within the bound      (must be 0)
+    flipped     Succeeded status/reason or completionTime changed after
+                completionTime was first seen                            (must be 0)
+    duplicated  BuildRuns with more than one TaskRun                     (must be 0)
+    wrong       terminal reason other than the planned outcome / user
+                error; ReconcilerRetriesExhausted is right only where
+                every webhook call failed, more times than the budget    (must be 0)
+    retries     buildrun_retries_total summed over every replica process
+                vs webhook calls that failed, with the difference broken
+                down from the replicas' own logs
+
+and exits 1 if one of the four invariants is broken (2 if the soak itself failed).
+Every knob is a flag; timings are bounded by --timeout.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import datetime
+import json
+import logging
+import platform
+import random
+import re
+import sys
+import tempfile
+import time
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+
+from controller.buildrun import reasons
+from controller.devtools.localcluster import LocalCluster
+from controller.devtools.webhook import Verdict
+from controller.kube import (
+    BUILDRUNS,
+    BUILDS,
+    BUILDSTRATEGIES,
+    JSON,
+    TASKRUNS,
+    ApiError,
+    Kube,
+    Resource,
+    is_already_exists,
+    load_api_client,
+)
+from soak.actors import OUTCOMES, AttributedWebhook, Outcome, SecondWriter, Tekton, poisson
+from soak.api import persist
+from soak.replicas import ReplicaSet, Sample, summarize_log
+from soak.watch import Follower, Seen
+
+NS = "soak"
+NAMESPACES = Resource("", "v1", "namespaces", "Namespace", namespaced=False)
+API = "shipwright.io/v1beta1"
+
+OUTCOME_REASON: dict[Outcome, str] = {
+    "success": reasons.SUCCEEDED,
+    "failure": reasons.FAILED,
+    "timeout": reasons.BUILD_RUN_TIMEOUT,
+    "evicted": reasons.POD_EVICTED,
+    "oom": reasons.STEP_OUT_OF_MEMORY,
+}
+
+# User errors: (what the BuildRun's spec gets, the reason it must end with).
+USER_ERRORS: dict[str, tuple[JSON, str]] = {
+    "missing-build": ({"build": {"name": "no-such-build"}}, reasons.BUILD_NOT_FOUND),
+    "missing-sa": ({"build": {"name": "app"}, "serviceAccount": "ghost"},
+                   reasons.SERVICE_ACCOUNT_NOT_FOUND),
+    "undefined-param": ({"build": {"name": "app"},
+                         "paramValues": [{"name": "colour", "value": "red"}]},
+                        reasons.UNDEFINED_PARAMETER),
+    "bad-timeout": ({"build": {"name": "app"}, "timeout": "soon"}, reasons.INVALID_TIMEOUT),
+}
+DOOMED = "doomed"
+
+
+@dataclass(frozen=True)
+class Config:
+    buildruns: int = 500
+    seed: int = 1
+    create_rate: float = 5.0  # BuildRuns per second
+    user_errors: float = 0.10  # fraction of BuildRuns with a user error
+    doomed: float = 0.02  # fraction whose every webhook call fails
+    outcome_weights: tuple[float, ...] = (0.5, 0.15, 0.1, 0.1, 0.15)  # in OUTCOMES order
+    webhook_timeout: float = 0.05  # per call, for the others
+    webhook_error: float = 0.15
+    apiserver_restart_every: float = 20.0  # mean seconds between restarts; 0: never
+    kill_every: float = 8.0  # mean seconds between replica kills; 0: never
+    kill_leader: float = 0.75  # chance a kill targets the leader
+    sigkill: float = 0.8  # chance a kill is SIGKILL rather than SIGTERM
+    conflict_rate: float = 5.0  # label patches per second; 0: none
+    tekton_delay: tuple[float, float] = (0.1, 2.0)  # before Running, and before the end
+    max_retries: int = 8
+    chaos_seconds: float = 900.0  # faults stop after this long at most
+    settle_seconds: float = 180.0  # then everything must finish within this
+    timeout: float = 1800.0  # the whole soak, setup included
+    workdir: Path | None = None
+
+
+@dataclass(frozen=True)
+class Planned:
+    name: str
+    kind: str  # an Outcome, "user:<kind>" or "doomed"
+    spec: JSON
+    expected: str  # the terminal reason
+
+
+def make_plan(cfg: Config) -> list[Planned]:
+    rng = random.Random(f"{cfg.seed}:plan")
+    plan = []
+    for i in range(cfg.buildruns):
+        name = f"br-{i:05d}"
+        r = rng.random()
+        if r < cfg.user_errors:
+            kind = rng.choice(sorted(USER_ERRORS))
+            spec, reason = USER_ERRORS[kind]
+            plan.append(Planned(name, f"user:{kind}", spec, reason))
+        elif r < cfg.user_errors + cfg.doomed:
+            plan.append(Planned(name, DOOMED, {"build": {"name": "app"}},
+                                reasons.RECONCILER_RETRIES_EXHAUSTED))
+        else:
+            how = rng.choices(OUTCOMES, weights=cfg.outcome_weights)[0]
+            plan.append(Planned(name, how, {"build": {"name": "app"}}, OUTCOME_REASON[how]))
+    return plan
+
+
+def succeeded(obj: JSON) -> JSON:
+    for cond in (obj.get("status") or {}).get("conditions") or []:
+        if cond.get("type") == "Succeeded":
+            return dict(cond)
+    return {}
+
+
+Terminal = tuple[str, str, str]
+
+
+@dataclass
+class Track:
+    states: int = 0
+    terminal: Terminal | None = None
+    last: JSON | None = None
+    flips: list[str] = field(default_factory=list)
+    deleted: bool = False
+
+
+class Recorder:
+    """Every BuildRun state the soak's own watch sees; flags any change to an outcome."""
+
+    def __init__(self) -> None:
+        self.tracks: dict[str, Track] = {}
+
+    def on_object(self, kind: Seen, obj: JSON) -> None:
+        name = obj["metadata"]["name"]
+        track = self.tracks.setdefault(name, Track())
+        if kind == "DELETED":
+            track.deleted = True
+            return
+        track.states += 1
+        track.last = obj
+        cond = succeeded(obj)
+        now = ((obj.get("status") or {}).get("completionTime") or "",
+               str(cond.get("status")), str(cond.get("reason")))
+        if track.terminal is None:
+            if now[0]:
+                track.terminal = now
+        elif now != track.terminal:
+            track.flips.append(f"{track.terminal} -> {now} "
+                               f"(resourceVersion {obj['metadata'].get('resourceVersion')})")
+
+    def done(self, name: str) -> bool:
+        track = self.tracks.get(name)
+        return track is not None and track.terminal is not None
+
+
+@dataclass
+class Report:
+    config: dict[str, Any]
+    workdir: str
+    seconds: float = 0.0
+    created: int = 0
+    reasons: dict[str, int] = field(default_factory=dict)
+    faults: dict[str, Any] = field(default_factory=dict)
+    lost: list[str] = field(default_factory=list)
+    flipped: list[str] = field(default_factory=list)
+    duplicated: list[str] = field(default_factory=list)
+    wrong: list[str] = field(default_factory=list)
+    retries: dict[str, Any] = field(default_factory=dict)
+    health: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def ok(self) -> bool:
+        return not (self.lost or self.flipped or self.duplicated or self.wrong)
+
+    def text(self) -> str:
+        c = self.config
+        f = self.faults
+        r = self.retries
+        lines = [
+            f"soak: {self.created} BuildRuns, seed {c['seed']}, {self.seconds:.1f} s, "
+            f"2 replicas, max-retries {c['max_retries']}; logs in {self.workdir}",
+            "outcomes: " + ", ".join(f"{k} {v}" for k, v in sorted(self.reasons.items())),
+            f"faults: apiserver restarts {f['apiserver_restarts']} "
+            f"(down {f['apiserver_down_mean']:.1f} s mean, {f['apiserver_down_max']:.1f} s max); "
+            f"replica kills {f['kills']} ({f['kills_leader']} of the leader; "
+            f"{f['kills_by_signal']}); replica processes {f['incarnations']} "
+            f"(exit codes {f['exit_codes']}); label patches {f['label_patches']} "
+            f"({f['label_patches_unfinished']} on unfinished BuildRuns); "
+            f"webhook calls {f['webhook_calls']} {f['webhook_verdicts']}",
+            f"api server answered: {f['apiserver_requests']} "
+            f"(status_conflicts: the controller's status patches refused 409 Conflict)",
+            f"lost: {len(self.lost)}",
+            f"flipped: {len(self.flipped)}",
+            f"duplicated: {len(self.duplicated)}",
+            f"wrong: {len(self.wrong)}",
+            f"retries: buildrun_retries_total {r['metric_total']} {r['metric_by_class']} "
+            f"vs webhook failures {r['webhook_failures']}: "
+            f"difference (failures - webhook retries) {r['difference']}",
+        ]
+        lines += [f"  {line}" for line in r["explained"]]
+        h = self.health
+        lines.append(
+            f"health: reconcile panics {h['panics']}, tracebacks in logs {h['tracebacks']}, "
+            f"fatal stops {h['fatal']}, lost leases {h['leadership_lost']}, "
+            f"non-JSON log lines {h['unstructured']}, reconciles {h['reconciles']}"
+        )
+        for title, items in (("lost", self.lost), ("flipped", self.flipped),
+                             ("duplicated", self.duplicated), ("wrong", self.wrong),
+                             ("tracebacks", h.get("traceback_samples", []))):
+            for item in items[:20]:
+                lines.append(f"  {title}: {item}")
+            if len(items) > 20:
+                lines.append(f"  {title}: ... and {len(items) - 20} more")
+        lines.append("result: " + ("OK" if self.ok else "INVARIANT BROKEN"))
+        return "\n".join(lines)
+
+
+class Soak:
+    def __init__(self, cfg: Config, progress: Callable[[str], None]) -> None:
+        self.cfg = cfg
+        self.progress = progress
+        self.plan = make_plan(cfg)
+        self.by_name = {p.name: p for p in self.plan}
+        self.doomed = {p.name for p in self.plan if p.kind == DOOMED}
+        self.outcomes: dict[str, Outcome] = {
+            p.name: p.kind for p in self.plan if p.kind in OUTCOMES
+        }
+        self.recorder = Recorder()
+        self.created: list[str] = []
+        self.created_set: set[str] = set()
+        self.apiserver_kills: list[float] = []
+        self.apiserver_down: list[float] = []
+        self.kills: list[tuple[float, int, str, bool]] = []  # (time, slot, signal, leader)
+        self.apiserver_counts: Counter[str] = Counter()
+        self.apiserver_scrapes_missed = 0
+        self._webhook_rng = random.Random(f"{cfg.seed}:webhook")
+
+    def verdict(self, buildrun: str) -> Verdict:
+        r = self._webhook_rng.random()
+        if buildrun in self.doomed:
+            return "timeout" if r < 0.25 else "error"
+        if r < self.cfg.webhook_timeout:
+            return "timeout"
+        if r < self.cfg.webhook_timeout + self.cfg.webhook_error:
+            return "error"
+        return "allow"
+
+    def unfinished(self) -> list[str]:
+        return [n for n in self.created if not self.recorder.done(n)]
+
+    def all_done(self) -> bool:
+        return len(self.created) == len(self.plan) and not self.unfinished()
+
+    async def run(self) -> Report:
+        cfg = self.cfg
+        t0 = time.monotonic()
+        hard_deadline = t0 + cfg.timeout
+        workdir = cfg.workdir or Path(tempfile.mkdtemp(prefix="soak-"))
+        workdir.mkdir(parents=True, exist_ok=True)
+        report = Report(config={k: (str(v) if isinstance(v, Path) else v)
+                                for k, v in asdict(cfg).items()}, workdir=str(workdir))
+        async with LocalCluster(workdir / "cluster") as cluster:
+            kube = Kube(await load_api_client(str(cluster.kubeconfig)))
+            try:
+                await self._setup(kube)
+                webhook = AttributedWebhook(cluster, NS, self.verdict)
+                async with webhook:
+                    await self._drive(cluster, kube, webhook, workdir, hard_deadline, report)
+            finally:
+                await kube.close()
+        report.seconds = time.monotonic() - t0
+        return report
+
+    async def _setup(self, kube: Kube) -> None:
+        await kube.create(NAMESPACES, None, {
+            "apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NS}})
+        await kube.create(BUILDSTRATEGIES, NS, {
+            "apiVersion": API, "kind": "BuildStrategy", "metadata": {"name": "kaniko"},
+            "spec": {
+                "parameters": [{"name": "dockerfile", "type": "string", "default": "Dockerfile"}],
+                "steps": [{"name": "build", "image": "gcr.io/kaniko-project/executor",
+                           "args": ["--dockerfile=$(params.dockerfile)"]}],
+            },
+        })
+        await kube.create(BUILDS, NS, {
+            "apiVersion": API, "kind": "Build", "metadata": {"name": "app"},
+            "spec": {"strategy": {"name": "kaniko", "kind": "BuildStrategy"},
+                     "source": {"git": {"url": "https://example.com/app.git"}},
+                     "output": {"image": "registry.example.com/app:latest"}},
+        })
+
+    async def _create(self, kube: Kube, p: Planned) -> None:
+        body = {"apiVersion": API, "kind": "BuildRun", "metadata": {"name": p.name},
+                "spec": p.spec}
+        try:
+            await kube.create(BUILDRUNS, NS, body)
+        except ApiError as exc:
+            # A create whose answer was lost to a restart, tried again.
+            if not is_already_exists(exc):
+                raise
+
+    async def _create_all(self, kube: Kube, deadline: float) -> None:
+        sem = asyncio.Semaphore(8)
+
+        async def one(p: Planned) -> None:
+            async with sem:
+                await persist(lambda: self._create(kube, p), deadline=deadline, not_found=True)
+            self.created.append(p.name)
+            self.created_set.add(p.name)
+
+        tasks = []
+        for p in self.plan:
+            tasks.append(asyncio.create_task(one(p)))
+            await asyncio.sleep(1.0 / self.cfg.create_rate)
+        await asyncio.gather(*tasks)
+
+    async def _drive(self, cluster: LocalCluster, kube: Kube, webhook: AttributedWebhook,
+                     workdir: Path, hard_deadline: float, report: Report) -> None:
+        cfg = self.cfg
+        tekton = Tekton(kube, self.outcomes, random.Random(f"{cfg.seed}:tekton"),
+                        cfg.tekton_delay, hard_deadline)
+        buildrun_watch = Follower(kube, BUILDRUNS, NS, self.recorder.on_object)
+        taskrun_watch = Follower(kube, TASKRUNS, NS, tekton.on_taskrun)
+        watches = [asyncio.create_task(w.run()) for w in (buildrun_watch, taskrun_watch)]
+        await asyncio.wait_for(asyncio.gather(buildrun_watch.synced.wait(),
+                                              taskrun_watch.synced.wait()), 60)
+        replicas = ReplicaSet(cluster.kubeconfig, workdir, size=2, max_retries=cfg.max_retries,
+                              rng=random.Random(f"{cfg.seed}:replicas"))
+        writer = SecondWriter(kube, NS, random.Random(f"{cfg.seed}:writer"), cfg.conflict_rate,
+                              lambda: self.created, self.unfinished)
+        stop = asyncio.Event()
+        await replicas.start()
+        try:
+            await replicas.wait_leader(90)
+            self.progress("leader elected; creating BuildRuns and injecting faults")
+            started = time.monotonic()
+            chaos_deadline = min(started + cfg.chaos_seconds, hard_deadline)
+
+            async def restart() -> None:
+                # Its counters die with it: take them first.
+                counts = await apiserver_requests(cluster)
+                if counts is not None:
+                    self.apiserver_counts.update(counts)
+                else:
+                    self.apiserver_scrapes_missed += 1
+                t = time.monotonic()
+                self.apiserver_kills.append(t)
+                await cluster.restart_apiserver()
+                self.apiserver_down.append(time.monotonic() - t)
+
+            async def kill() -> None:
+                leader = replicas.leader()
+                victim = await replicas.kill(prefer_leader=cfg.kill_leader, sigkill=cfg.sigkill)
+                if victim is not None:
+                    self.kills.append((time.monotonic(), victim.slot, str(victim.signal_sent),
+                                       victim is leader))
+
+            chaos = [
+                asyncio.create_task(poisson(random.Random(f"{cfg.seed}:restarts"),
+                                            cfg.apiserver_restart_every, stop, restart)),
+                asyncio.create_task(poisson(random.Random(f"{cfg.seed}:kills"),
+                                            cfg.kill_every, stop, kill)),
+                asyncio.create_task(writer.run(stop)),
+            ]
+            creating = asyncio.create_task(self._create_all(kube, hard_deadline))
+            progress = asyncio.create_task(self._report_progress(replicas, tekton, webhook))
+            try:
+                while time.monotonic() < chaos_deadline and not (
+                    creating.done() and self.all_done()
+                ):
+                    if creating.done() and creating.exception() is not None:
+                        raise creating.exception()  # type: ignore[misc]
+                    for task in chaos:
+                        if task.done() and task.exception() is not None:
+                            raise task.exception()  # type: ignore[misc]
+                    await asyncio.sleep(0.5)
+                self.progress("faults stop; waiting for every BuildRun to finish")
+                stop.set()
+                await asyncio.gather(*chaos)
+                await creating
+                await replicas.all_running(60)
+                settle_deadline = min(time.monotonic() + cfg.settle_seconds, hard_deadline)
+                await until(self.all_done, settle_deadline)
+                # Room for a (wrong) late write to show up on the watch.
+                await asyncio.sleep(3.0)
+                final = await persist(lambda: kube.list(BUILDRUNS, NS), deadline=hard_deadline)
+                for obj in final["items"]:
+                    self.recorder.on_object("LISTED", obj)
+                taskruns = (await persist(lambda: kube.list(TASKRUNS, NS),
+                                          deadline=hard_deadline))["items"]
+                counts = await apiserver_requests(cluster)
+                if counts is not None:
+                    self.apiserver_counts.update(counts)
+                else:
+                    self.apiserver_scrapes_missed += 1
+            finally:
+                stop.set()
+                progress.cancel()
+                for task in (*chaos, creating):
+                    task.cancel()
+                await asyncio.gather(progress, *chaos, creating, return_exceptions=True)
+        finally:
+            await replicas.stop()
+            await tekton.stop()
+            for task in watches:
+                task.cancel()
+            await asyncio.gather(*watches, return_exceptions=True)
+        self._judge(report, taskruns, webhook, tekton, replicas, writer, buildrun_watch)
+        (workdir / "timeline.json").write_text(json.dumps({
+            "webhook_calls": webhook.log,
+            "replica_kills": self.kills,
+            "apiserver_kills": self.apiserver_kills,
+            "apiserver_down": self.apiserver_down,
+            "replica_processes": [
+                {"slot": i.slot, "number": i.number, "log": str(i.log), "started": i.started,
+                 "ended": i.ended, "exit_code": i.exit_code, "signal": i.signal_sent}
+                for i in replicas.incarnations],
+        }, indent=1))
+
+    async def _report_progress(self, replicas: ReplicaSet, tekton: Tekton,
+                               webhook: AttributedWebhook) -> None:
+        t0 = time.monotonic()
+        while True:
+            await asyncio.sleep(10)
+            leader = replicas.leader()
+            self.progress(
+                f"t={time.monotonic() - t0:.0f}s created {len(self.created)}/{len(self.plan)} "
+                f"finished {len(self.created) - len(self.unfinished())} "
+                f"taskruns {len(tekton.handled)} (playing {tekton.busy}) "
+                f"restarts {len(self.apiserver_kills)} kills {len(self.kills)} "
+                f"webhook calls {webhook.calls} "
+                f"leader {f'slot {leader.slot}' if leader else 'none'}"
+            )
+
+    # -- judging ---------------------------------------------------------------------
+
+    def _judge(self, report: Report, taskruns: list[JSON], webhook: AttributedWebhook,
+               tekton: Tekton, replicas: ReplicaSet, writer: SecondWriter,
+               watch: Follower) -> None:
+        cfg = self.cfg
+        report.created = len(self.created)
+        budget = cfg.max_retries + 1  # the first try and max_retries retries
+
+        by_owner: dict[str, list[str]] = {}
+        for tr in taskruns:
+            meta = tr["metadata"]
+            owner = next((o["name"] for o in meta.get("ownerReferences") or []
+                          if o.get("kind") == "BuildRun" and o.get("controller")), None)
+            by_owner.setdefault(owner or f"(no owner) {meta['name']}", []).append(meta["name"])
+        report.duplicated = [f"{owner}: {names}" for owner, names in sorted(by_owner.items())
+                             if len(names) > 1]
+
+        reason_counts: Counter[str] = Counter()
+        for p in self.plan:
+            track = self.recorder.tracks.get(p.name)
+            if track is None or track.terminal is None:
+                last = succeeded(track.last) if track and track.last else {}
+                report.lost.append(f"{p.name} ({p.kind}): last seen {last or 'nothing'}")
+                continue
+            report.flipped += [f"{p.name}: {flip}" for flip in track.flips]
+            _, status, reason = track.terminal
+            reason_counts[reason] += 1
+            calls = webhook.by_buildrun.get(p.name, [])
+            failed = [v for v in calls if v != "allow"]
+            exhausted_ok = bool(calls) and len(failed) == len(calls) and len(calls) >= budget
+            message = (succeeded(track.last).get("message") or "")[:200] if track.last else ""
+            why = None
+            if reason == reasons.RECONCILER_RETRIES_EXHAUSTED:
+                if not exhausted_ok:
+                    why = (f"ReconcilerRetriesExhausted after webhook calls {Counter(calls)} "
+                           f"(needs {budget}+ calls, all failed): {message}")
+            elif reason != p.expected:
+                why = f"{reason} ({status}), expected {p.expected}: {message}"
+            elif (status == "True") != (reason == reasons.SUCCEEDED):
+                why = f"{reason} with status {status}"
+            if why is None and (p.kind.startswith("user:") or p.kind == DOOMED) and (
+                p.name in by_owner
+            ):
+                why = f"has TaskRun(s) {by_owner[p.name]} but should have none"
+            if why is not None:
+                report.wrong.append(f"{p.name} ({p.kind}): {why}")
+        report.reasons = dict(reason_counts)
+
+        verdicts = Counter(webhook.verdicts)
+        exits = Counter(str(i.exit_code) for i in replicas.incarnations)
+        report.faults = {
+            "apiserver_restarts": len(self.apiserver_kills),
+            "apiserver_down_mean": (sum(self.apiserver_down) / len(self.apiserver_down)
+                                    if self.apiserver_down else 0.0),
+            "apiserver_down_max": max(self.apiserver_down, default=0.0),
+            "kills": len(self.kills),
+            "kills_leader": sum(1 for k in self.kills if k[3]),
+            "kills_by_signal": dict(Counter(k[2] for k in self.kills)),
+            "incarnations": len(replicas.incarnations),
+            "exit_codes": dict(exits),
+            "label_patches": writer.patches,
+            "label_patches_unfinished": writer.on_unfinished,
+            "label_patches_failed": writer.failed,
+            "apiserver_requests": dict(self.apiserver_counts),
+            "apiserver_scrapes_missed": self.apiserver_scrapes_missed,
+            "webhook_calls": webhook.calls,
+            "webhook_verdicts": dict(verdicts),
+            "soak_watch_errors": watch.watch_errors,
+            "soak_watch_lists": watch.lists,
+            "tekton_retries": tekton.retries,
+            "tekton_failures": tekton.failures[:20],
+            "tekton_unplanned": tekton.unplanned[:20],
+        }
+        self._retries(report, webhook, replicas)
+
+    def _retries(self, report: Report, webhook: AttributedWebhook, replicas: ReplicaSet) -> None:
+        totals = replicas.totals()
+
+        def counter(name: str, **labels: str) -> int:
+            key: Sample = (name, tuple(sorted(labels.items())))
+            return int(totals.get(key, 0))
+
+        by_class = {dict(k[1])["error_class"]: int(v) for k, v in totals.items()
+                    if k[0] == "buildrun_retries_total"}
+        metric_total = sum(by_class.values())
+        metric_webhook = by_class.get("webhook", 0)
+        failures = sum(1 for v in webhook.verdicts if v != "allow")
+
+        logs = {i.log: summarize_log(i.log) for i in replicas.incarnations}
+        logged = sum(s.webhook_errors for s in logs.values())
+        exhausting = sum(s.budget_spent_webhook for s in logs.values())
+        # Per process: webhook retries its log implies vs what its last scrape showed.
+        after_scrape = 0
+        for inc in replicas.incarnations:
+            s = logs[inc.log]
+            scraped = inc.scrape.get(("buildrun_retries_total", (("error_class", "webhook"),)), 0)
+            after_scrape += (s.webhook_errors - s.budget_spent_webhook) - int(scraped)
+
+        # Failed calls no reconcile logged: find what was happening right after each.
+        logged_by_name: Counter[str] = Counter()
+        for s in logs.values():
+            logged_by_name.update(s.webhook_by_name)
+        # When a replica process ended: our signal's time when we sent one, else when its exit
+        # was noticed (a little after the fact).
+        ends = [k[0] for k in self.kills] + [
+            i.ended for i in replicas.incarnations if i.ended is not None and not i.signal_sent]
+        near_replica = near_apiserver = unexplained = logged_without_call = 0
+        failed_at: dict[str, list[tuple[float, str]]] = {}
+        for t, name, verdict in webhook.log:
+            if verdict != "allow":
+                failed_at.setdefault(name, []).append((t, verdict))
+        window = {"timeout": webhook.timeout_seconds + 0.5, "error": 0.5}
+        for name in set(failed_at) | set(logged_by_name):
+            times = failed_at.get(name, [])
+            gap = len(times) - logged_by_name[name]
+            if gap < 0:
+                logged_without_call += -gap
+                continue
+            # A failed call reaches the reconciler when the API server answers: after the
+            # webhook's 1 s timeout, or at once for a 500; the reconcile logs right then.
+            by_replica = sum(1 for t, w in times if any(t <= e <= t + window[w] for e in ends))
+            by_apiserver = sum(1 for t, w in times
+                               if any(t <= k <= t + window[w] for k in self.apiserver_kills))
+            r = min(gap, by_replica)
+            a = min(gap - r, by_apiserver)
+            near_replica += r
+            near_apiserver += a
+            unexplained += gap - r - a
+
+        difference = failures - metric_webhook
+        explained = [
+            f"{failures} webhook calls failed ({dict(Counter(webhook.verdicts))} of all calls)"
+            f"; the replicas' logs show {logged} reconciles failing on a webhook call",
+            f"- {exhausting} of those spent a retry budget: by design the failure that exhausts "
+            "the budget is not a retry (it hands over to give_up; "
+            f"controller_retry_budget_exhausted_total, all classes: "
+            f"{counter('controller_retry_budget_exhausted_total', controller='buildrun')})",
+            f"- {after_scrape} webhook retries were counted by processes after their last scrape "
+            "(killed or exited before the next one; their logs show them)",
+            f"- {failures - logged} failed calls never reached a reconcile that logged it: "
+            f"{near_replica} were in flight when a replica process ended (killed, or stopped on a "
+            f"lost lease) and {near_apiserver} when the API server was killed (the controller got "
+            f"a connection error instead); {unexplained} with neither nearby; "
+            f"{logged_without_call} logged webhook errors had no recorded call",
+            f"difference {difference} = {exhausting} + {after_scrape} + {failures - logged} "
+            "(the three lines above)",
+            f"other classes in buildrun_retries_total are not webhook failures: "
+            f"{ {k: v for k, v in by_class.items() if k != 'webhook'} } (API server restarts, "
+            "conflicts left after _write_status' own 5 tries)",
+        ]
+        report.retries = {
+            "metric_total": metric_total,
+            "metric_by_class": by_class,
+            "metric_webhook": metric_webhook,
+            "webhook_failures": failures,
+            "difference": difference,
+            "logged_webhook_errors": logged,
+            "budget_exhausting": exhausting,
+            "counted_after_last_scrape": after_scrape,
+            "unlogged_failures": failures - logged,
+            "unlogged_near_replica_end": near_replica,
+            "unlogged_near_apiserver_kill": near_apiserver,
+            "unlogged_unexplained": unexplained,
+            "retry_budget_exhausted_total": counter("controller_retry_budget_exhausted_total",
+                                                    controller="buildrun"),
+            "buildrun_retry_exhausted_total": counter("buildrun_retry_exhausted_total"),
+            "explained": explained,
+        }
+        tracebacks = [t for s in logs.values() for t in s.tracebacks]
+        report.health = {
+            "panics": counter("controller_runtime_reconcile_panics_total", controller="buildrun"),
+            "tracebacks": len(tracebacks),
+            "traceback_samples": tracebacks[:5],
+            "fatal": sum(len(s.fatal) for s in logs.values()),
+            "fatal_samples": [f for s in logs.values() for f in s.fatal][:5],
+            "leadership_lost": sum(s.leadership_lost for s in logs.values()),
+            "unstructured": sum(len(s.unstructured) for s in logs.values()),
+            "unstructured_samples": [u for s in logs.values() for u in s.unstructured][:10],
+            "reconciles": {dict(k[1])["result"]: int(v) for k, v in totals.items()
+                           if k[0] == "controller_runtime_reconcile_total"},
+        }
+
+
+# What the API server itself counted, by (resource, subresource, verb, code).
+_REQUESTS = re.compile(r'^apiserver_request_total\{(?P<labels>[^}]*)\} (?P<value>\S+)$', re.M)
+_LABEL = re.compile(r'(\w+)="([^"]*)"')
+WATCHED_REQUESTS = {
+    "status_conflicts": ("buildruns", "status", "PATCH", "409"),
+    "taskrun_already_exists": ("taskruns", "", "POST", "409"),
+    "taskrun_creates": ("taskruns", "", "POST", "201"),
+}
+
+
+async def apiserver_requests(cluster: LocalCluster) -> Counter[str] | None:
+    """apiserver_request_total for WATCHED_REQUESTS; None if the server did not answer."""
+    headers = {"Authorization": f"Bearer {cluster.admin.token}"}
+    try:
+        async with aiohttp.ClientSession() as session, session.get(
+            cluster.url + "/metrics", headers=headers, ssl=cluster.ssl_context(),
+            timeout=aiohttp.ClientTimeout(total=10),
+        ) as resp:
+            if resp.status != 200:
+                return None
+            text = await resp.text()
+    except (TimeoutError, aiohttp.ClientError, OSError):
+        return None
+    wanted = {v: k for k, v in WATCHED_REQUESTS.items()}
+    counts: Counter[str] = Counter()
+    for m in _REQUESTS.finditer(text):
+        labels = dict(_LABEL.findall(m["labels"]))
+        key = (labels.get("resource", ""), labels.get("subresource", ""), labels.get("verb", ""),
+               labels.get("code", ""))
+        if key in wanted:
+            counts[wanted[key]] += int(float(m["value"]))
+    return counts
+
+
+async def until(done: Callable[[], bool], deadline: float) -> bool:
+    """Polls `done` (state other processes change, seen through a watch) until `deadline`."""
+    while not done() and time.monotonic() < deadline:  # noqa: ASYNC110
+        await asyncio.sleep(0.5)
+    return done()
+
+
+async def soak(cfg: Config, progress: Callable[[str], None] | None = None) -> Report:
+    def _stderr(line: str) -> None:
+        print(f"soak: {line}", file=sys.stderr, flush=True)
+    return await Soak(cfg, progress or _stderr).run()
+
+
+def parser() -> argparse.ArgumentParser:
+    d = Config()
+    p = argparse.ArgumentParser(prog="python -m soak.run", description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    add = p.add_argument
+    add("--buildruns", type=int, default=d.buildruns)
+    add("--seed", type=int, default=d.seed)
+    add("--create-rate", type=float, default=d.create_rate, help="BuildRuns created per second")
+    add("--user-errors", type=float, default=d.user_errors, help="fraction with a user error")
+    add("--doomed", type=float, default=d.doomed,
+        help="fraction whose every webhook call fails (must end ReconcilerRetriesExhausted)")
+    add("--webhook-timeout", type=float, default=d.webhook_timeout,
+        help="chance a webhook call times out")
+    add("--webhook-error", type=float, default=d.webhook_error,
+        help="chance a webhook call answers 500")
+    add("--apiserver-restart-every", type=float, default=d.apiserver_restart_every,
+        metavar="SECONDS", help="mean time between API server SIGKILL+restarts; 0: never")
+    add("--kill-every", type=float, default=d.kill_every, metavar="SECONDS",
+        help="mean time between replica kills; 0: never")
+    add("--kill-leader", type=float, default=d.kill_leader)
+    add("--sigkill", type=float, default=d.sigkill, help="chance a kill is SIGKILL, else SIGTERM")
+    add("--conflict-rate", type=float, default=d.conflict_rate,
+        help="label patches per second by a second writer; 0: none")
+    add("--tekton-delay", type=float, nargs=2, default=d.tekton_delay, metavar=("MIN", "MAX"))
+    add("--max-retries", type=int, default=d.max_retries)
+    add("--chaos-seconds", type=float, default=d.chaos_seconds)
+    add("--settle-seconds", type=float, default=d.settle_seconds)
+    add("--timeout", type=float, default=d.timeout, help="bound on the whole soak")
+    add("--workdir", type=Path, help="keep cluster data and replica logs here")
+    add("--json", type=Path, help="also write the report as JSON here")
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parser().parse_args(argv)
+    logging.basicConfig(level=logging.WARNING)
+    cfg = Config(
+        buildruns=args.buildruns, seed=args.seed, create_rate=args.create_rate,
+        user_errors=args.user_errors, doomed=args.doomed,
+        webhook_timeout=args.webhook_timeout, webhook_error=args.webhook_error,
+        apiserver_restart_every=args.apiserver_restart_every, kill_every=args.kill_every,
+        kill_leader=args.kill_leader, sigkill=args.sigkill, conflict_rate=args.conflict_rate,
+        tekton_delay=tuple(args.tekton_delay), max_retries=args.max_retries,
+        chaos_seconds=args.chaos_seconds, settle_seconds=args.settle_seconds,
+        timeout=args.timeout, workdir=args.workdir,
+    )
+    started = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    try:
+        report = asyncio.run(soak(cfg))
+    except Exception as exc:
+        print(f"soak: failed to run: {exc!r}", file=sys.stderr)
+        return 2
+    print(f"command: {' '.join(['python -m soak.run', *(argv or sys.argv[1:])])}")
+    print(f"started: {started} on {platform.node()} ({platform.machine()})")
+    print(report.text())
+    if args.json:
+        args.json.write_text(json.dumps(asdict(report), indent=2, default=str))
+    return 0 if report.ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
