@@ -15,9 +15,21 @@ from controller.buildrun import reasons
 from controller.devtools.localcluster import LocalCluster
 from controller.devtools.tekton import TektonSimulator
 from controller.kube import BUILDRUNS, EVENTS, TASKRUNS, ApiError, Kube
-from tests.harness import World, condition, controller_settings, metric, running_controller
+from tests.harness import (
+    World,
+    condition,
+    controller_settings,
+    metric,
+    running_controller,
+    wait_for,
+)
 
 pytestmark = pytest.mark.cluster
+
+
+async def taskrun_cancelled(kube: Kube, namespace: str, name: str) -> bool:
+    taskrun = await kube.get(TASKRUNS, namespace, name)
+    return (taskrun.get("spec") or {}).get("status") == "TaskRunCancelled"
 
 
 def reconciles(result: str) -> float:
@@ -50,7 +62,6 @@ async def test_success_creates_one_owned_taskrun_and_reports_the_digest(
 
         async def running() -> bool:
             return condition(await world.get("ok")).get("reason") == reasons.RUNNING
-        from tests.harness import wait_for
         await wait_for(running, what="Running reason")
         await tekton.finish(world.ns, tr_name, "success", digest="sha256:" + "cd" * 32)
         done = await world.finished("ok")
@@ -157,11 +168,11 @@ async def test_cancel_before_start_and_while_running(
         tr_name = await world.taskrun_of("late")
         await kube.patch(BUILDRUNS, world.ns, "late", cancel)
         late = await world.finished("late")
-        taskrun = await kube.get(TASKRUNS, world.ns, tr_name)
+        # The status is written first, then the TaskRun is cancelled.
+        await wait_for(lambda: taskrun_cancelled(kube, world.ns, tr_name), what="TaskRun cancel")
     assert condition(early)["reason"] == reasons.BUILD_RUN_CANCELED
     assert "taskRunName" not in early["status"]
     assert condition(late)["reason"] == reasons.BUILD_RUN_CANCELED
-    assert taskrun["spec"]["status"] == "TaskRunCancelled"
 
 
 async def test_cancel_after_completion_changes_nothing(
@@ -187,12 +198,8 @@ async def test_timeout_wins_and_a_late_success_never_flips_it(
         tr_name = await world.taskrun_of("slow")
         await tekton.start(world.ns, tr_name)
         timed_out = await world.finished("slow", timeout=10)
-        # The controller cancels the TaskRun it no longer wants (row 1)...
-        async def cancelled() -> bool:
-            tr = await kube.get(TASKRUNS, world.ns, tr_name)
-            return (tr.get("spec") or {}).get("status") == "TaskRunCancelled"
-        from tests.harness import wait_for
-        await wait_for(cancelled, what="TaskRun cancelled")
+        # The controller cancels the TaskRun it no longer wants...
+        await wait_for(lambda: taskrun_cancelled(kube, world.ns, tr_name), what="TaskRun cancel")
         # ...but the "pod" finishes successfully regardless.
         await tekton.finish(world.ns, tr_name, "success")
         await asyncio.sleep(1.0)
@@ -257,7 +264,6 @@ async def test_webhook_timeouts_are_retried_then_succeed(
     cluster: LocalCluster, kube: Kube, world: World
 ) -> None:
     from controller.devtools.webhook import FlakyWebhook
-    from tests.harness import wait_for
 
     k = 3
     retries_before = metric("buildrun_retries_total", error_class="webhook")
@@ -341,3 +347,23 @@ async def test_controller_restart_between_create_and_status_adopts_the_taskrun(
     assert tr_name == taskrun["metadata"]["name"]
     assert condition(done)["reason"] == reasons.SUCCEEDED
     assert len(await world.taskruns()) == 1
+
+
+async def test_cancel_stops_a_taskrun_an_earlier_try_never_recorded(
+    cluster: LocalCluster, kube: Kube, world: World
+) -> None:
+    """An unrecorded TaskRun must not run on (and build an image) for a canceled BuildRun."""
+    from controller.buildrun.reconciler import BuildRunReconciler
+    from controller.events import EventRecorder
+    from controller.store import Store
+
+    created = await world.buildrun("br")
+    half = BuildRunReconciler(kube, Store(), Store(), EventRecorder(kube, "t", "t"))
+    taskrun, _, _ = await half._prepare(created)
+    await kube.create(TASKRUNS, world.ns, taskrun)
+    await kube.patch(BUILDRUNS, world.ns, "br", {"spec": {"state": "BuildRunCanceled"}})
+    async with running_controller(controller_settings(cluster, world.ns)):
+        done = await world.finished("br")
+        await wait_for(lambda: taskrun_cancelled(kube, world.ns, taskrun["metadata"]["name"]),
+                       what="the unrecorded TaskRun to be cancelled")
+    assert condition(done)["reason"] == reasons.BUILD_RUN_CANCELED

@@ -174,7 +174,8 @@ class BuildRunReconciler:
             raise
         if phase_of(buildrun) is Phase.DONE:
             return
-        taskrun = await self._taskrun(buildrun) if phase_of(buildrun) is Phase.RUNNING else None
+        # Also in NEW: a try may have created the TaskRun and then failed to say so.
+        taskrun = await self._taskrun(buildrun)
         outcome = await self._outcome(taskrun) if taskrun is not None else None
         if outcome is not None:
             decision = decide(Observation(Phase.RUNNING, outcome=outcome))
@@ -191,17 +192,18 @@ class BuildRunReconciler:
     # -- observing ----------------------------------------------------------------
 
     def _cached_taskrun(self, buildrun: JSON) -> JSON | None:
-        name = (buildrun.get("status") or {}).get("taskRunName")
-        return self.taskruns.get(f"{buildrun['metadata']['namespace']}/{name}") if name else None
+        """The BuildRun's TaskRun as cached: by status.taskRunName, else by the
+        deterministic name (a TaskRun created by a try whose status write was lost)."""
+        name = (buildrun.get("status") or {}).get("taskRunName") or taskrun_name(buildrun)
+        return self.taskruns.get(f"{buildrun['metadata']['namespace']}/{name}")
 
     async def _taskrun(self, buildrun: JSON) -> JSON | None:
         """The BuildRun's TaskRun; a cache miss is confirmed with the API server."""
-        namespace = buildrun["metadata"]["namespace"]
-        name = (buildrun.get("status") or {}).get("taskRunName") or taskrun_name(buildrun)
-        cached = self.taskruns.get(f"{namespace}/{name}")
+        cached = self._cached_taskrun(buildrun)
         if cached is not None:
             return cached
-        return await self._get_or_none(TASKRUNS, namespace, name)
+        name = (buildrun.get("status") or {}).get("taskRunName") or taskrun_name(buildrun)
+        return await self._get_or_none(TASKRUNS, buildrun["metadata"]["namespace"], name)
 
     async def _outcome(self, taskrun: JSON) -> Outcome | None:
         if not _taskrun_finished(taskrun):
@@ -243,7 +245,8 @@ class BuildRunReconciler:
 
     async def _reconcile_new(self, buildrun: JSON) -> Result:
         namespace = buildrun["metadata"]["namespace"]
-        if f"{namespace}/{taskrun_name(buildrun)}" in self.taskruns:
+        existing = self._cached_taskrun(buildrun)
+        if existing is not None:
             # Our TaskRun exists, so the cached BuildRun predates our own status write.
             fresh = await self._get_or_none(BUILDRUNS, namespace, buildrun["metadata"]["name"])
             if fresh is None:
@@ -265,7 +268,8 @@ class BuildRunReconciler:
                 return await self._start(buildrun, taskrun, snapshot)
             except UserError as exc:
                 decision = decide(Observation(Phase.NEW, user_error=exc))
-        return await self._act(buildrun, None, decision)
+        # A TaskRun left by an earlier try that never got recorded is stopped too.
+        return await self._act(buildrun, existing, decision)
 
     async def _prepare(self, buildrun: JSON) -> tuple[JSON, JSON, JSON | None]:
         """The TaskRun to create, the Build spec snapshot and the Build (None when
@@ -322,6 +326,8 @@ class BuildRunReconciler:
         now = _fmt(self.clock())
 
         def started(status: JSON) -> JSON:
+            if status.get("taskRunName"):
+                return status  # recorded already (we read a stale copy); keep its progress
             status = dict(status)
             status.setdefault("startTime", now)
             status["taskRunName"] = created["metadata"]["name"]
