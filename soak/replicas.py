@@ -273,6 +273,7 @@ class ReplicaSet:
         self._stopping = True
         for inc in self.current.values():
             if inc.alive and inc.process is not None:
+                inc.signal_sent = "SIGTERM at the end"
                 with contextlib.suppress(ProcessLookupError):
                     inc.process.send_signal(signal.SIGTERM)
         for inc in self.current.values():

@@ -105,7 +105,7 @@ class Config:
     outcome_weights: tuple[float, ...] = (0.5, 0.15, 0.1, 0.1, 0.15)  # in OUTCOMES order
     webhook_timeout: float = 0.05  # per call, for the others
     webhook_error: float = 0.15
-    apiserver_restart_every: float = 15.0  # mean seconds between restarts; 0: never
+    apiserver_restart_every: float = 10.0  # mean seconds between restarts; 0: never
     kill_every: float = 8.0  # mean seconds between replica kills; 0: never
     kill_leader: float = 0.75  # chance a kill targets the leader
     sigkill: float = 0.8  # chance a kill is SIGKILL rather than SIGTERM
@@ -456,7 +456,9 @@ class Soak:
             "apiserver_down": self.apiserver_down,
             "replica_processes": [
                 {"slot": i.slot, "number": i.number, "log": str(i.log), "started": i.started,
-                 "ended": i.ended, "exit_code": i.exit_code, "signal": i.signal_sent}
+                 "ended": i.ended, "exit_code": i.exit_code, "signal": i.signal_sent,
+                 "scraped_at": i.scraped_at,
+                 "last_scrape": {f"{k[0]}{dict(k[1])}": v for k, v in i.scrape.items()}}
                 for i in replicas.incarnations],
         }, indent=1))
 
@@ -569,10 +571,14 @@ class Soak:
         exhausting = sum(s.budget_spent_webhook for s in logs.values())
         # Per process: webhook retries its log implies vs what its last scrape showed.
         after_scrape = 0
+        after_scrape_by_end: Counter[str] = Counter()
         for inc in replicas.incarnations:
             s = logs[inc.log]
             scraped = inc.scrape.get(("buildrun_retries_total", (("error_class", "webhook"),)), 0)
-            after_scrape += (s.webhook_errors - s.budget_spent_webhook) - int(scraped)
+            gap = (s.webhook_errors - s.budget_spent_webhook) - int(scraped)
+            after_scrape += gap
+            if gap:
+                after_scrape_by_end[inc.signal_sent or f"exit code {inc.exit_code}"] += gap
 
         # Failed calls no reconcile logged: find what was happening right after each.
         logged_by_name: Counter[str] = Counter()
@@ -617,7 +623,9 @@ class Soak:
             f"controller_retry_budget_exhausted_total, all classes: "
             f"{counter('controller_retry_budget_exhausted_total', controller='buildrun')})",
             f"- {after_scrape} webhook retries were counted by processes after their last scrape "
-            "(killed or exited before the next one; their logs show them)",
+            f"(their logs show them), by how the process ended: {dict(after_scrape_by_end)}; a "
+            "SIGTERMed replica finishes its in-flight reconciles after the scrape taken before "
+            "the signal, anything else died before its next scrape",
             f"- {failures - logged} failed calls never reached a reconcile that logged it: "
             f"{near_replica} were in flight when a replica process ended (killed, or stopped on a "
             f"lost lease) and {near_apiserver} when the API server was killed (the controller got "
@@ -638,6 +646,7 @@ class Soak:
             "logged_webhook_errors": logged,
             "budget_exhausting": exhausting,
             "counted_after_last_scrape": after_scrape,
+            "counted_after_last_scrape_by_end": dict(after_scrape_by_end),
             "unlogged_failures": failures - logged,
             "unlogged_near_replica_end": near_replica,
             "unlogged_near_apiserver_kill": near_apiserver,
