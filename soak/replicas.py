@@ -68,6 +68,11 @@ class LogSummary:
 
     webhook_errors: int = 0  # reconciles that failed on a webhook call
     webhook_by_name: Counter[str] = field(default_factory=Counter)  # ... by BuildRun name
+    # Failed reconciles by BuildRun name, "webhook" or "other" (any other system error).
+    errors_by_name: dict[str, Counter[str]] = field(default_factory=dict)
+    # Names whose retry budget this process spent, with their failed tries up to then
+    # (the try that spent it included), by class as above.
+    gave_up: dict[str, Counter[str]] = field(default_factory=dict)
     other_errors: Counter[str] = field(default_factory=Counter)
     budget_spent: int = 0
     budget_spent_webhook: int = 0
@@ -94,13 +99,20 @@ def summarize_log(path: Path) -> LogSummary:
         msg = entry.get("msg")
         error = str(entry.get("error") or "")
         webhook = any(m in error.lower() for m in WEBHOOK_MARKERS)
+        name = str(entry.get("key") or "").rpartition("/")[2]
         if msg == "reconciled" and entry.get("result") == "error":
+            out.errors_by_name.setdefault(name, Counter())["webhook" if webhook else "other"] += 1
             if webhook:
                 out.webhook_errors += 1
-                out.webhook_by_name[str(entry.get("key") or "").rpartition("/")[2]] += 1
+                out.webhook_by_name[name] += 1
             else:
                 out.other_errors[error.split(":")[0][:60]] += 1
         elif msg == "retry budget spent, giving up":
+            # Logged while handling the failed try that spent the budget, before its own
+            # "reconciled" line: count that try in.
+            tries = Counter(out.errors_by_name.get(name, Counter()))
+            tries["webhook" if webhook else "other"] += 1
+            out.gave_up.setdefault(name, tries)
             out.budget_spent += 1
             out.budget_spent_webhook += webhook
         elif msg == "leader election lost, stopping at once":
