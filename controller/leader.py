@@ -53,8 +53,14 @@ class LeaderElector:
 
     async def acquire(self) -> None:
         """Returns once this replica holds the lease."""
-        # Polling every retry_period is the protocol: there is nothing to wait on.
-        while not await self._try_acquire_or_renew():  # noqa: ASYNC110
+        # Polling every retry_period is the protocol: there is nothing to wait on. A
+        # standby keeps trying through API server outages, as client-go's does.
+        while True:
+            try:
+                if await self._try_acquire_or_renew():
+                    break
+            except Exception as exc:
+                log.warning("could not acquire lease, retrying", extra={"error": str(exc)})
             await asyncio.sleep(self.s.retry_period)
         self._gauge.set(1)
         log.info("acquired lease", extra={"lease": self.s.name, "identity": self.s.identity})

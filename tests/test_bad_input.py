@@ -361,21 +361,13 @@ async def _settled(counting: Counting, quiet: float = 2.0, timeout: float = 30.0
     return last
 
 
-# -- bugs this corpus found, pinned (strict xfail: they start failing once fixed) ---------
+# -- bugs this corpus found (fixed; these keep them fixed) --------------------------------
 
 
 def panics() -> float:
     return metric("controller_runtime_reconcile_panics_total", controller="buildrun")
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="controller bug: a BuildRun without spec (the schema admits it) raises KeyError "
-    "'spec' in BuildRunReconciler._reconcile_new (buildrun['spec'].get('state')); it is "
-    "retried as a panic until ReconcilerRetriesExhausted instead of failing at once with "
-    "BuildRunNoRefOrSpec, and then retention_ttl (buildrun['spec'].get('retention')) "
-    "panics again on the finished run",
-)
 async def test_buildrun_without_spec_fails_at_once(
     cluster: LocalCluster, kube: Kube, world: World
 ) -> None:
@@ -390,13 +382,6 @@ async def test_buildrun_without_spec_fails_at_once(
     assert max(counts.values()) <= 4, counts
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="controller bug: the API server admits {'spec': null} on a finished BuildRun (the "
-    "CRD's immutability rules only run when spec exists on both sides), and retention_ttl "
-    "then raises KeyError 'spec' on every reconcile of it: a panic retried until the budget "
-    "is spent, again on each later event (the status itself stays frozen)",
-)
 async def test_removing_the_spec_of_a_finished_buildrun_changes_nothing(
     cluster: LocalCluster, kube: Kube, world: World
 ) -> None:
@@ -413,14 +398,6 @@ async def test_removing_the_spec_of_a_finished_buildrun_changes_nothing(
     assert max(counts.values()) <= 4, counts
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="controller weakness: a BuildRun the API server admits (~850 KB of parameter "
-    "values) is too large once status.buildSpec snapshots them; etcd's 'request is too "
-    "large' comes back as HTTP 500, is classified server_error (retryable) although it can "
-    "never succeed, and the run burns its whole retry budget (~11 reconciles) before "
-    "ReconcilerRetriesExhausted",
-)
 async def test_buildrun_too_large_to_snapshot_fails_without_burning_its_retries(
     cluster: LocalCluster, kube: Kube, world: World
 ) -> None:

@@ -61,12 +61,6 @@ async def test_short_soak_loses_flips_duplicates_and_misreports_nothing(tmp_path
 # -- found by the soak ----------------------------------------------------------------
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="controller bug: LeaderElector.acquire() lets an API error escape, so a standby "
-    "replica exits 1 ('stopping after a fatal error') whenever the API server is unreachable "
-    "while it waits for the lease; client-go's leader election logs and retries instead",
-)
 async def test_standby_replica_survives_an_api_server_restart(
     cluster: LocalCluster, kube: Kube, namespace: str
 ) -> None:

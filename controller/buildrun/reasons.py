@@ -33,6 +33,8 @@ EMPTY_ARRAY_ITEM_PARAMETER_VALUES = "EmptyArrayItemParameterValues"
 INVALID_TIMEOUT = "InvalidTimeout"
 INVALID_RETENTION = "InvalidRetention"
 INVALID_REFERENCE = "InvalidReference"
+# The BuildRun is too large for its build spec snapshot to fit in its status.
+BUILD_RUN_TOO_LARGE = "BuildRunTooLarge"
 
 RECONCILER_RETRIES_EXHAUSTED = "ReconcilerRetriesExhausted"
 TASK_RUN_GENERATION_FAILED = "TaskRunGenerationFailed"
@@ -59,5 +61,7 @@ USER_ERROR_REASONS: frozenset[str] = frozenset(
         INVALID_TIMEOUT,
         INVALID_RETENTION,
         INVALID_REFERENCE,
+        BUILD_RUN_TOO_LARGE,
+        TASK_RUN_GENERATION_FAILED,
     }
 )

@@ -74,6 +74,12 @@ def _parse_time(text: str | None) -> datetime.datetime | None:
     return datetime.datetime.fromisoformat(text.replace("Z", "+00:00"))
 
 
+def spec_of(buildrun: JSON) -> JSON:
+    """The spec, or {}: the schema admits a BuildRun without one (or `spec: null`)."""
+    spec: JSON = buildrun.get("spec") or {}
+    return spec
+
+
 def phase_of(buildrun: JSON) -> Phase:
     status = buildrun.get("status") or {}
     if status.get("completionTime"):
@@ -94,7 +100,7 @@ def retention_ttl(buildrun: JSON) -> float | None:
     succeeded = (succeeded_condition(status) or {}).get("status") == "True"
     key = "ttlAfterSucceeded" if succeeded else "ttlAfterFailed"
     for retention in ((status.get("buildSpec") or {}).get("retention"),
-                      buildrun["spec"].get("retention")):
+                      spec_of(buildrun).get("retention")):
         text = (retention or {}).get(key)
         if text:
             try:
@@ -102,6 +108,12 @@ def retention_ttl(buildrun: JSON) -> float | None:
             except ValueError:
                 return None  # reported as InvalidRetention when the run started
     return None
+
+
+def _too_large(exc: ApiError) -> bool:
+    """etcd refuses a write over its request limit; the API server says so with a 413 or
+    a 500 "request is too large"."""
+    return exc.status == 413 or (exc.status == 500 and "too large" in exc.message)
 
 
 def _taskrun_finished(taskrun: JSON) -> bool:
@@ -151,7 +163,7 @@ class BuildRunReconciler:
         outcome = await self._outcome(taskrun) if taskrun is not None else None
         observation = Observation(
             phase=phase,
-            canceled=buildrun["spec"].get("state") == CANCELED,
+            canceled=spec_of(buildrun).get("state") == CANCELED,
             deadline_passed=self._remaining(buildrun) == 0.0,
             outcome=outcome,
             taskrun_missing=taskrun is None,
@@ -253,7 +265,7 @@ class BuildRunReconciler:
                 return DONE
             if phase_of(fresh) is not Phase.NEW:
                 return await self.reconcile_object(fresh)
-        canceled = buildrun["spec"].get("state") == CANCELED
+        canceled = spec_of(buildrun).get("state") == CANCELED
         user_error = None
         if not canceled:
             try:
@@ -282,7 +294,7 @@ class BuildRunReconciler:
         name = build_name(buildrun)
         build = None
         if name is None:
-            build_spec = buildrun["spec"]["build"]["spec"]
+            build_spec = spec_of(buildrun)["build"]["spec"]
         else:
             build = await self._get_or_none(BUILDS, namespace, name)
             if build is None:
@@ -334,7 +346,17 @@ class BuildRunReconciler:
             status.setdefault("buildSpec", snapshot)
             return with_condition(status, "Unknown", reasons.PENDING, "TaskRun created", now)
 
-        written = await self._write_status(buildrun, started)
+        try:
+            written = await self._write_status(buildrun, started)
+        except ApiError as exc:
+            if not _too_large(exc):
+                raise
+            # The snapshot of a BuildRun near etcd's size limit does not fit in its
+            # status: no retry can change that. Stop the TaskRun; the user must shrink it.
+            await self._cancel_taskrun(created)
+            raise UserError(reasons.BUILD_RUN_TOO_LARGE,
+                            f"the BuildRun is too large to record its build spec: {exc.message}"
+                            ) from exc
         if written is not None and phase_of(buildrun) is Phase.NEW:
             created_at = _parse_time(buildrun["metadata"].get("creationTimestamp"))
             if created_at is not None:

@@ -359,6 +359,8 @@ def test_user_error_reasons() -> None:
         "InvalidTimeout",
         "InvalidRetention",
         "InvalidReference",
+        "BuildRunTooLarge",
+        "TaskRunGenerationFailed",
     } == reasons.USER_ERROR_REASONS
 
 
