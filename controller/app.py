@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from controller.buildrun import metrics as buildrun_metrics
 from controller.buildrun.reconciler import BuildRunReconciler
 from controller.buildrun.taskrun import LABEL_BUILDRUN
-from controller.errors import RetryableError
+from controller.errors import ERROR_CLASSES, RetryableError
 from controller.events import EventRecorder
 from controller.informers import EventType, Informer
 from controller.kube import (
@@ -109,6 +109,7 @@ class App:
             reconcile_timeout=settings.reconcile_timeout,
             on_retry=_count_retry,
         )
+        _zero_retry_series()
         app = cls(settings, kube, buildruns, builds, taskruns, controller,
                   Endpoints(lambda: app.synced()), asyncio.Event())
         app._wire()
@@ -184,6 +185,12 @@ class App:
             await elector.hold()  # returns only by raising LeadershipLost
         else:
             await asyncio.Event().wait()
+
+
+def _zero_retry_series() -> None:
+    """The error classes are a closed set: give each a zero sample up front."""
+    for error_class in ERROR_CLASSES:
+        buildrun_metrics.RETRIES.labels(error_class)
 
 
 def _count_retry(_: str, error: RetryableError) -> None:

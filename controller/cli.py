@@ -30,7 +30,8 @@ def _optional_seconds(text: str) -> float | None:
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="buildrun-controller",
-        description="Runs Shipwright BuildRuns as Tekton TaskRuns, one try each.",
+        description="Runs Shipwright BuildRuns as Tekton TaskRuns, one try each. "
+        "`buildrun-controller history NAMESPACE/NAME` prints a BuildRun's history.",
     )
     d, q, b = Settings(), QueueSettings(), RetryBudget()
     conn = p.add_argument_group("connection")
@@ -116,6 +117,11 @@ def settings_from(args: argparse.Namespace) -> Settings:
 
 
 def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["history"]:
+        from controller import history
+
+        return history.main(argv[1:])
     args = parser().parse_args(argv)
     logs.setup(args.log_level, args.log_format)
     settings = settings_from(args)

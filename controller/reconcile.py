@@ -112,6 +112,13 @@ class Controller:
         self._tasks: list[asyncio.Task[None]] = []
         metrics.MAX_CONCURRENT_RECONCILES.labels(name).set(workers)
         metrics.ACTIVE_WORKERS.labels(name).set(0)
+        # Zero samples from the start, as controller-runtime does, so rate() sees the
+        # first error instead of only the second.
+        for counter in (metrics.RECONCILE_ERRORS, metrics.TERMINAL_RECONCILE_ERRORS,
+                        metrics.RECONCILE_PANICS, metrics.RETRY_BUDGET_EXHAUSTED):
+            counter.labels(name)
+        for result in ("success", "error", "requeue", "requeue_after"):
+            metrics.RECONCILE_TOTAL.labels(name, result)
 
     def enqueue(self, key: str) -> None:
         self.queue.add(key)
