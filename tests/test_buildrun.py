@@ -12,9 +12,12 @@ from typing import Any
 import pytest
 
 from controller.buildrun import reasons
+from controller.buildrun.reconciler import BuildRunReconciler
 from controller.devtools.localcluster import LocalCluster
 from controller.devtools.tekton import TektonSimulator
-from controller.kube import BUILDRUNS, EVENTS, TASKRUNS, ApiError, Kube
+from controller.events import EventRecorder
+from controller.kube import BUILDRUNS, EVENTS, JSON, TASKRUNS, ApiError, Kube
+from controller.store import Store
 from tests.harness import (
     World,
     condition,
@@ -30,6 +33,15 @@ pytestmark = pytest.mark.cluster
 async def taskrun_cancelled(kube: Kube, namespace: str, name: str) -> bool:
     taskrun = await kube.get(TASKRUNS, namespace, name)
     return (taskrun.get("spec") or {}).get("status") == "TaskRunCancelled"
+
+
+async def unrecorded_taskrun(kube: Kube, buildrun: JSON) -> JSON:
+    """Row 6's first half done by hand (prepare, create the TaskRun), then a "crash"
+    before the status write: the TaskRun exists, the BuildRun does not know it."""
+    half = BuildRunReconciler(kube, Store(), Store(), EventRecorder(kube, "t", "t"))
+    taskrun, _, _ = await half._prepare(buildrun)
+    await kube.create(TASKRUNS, buildrun["metadata"]["namespace"], taskrun)
+    return taskrun
 
 
 def reconciles(result: str) -> float:
@@ -331,15 +343,7 @@ async def test_controller_restart_between_create_and_status_adopts_the_taskrun(
     cluster: LocalCluster, kube: Kube, world: World
 ) -> None:
     """A TaskRun left by a controller that died before writing status is adopted."""
-    from controller.buildrun.reconciler import BuildRunReconciler
-    from controller.events import EventRecorder
-    from controller.store import Store
-
-    created = await world.buildrun("br")
-    # Do the first half of row 5 by hand: prepare and create, then "crash".
-    half = BuildRunReconciler(kube, Store(), Store(), EventRecorder(kube, "t", "t"))
-    taskrun, _, _ = await half._prepare(created)
-    await kube.create(TASKRUNS, world.ns, taskrun)
+    taskrun = await unrecorded_taskrun(kube, await world.buildrun("br"))
     async with running_controller(controller_settings(cluster, world.ns)):
         tr_name = await world.taskrun_of("br")
         await TektonSimulator(kube).finish(world.ns, tr_name)
@@ -353,14 +357,7 @@ async def test_cancel_stops_a_taskrun_an_earlier_try_never_recorded(
     cluster: LocalCluster, kube: Kube, world: World
 ) -> None:
     """An unrecorded TaskRun must not run on (and build an image) for a canceled BuildRun."""
-    from controller.buildrun.reconciler import BuildRunReconciler
-    from controller.events import EventRecorder
-    from controller.store import Store
-
-    created = await world.buildrun("br")
-    half = BuildRunReconciler(kube, Store(), Store(), EventRecorder(kube, "t", "t"))
-    taskrun, _, _ = await half._prepare(created)
-    await kube.create(TASKRUNS, world.ns, taskrun)
+    taskrun = await unrecorded_taskrun(kube, await world.buildrun("br"))
     await kube.patch(BUILDRUNS, world.ns, "br", {"spec": {"state": "BuildRunCanceled"}})
     async with running_controller(controller_settings(cluster, world.ns)):
         done = await world.finished("br")
