@@ -1,0 +1,507 @@
+"""What the end-to-end benchmarks share.
+
+- `machine()`: nproc, CPU model, Python, `date -u`, load average, for the record.
+- `Controller`: `python -m controller ...` as a subprocess on loopback ports, with its
+  CPU (utime+stime from /proc/<pid>/stat), RSS and peak RSS (VmRSS/VmHWM from
+  /proc/<pid>/status), /healthz and /readyz timing, and /metrics scrapes.
+- `CpuMeter`: CPU seconds of the controller, kube-apiserver, etcd and this process.
+- `Observer`: the benchmark's own watch on BuildRuns, separate from the controller's,
+  recording when each BuildRun first showed status.taskRunName and completionTime.
+- `bounded()`: a fixed number of coroutines working through a list, with a deadline.
+
+Every wait here is bounded by a deadline; every loop by its input's length.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import ctypes
+import datetime
+import os
+import platform
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Awaitable, Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import orjson
+from prometheus_client.parser import text_string_to_metric_families
+
+from controller.devtools.localcluster import REPO, LocalCluster, free_port
+from controller.kube import (
+    BUILDS,
+    BUILDSTRATEGIES,
+    JSON,
+    ApiError,
+    Kube,
+    Resource,
+)
+
+NS = "bench"
+API = "shipwright.io/v1beta1"
+NAMESPACES = Resource("", "v1", "namespaces", "Namespace", namespaced=False)
+RESULTS = REPO / "bench" / "results"
+CLK_TCK = os.sysconf("SC_CLK_TCK")
+
+
+# -- the record ------------------------------------------------------------------------
+
+def machine() -> dict[str, Any]:
+    model = next((line.split(":", 1)[1].strip()
+                  for line in Path("/proc/cpuinfo").read_text().splitlines()
+                  if line.startswith("model name")), platform.processor())
+    date = subprocess.run(["date", "-u"], capture_output=True, text=True, check=False)
+    return {
+        "nproc": len(os.sched_getaffinity(0)),
+        "cpu": model,
+        "python": platform.python_version(),
+        "kernel": platform.release(),
+        "date": date.stdout.strip(),
+        "loadavg": [round(x, 2) for x in os.getloadavg()],
+    }
+
+
+def command_line() -> str:
+    return " ".join([".venv/bin/python -m " + (sys.modules["__main__"].__spec__.name
+                                               if sys.modules["__main__"].__spec__ else
+                                               sys.argv[0]), *sys.argv[1:]])
+
+
+def write_results(kind: str, data: dict[str, Any]) -> Path:
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    stamp = datetime.datetime.now(datetime.UTC).strftime("%Y%m%dT%H%M%SZ")
+    path = RESULTS / f"e2e-{kind}-{stamp}.json"
+    path.write_bytes(orjson.dumps(data, option=orjson.OPT_INDENT_2 | orjson.OPT_NON_STR_KEYS))
+    return path
+
+
+def percentile(values: Sequence[float], p: float) -> float:
+    """Linear interpolation between closest ranks (numpy's default); nan when empty."""
+    if not values:
+        return float("nan")
+    s = sorted(values)
+    k = (len(s) - 1) * p / 100.0
+    lo = int(k)
+    hi = min(lo + 1, len(s) - 1)
+    return s[lo] + (s[hi] - s[lo]) * (k - lo)
+
+
+def _cpu_times() -> tuple[int, int]:
+    parts = [int(x) for x in Path("/proc/stat").read_text().splitlines()[0].split()[1:]]
+    idle = parts[3] + parts[4]  # idle + iowait
+    return sum(parts), idle
+
+
+async def wait_quiet(busy_below: float = 0.10, max_wait: float = 300.0) -> dict[str, Any]:
+    """Waits (at most max_wait) until the whole machine was at most `busy_below` busy
+    over 2 s, i.e. nothing else (other engineers' test runs) is loading it, and, if
+    $E2E_MAX_LOAD is set, until the 1-minute load average is below it. Returns the
+    busy fraction seen and the load averages at that moment, for the record."""
+    deadline = time.monotonic() + max_wait
+    max_load = float(os.environ.get("E2E_MAX_LOAD", "inf"))
+    while True:
+        t0, i0 = _cpu_times()
+        await asyncio.sleep(2.0)
+        t1, i1 = _cpu_times()
+        busy = 1.0 - (i1 - i0) / max(t1 - t0, 1)
+        quiet = busy <= busy_below and os.getloadavg()[0] < max_load
+        if quiet or time.monotonic() > deadline:
+            return {"busy_2s": round(busy, 3), "loadavg": [round(x, 2) for x in os.getloadavg()],
+                    "waited_out": not quiet}
+
+
+def log(msg: str) -> None:
+    print(f"[{time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
+
+
+# -- processes ---------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Usage:
+    cpu: float  # user + system CPU seconds
+    rss_kib: int
+    hwm_kib: int  # peak RSS
+
+
+def usage(pid: int) -> Usage:
+    fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
+    # After the command name: field 3 (state) is fields[0]; utime is 14, stime 15.
+    cpu = (int(fields[11]) + int(fields[12])) / CLK_TCK
+    rss = hwm = 0
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            rss = int(line.split()[1])
+        elif line.startswith("VmHWM:"):
+            hwm = int(line.split()[1])
+    return Usage(cpu, rss, hwm)
+
+
+def pid_with_arg(arg: str) -> int | None:
+    """The process whose command line has exactly this argument (the cluster's servers)."""
+    want = arg.encode()
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            argv = (entry / "cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if want in argv:
+            return int(entry.name)
+    return None
+
+
+def server_pids(cluster: LocalCluster) -> dict[str, int]:
+    pids = {"apiserver": pid_with_arg(f"--secure-port={cluster.port}"),
+            "etcd": pid_with_arg(f"--listen-client-urls={cluster.etcd_url}")}
+    return {k: v for k, v in pids.items() if v is not None}
+
+
+class CpuMeter:
+    """CPU seconds per named process between `start()` and `stop()`."""
+
+    def __init__(self, pids: dict[str, int]) -> None:
+        self.pids = {**pids, "bench": os.getpid()}
+        self._t0 = 0.0
+        self._start: dict[str, float] = {}
+
+    def _now(self) -> dict[str, float]:
+        out = {}
+        for name, pid in self.pids.items():
+            with contextlib.suppress(OSError):
+                out[name] = usage(pid).cpu
+        return out
+
+    def start(self) -> None:
+        self._t0 = time.monotonic()
+        self._start = self._now()
+
+    def stop(self) -> dict[str, float]:
+        """CPU seconds each used, plus 'wall' and 'cores busy' ((sum of all) / wall)."""
+        wall = time.monotonic() - self._t0
+        now = self._now()
+        out = {k: round(now[k] - self._start[k], 2) for k in now if k in self._start}
+        out["wall"] = round(wall, 2)
+        out["cores_busy"] = round(sum(v for k, v in out.items() if k != "wall") / wall, 2)
+        return out
+
+
+def _die_with_parent() -> None:
+    # PR_SET_PDEATHSIG: if the benchmark dies hard, the controller goes with it.
+    ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)
+
+
+class Controller:
+    """`python -m controller` against `kubeconfig`, watching every namespace, no leader
+    election (one replica), logging at warning in JSON to `log_path`."""
+
+    def __init__(self, kubeconfig: Path, log_path: Path, *, workers: int,
+                 extra: Iterable[str] = (), cwd: Path | None = None) -> None:
+        # `cwd`: another checkout of the controller to run (python -m imports it from
+        # there first), for before/after comparisons.
+        self.cwd = cwd or REPO
+        self.metrics_port, self.probe_port = free_port(), free_port()
+        self.log_path = log_path
+        self.argv = [
+            sys.executable, "-m", "controller",
+            "--kubeconfig", str(kubeconfig),
+            "--metrics-bind-address", f"127.0.0.1:{self.metrics_port}",
+            "--health-probe-bind-address", f"127.0.0.1:{self.probe_port}",
+            "--max-concurrent-reconciles", str(workers),
+            "--log-level", "warning", "--log-format", "json",
+            *extra,
+        ]
+        self.process: asyncio.subprocess.Process | None = None
+        self.started = 0.0
+        self._session: aiohttp.ClientSession | None = None
+
+    @property
+    def pid(self) -> int:
+        assert self.process is not None
+        return self.process.pid
+
+    async def start(self) -> None:
+        self._session = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=10))
+        with self.log_path.open("ab") as out:
+            self.started = time.monotonic()
+            self.process = await asyncio.create_subprocess_exec(
+                *self.argv, stdin=asyncio.subprocess.DEVNULL, stdout=out,
+                stderr=asyncio.subprocess.STDOUT, cwd=self.cwd, preexec_fn=_die_with_parent,
+            )
+
+    def check_alive(self) -> None:
+        if self.process is None or self.process.returncode is not None:
+            tail = self.log_path.read_text(errors="replace")[-3000:]
+            raise RuntimeError(f"controller exited: {tail}")
+
+    async def _status(self, port: int, path: str) -> int | None:
+        assert self._session is not None
+        try:
+            async with self._session.get(f"http://127.0.0.1:{port}{path}") as resp:
+                await resp.read()
+                return resp.status
+        except (TimeoutError, aiohttp.ClientError, OSError):
+            return None
+
+    async def wait_ready(self, timeout: float = 600.0) -> tuple[float, float]:
+        """Seconds from spawn to /healthz 200 (imported, serving) and to /readyz 200
+        (every informer listed: caches synced)."""
+        deadline = time.monotonic() + timeout
+        live = None
+        while time.monotonic() < deadline:
+            self.check_alive()
+            if live is None and await self._status(self.probe_port, "/healthz") == 200:
+                live = time.monotonic() - self.started
+            if live is not None and await self._status(self.probe_port, "/readyz") == 200:
+                return live, time.monotonic() - self.started
+            await asyncio.sleep(0.02)
+        raise TimeoutError(f"controller not ready after {timeout}s")
+
+    async def scrape(self) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
+        assert self._session is not None
+        async with self._session.get(f"http://127.0.0.1:{self.metrics_port}/metrics") as resp:
+            text = await resp.text()
+        out = {}
+        for family in text_string_to_metric_families(text):
+            for s in family.samples:
+                out[(s.name, tuple(sorted(s.labels.items())))] = float(s.value)
+        return out
+
+    async def reconciles(self) -> dict[str, int]:
+        """controller_runtime_reconcile_total{controller="buildrun"} by result."""
+        samples = await self.scrape()
+        return {dict(k[1])["result"]: int(v) for k, v in samples.items()
+                if k[0] == "controller_runtime_reconcile_total"
+                and dict(k[1]).get("controller") == "buildrun"}
+
+    async def wait_reconciles(self, at_least: int, timeout: float,
+                              interval: float = 0.5) -> dict[str, int]:
+        deadline = time.monotonic() + timeout
+        while True:
+            self.check_alive()
+            counts = await self.reconciles()
+            if sum(counts.values()) >= at_least:
+                return counts
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"{sum(counts.values())} reconciles, wanted {at_least}")
+            await asyncio.sleep(interval)
+
+    def usage(self) -> Usage:
+        return usage(self.pid)
+
+    async def stop(self) -> int | None:
+        if self.process is not None and self.process.returncode is None:
+            with contextlib.suppress(ProcessLookupError):
+                self.process.send_signal(signal.SIGTERM)
+            try:
+                await asyncio.wait_for(self.process.wait(), 40)
+            except TimeoutError:
+                self.process.kill()
+                await self.process.wait()
+        if self._session is not None:
+            await self._session.close()
+        return self.process.returncode if self.process else None
+
+
+# -- API work ----------------------------------------------------------------------------
+
+def buildrun_body(name: str) -> JSON:
+    return {"apiVersion": API, "kind": "BuildRun", "metadata": {"name": name},
+            "spec": {"build": {"name": "app"}}}
+
+
+async def setup_namespace(kube: Kube, namespace: str = NS) -> None:
+    """The namespace, a BuildStrategy and a Build every BuildRun refers to."""
+    await kube.create(NAMESPACES, None, {
+        "apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}})
+    await kube.create(BUILDSTRATEGIES, namespace, {
+        "apiVersion": API, "kind": "BuildStrategy", "metadata": {"name": "kaniko"},
+        "spec": {
+            "parameters": [{"name": "dockerfile", "type": "string", "default": "Dockerfile"}],
+            "steps": [{"name": "build", "image": "gcr.io/kaniko-project/executor",
+                       "args": ["--dockerfile=$(params.dockerfile)"]}],
+        },
+    })
+    await kube.create(BUILDS, namespace, {
+        "apiVersion": API, "kind": "Build", "metadata": {"name": "app"},
+        "spec": {"strategy": {"name": "kaniko", "kind": "BuildStrategy"},
+                 "source": {"git": {"url": "https://example.com/app.git"}},
+                 "output": {"image": "registry.example.com/app:latest"}},
+    })
+
+
+def _transient(exc: BaseException) -> bool:
+    if isinstance(exc, ApiError):
+        return exc.status == 429 or exc.status >= 500
+    return isinstance(exc, (aiohttp.ClientError, OSError, asyncio.TimeoutError))
+
+
+@dataclass
+class Bounded:
+    """What `bounded()` did: per item, when its call returned; and transient retries."""
+
+    done_at: dict[str, float] = field(default_factory=dict)
+    retries: int = 0
+    seconds: float = 0.0
+
+
+async def bounded(names: Sequence[str], call: Callable[[str], Awaitable[object]], *,
+                  concurrency: int, deadline: float, tries: int = 5) -> Bounded:
+    """`call(name)` for every name, `concurrency` at a time. A transient error (429, 5xx,
+    connection) is tried again, at most `tries` times; past `deadline` it raises."""
+    result = Bounded()
+    todo = iter(names)
+    t0 = time.monotonic()
+
+    async def worker() -> None:
+        for name in todo:
+            for attempt in range(tries):
+                if time.monotonic() > deadline:
+                    raise TimeoutError(f"deadline passed with {len(result.done_at)} done")
+                try:
+                    await call(name)
+                    break
+                except Exception as exc:
+                    if not _transient(exc) or attempt == tries - 1:
+                        raise
+                    result.retries += 1
+                    await asyncio.sleep(0.05 * 2 ** attempt)
+            result.done_at[name] = time.monotonic()
+
+    await asyncio.gather(*(worker() for _ in range(concurrency)))
+    result.seconds = time.monotonic() - t0
+    return result
+
+
+class Observer:
+    """The benchmark's own list+watch of BuildRuns in one namespace (its own connection).
+
+    Records, by name, the monotonic time each BuildRun first showed status.taskRunName
+    (and which), and first showed status.completionTime.
+    """
+
+    def __init__(self, cluster: LocalCluster, namespace: str = NS) -> None:
+        self.cluster = cluster
+        self.namespace = namespace
+        self.taskrun_at: dict[str, float] = {}
+        self.taskrun_name: dict[str, str] = {}
+        self.done_at: dict[str, float] = {}
+        self.events = 0
+        self.connected = asyncio.Event()
+        self._task: asyncio.Task[None] | None = None
+
+    def _see(self, obj: JSON, now: float) -> None:
+        name = obj["metadata"]["name"]
+        status = obj.get("status") or {}
+        if name not in self.taskrun_at and status.get("taskRunName"):
+            self.taskrun_at[name] = now
+            self.taskrun_name[name] = status["taskRunName"]
+        if name not in self.done_at and status.get("completionTime"):
+            self.done_at[name] = now
+
+    async def start(self, deadline: float) -> None:
+        self._task = asyncio.create_task(self._run(deadline))
+        await asyncio.wait_for(self.connected.wait(), 30)
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+
+    async def _run(self, deadline: float) -> None:
+        headers = {"Authorization": f"Bearer {self.cluster.admin.token}"}
+        base = (f"{self.cluster.url}/apis/shipwright.io/v1beta1/namespaces/{self.namespace}"
+                "/buildruns")
+        ssl_ctx = self.cluster.ssl_context()
+        async with aiohttp.ClientSession(headers=headers) as session:
+            for _ in range(100):  # custom resource storage may answer 404/429 a moment
+                async with session.get(base, ssl=ssl_ctx) as resp:
+                    listed = orjson.loads(await resp.read())
+                if resp.status == 200:
+                    break
+                await asyncio.sleep(0.1)
+            else:
+                raise RuntimeError(f"observer list: {resp.status} {listed}")
+            now = time.monotonic()
+            for item in listed.get("items", []):
+                self._see(item, now)
+            rv = listed["metadata"]["resourceVersion"]
+            while time.monotonic() < deadline:
+                left = max(1, int(deadline - time.monotonic()))
+                url = (f"{base}?watch=1&allowWatchBookmarks=true&resourceVersion={rv}"
+                       f"&timeoutSeconds={min(left, 1800)}")
+                async with session.get(url, ssl=ssl_ctx,
+                                       timeout=aiohttp.ClientTimeout(total=None)) as resp:
+                    if resp.status != 200:
+                        raise RuntimeError(f"observer watch: {resp.status}")
+                    self.connected.set()
+                    async for line in resp.content:
+                        if not line.strip():
+                            continue
+                        now = time.monotonic()
+                        event = orjson.loads(line)
+                        obj = event["object"]
+                        if event["type"] == "ERROR":
+                            raise RuntimeError(f"observer watch: {obj}")
+                        rv = obj["metadata"]["resourceVersion"]
+                        if event["type"] in ("ADDED", "MODIFIED"):
+                            self.events += 1
+                            self._see(obj, now)
+
+    async def wait(self, what: str, names: Iterable[str], deadline: float) -> None:
+        """Until every name has `what` ('taskrun' or 'done') recorded, or the deadline."""
+        seen = self.taskrun_at if what == "taskrun" else self.done_at
+        wanted = list(names)
+        while True:
+            if self._task is not None and self._task.done():
+                self._task.result()
+                raise RuntimeError("observer stopped")
+            missing = sum(1 for n in wanted if n not in seen)
+            if not missing:
+                return
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"{missing} of {len(wanted)} BuildRuns without {what}")
+            await asyncio.sleep(0.05)
+
+
+async def apiserver_requests(cluster: LocalCluster) -> dict[str, int]:
+    """apiserver_request_total summed over codes, by "VERB resource[/subresource]"."""
+    headers = {"Authorization": f"Bearer {cluster.admin.token}"}
+    async with aiohttp.ClientSession() as session, session.get(
+        cluster.url + "/metrics", headers=headers, ssl=cluster.ssl_context(),
+        timeout=aiohttp.ClientTimeout(total=30),
+    ) as resp:
+        text = await resp.text()
+    out: dict[str, int] = {}
+    for family in text_string_to_metric_families(text):
+        if family.name != "apiserver_request":
+            continue
+        for s in family.samples:
+            if s.name != "apiserver_request_total":
+                continue
+            lb = s.labels
+            if lb.get("group") not in ("shipwright.io", "tekton.dev", ""):
+                continue
+            key = f"{lb.get('verb')} {lb.get('resource')}" + (
+                f"/{lb['subresource']}" if lb.get("subresource") else "")
+            out[key] = out.get(key, 0) + int(s.value)
+    return out
+
+
+def per_object(before: dict[str, int], after: dict[str, int], n: int) -> dict[str, float]:
+    """Requests per object between two apiserver_requests() readings, by kind of request."""
+    keys = sorted(set(after) | set(before))
+    diff = {k: (after.get(k, 0) - before.get(k, 0)) / n for k in keys}
+    return {k: round(v, 3) for k, v in diff.items() if v}
+
+
+async def load_kube(cluster: LocalCluster) -> Kube:
+    from controller.kube import load_api_client
+    return Kube(await load_api_client(str(cluster.kubeconfig)))

@@ -1,0 +1,303 @@
+"""Controller memory and CPU with many cached BuildRuns, and startup time.
+
+    .venv/bin/python -m bench.e2e.memory --sizes 0 1000 10000 50000
+
+One etcd + kube-apiserver (LocalCluster, loopback). For each size, in order, the
+namespace is filled up to that many *finished* BuildRuns, made directly by this
+process: create, then status-patch a Succeeded condition, completionTime, startTime,
+taskRunName, buildSpec and output digest (what a real finished BuildRun carries), so
+the controller has nothing to do but cache them. Then `python -m controller` starts
+as a subprocess and the script records:
+
+- startup: seconds from spawn to /healthz 200 (imported, serving) and to /readyz 200
+  (every informer listed: caches synced);
+- reconciles: controller_runtime_reconcile_total after every cached BuildRun had its
+  one reconcile (each ADDED from the list enqueues it; a finished BuildRun costs no
+  API call), and the CPU seconds (utime+stime) from readyz to then: CPU per reconcile;
+- CPU at readyz (start-up: imports, list, decode, cache) and in total;
+- RSS (VmRSS) after a 3 s settle, and peak RSS (VmHWM), per process; per cached
+  BuildRun beyond the 0-object baseline.
+
+The controller is stopped (SIGTERM) before the next size. --analyze N then decodes the
+first N BuildRuns as the informer does (orjson, strip_noise, Store.upsert with the
+'build' index) in this process under tracemalloc, and reports bytes per object as
+stored and without strip_noise's string interning, and what dominates. (Nothing
+else is left to drop: strip_noise already removes managedFields, and the metadata
+left is name, namespace, uid, resourceVersion, generation, creationTimestamp.)
+Raw figures go to bench/results/e2e-memory-<time>.json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import datetime
+import gc
+import sys
+import tempfile
+import time
+import tracemalloc
+from collections import Counter
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from bench.e2e.common import (
+    NS,
+    Controller,
+    bounded,
+    buildrun_body,
+    command_line,
+    load_kube,
+    log,
+    machine,
+    setup_namespace,
+    wait_quiet,
+    write_results,
+)
+from controller.app import build_names
+from controller.devtools.localcluster import LocalCluster
+from controller.informers import strip_noise
+from controller.kube import BUILDRUNS, JSON, Kube
+from controller.store import Store
+
+
+def finished_status(name: str) -> JSON:
+    t = datetime.datetime.now(datetime.UTC)
+    start = (t - datetime.timedelta(seconds=90)).strftime("%Y-%m-%dT%H:%M:%SZ")
+    done = t.strftime("%Y-%m-%dT%H:%M:%SZ")
+    return {
+        "startTime": start,
+        "completionTime": done,
+        "taskRunName": f"{name}-1a2b3c4d",
+        "buildSpec": {"strategy": {"name": "kaniko", "kind": "BuildStrategy"},
+                      "source": {"git": {"url": "https://example.com/app.git"}},
+                      "output": {"image": "registry.example.com/app:latest"}},
+        "conditions": [{"type": "Succeeded", "status": "True", "reason": "Succeeded",
+                        "message": "All Steps have completed executing",
+                        "lastTransitionTime": done}],
+        "output": {"digest": "sha256:" + "ab" * 32},
+    }
+
+
+async def populate(kube: Kube, start: int, stop: int, concurrency: int,
+                   deadline: float) -> float:
+    async def one(name: str) -> None:
+        created = await kube.create(BUILDRUNS, NS, buildrun_body(name))
+        await kube.patch(BUILDRUNS, NS, name, {
+            "metadata": {"resourceVersion": created["metadata"]["resourceVersion"]},
+            "status": finished_status(name)}, subresource="status")
+
+    names = [f"br-{i:06d}" for i in range(start, stop)]
+    t0 = time.monotonic()
+    await bounded(names, one, concurrency=concurrency, deadline=deadline)
+    return time.monotonic() - t0
+
+
+async def measure(cluster: LocalCluster, size: int, args: argparse.Namespace,
+                  workdir: Path) -> dict[str, Any]:
+    quiet = await wait_quiet()
+    ctl = Controller(cluster.kubeconfig, workdir / f"controller-{size}.log",
+                     workers=args.workers, cwd=args.controller_cwd)
+    await ctl.start()
+    try:
+        live, ready = await ctl.wait_ready(args.timeout)
+        at_ready = ctl.usage()
+        t_ready = time.monotonic()
+        # Builds and strategies are not reconciled; every BuildRun is, once.
+        counts = await ctl.wait_reconciles(size, args.timeout, interval=0.2)
+        t_done = time.monotonic()
+        after = ctl.usage()
+        await asyncio.sleep(3.0)
+        settled = ctl.usage()
+        counts = await ctl.reconciles()
+        reconciles = sum(counts.values())
+        out = {
+            "size": size,
+            "quiet_before": quiet,
+            "startup_healthz_s": round(live, 3),
+            "startup_readyz_s": round(ready, 3),
+            "reconciles": counts,
+            "reconcile_seconds": round(t_done - t_ready, 3),
+            "cpu_at_ready_s": at_ready.cpu,
+            "cpu_ready_to_reconciled_s": round(after.cpu - at_ready.cpu, 3),
+            "cpu_per_reconcile_ms": (round(1000 * (after.cpu - at_ready.cpu) / reconciles, 4)
+                                     if reconciles else None),
+            "cpu_total_s": settled.cpu,
+            "rss_kib": settled.rss_kib,
+            "hwm_kib": settled.hwm_kib,
+            "rss_at_ready_kib": at_ready.rss_kib,
+        }
+    finally:
+        out_code = await ctl.stop()
+    out["exit_code"] = out_code
+    return out
+
+
+# -- in-process: where the bytes of a cached BuildRun go --------------------------------
+
+def _walk_strings(obj: Any, counts: Counter[str]) -> None:
+    if isinstance(obj, dict):
+        for k, v in obj.items():
+            counts[k] += 1
+            _walk_strings(v, counts)
+    elif isinstance(obj, list):
+        for v in obj:
+            _walk_strings(v, counts)
+    elif isinstance(obj, str):
+        counts[obj] += 1
+
+
+def _deep_size(obj: Any, seen: set[int]) -> tuple[int, int]:
+    """(bytes of containers, bytes of str/int/other leaves), each object counted once."""
+    if id(obj) in seen:
+        return 0, 0
+    seen.add(id(obj))
+    if isinstance(obj, dict):
+        c, leaf = sys.getsizeof(obj), 0
+        for k, v in obj.items():
+            for part in (k, v):
+                pc, pl = _deep_size(part, seen)
+                c, leaf = c + pc, leaf + pl
+        return c, leaf
+    if isinstance(obj, list):
+        c, leaf = sys.getsizeof(obj), 0
+        for v in obj:
+            pc, pl = _deep_size(v, seen)
+            c, leaf = c + pc, leaf + pl
+        return c, leaf
+    return 0, sys.getsizeof(obj)
+
+
+def _strip_only(obj: JSON) -> JSON:
+    """strip_noise without its string interning: what the informer stored before 762a20d."""
+    obj.get("metadata", {}).pop("managedFields", None)
+    return obj
+
+
+def _store_bytes(raw_items: list[bytes], prepare: Callable[[JSON], JSON]) -> float:
+    """tracemalloc bytes per object for decode + prepare + Store.upsert (as informers do)."""
+    gc.collect()
+    tracemalloc.start()
+    base = tracemalloc.get_traced_memory()[0]
+    store = Store({"build": build_names})
+    for raw in raw_items:
+        obj = orjson.loads(raw)
+        obj.setdefault("apiVersion", "shipwright.io/v1beta1")
+        obj.setdefault("kind", "BuildRun")
+        store.upsert(prepare(obj))
+    gc.collect()
+    used = tracemalloc.get_traced_memory()[0] - base
+    tracemalloc.stop()
+    del store
+    return used / len(raw_items)
+
+
+async def analyze(kube: Kube, n: int) -> dict[str, Any]:
+    """Lists n BuildRuns as raw list items and measures their cost in a Store."""
+    raw_items: list[bytes] = []
+    cont = None
+    while len(raw_items) < n:
+        query: dict[str, str | int] = {"limit": 500}
+        if cont:
+            query["continue"] = cont
+        page = await kube.list(BUILDRUNS, NS, **query)
+        raw_items += [orjson.dumps(item) for item in page["items"]]
+        cont = page["metadata"].get("continue")
+        if not cont:
+            break
+    raw_items = raw_items[:n]
+    sample = _strip_only(orjson.loads(raw_items[0]))
+    strings: Counter[str] = Counter()
+    for raw in raw_items[:1000]:
+        _walk_strings(_strip_only(orjson.loads(raw)), strings)
+    containers, leaves = _deep_size(sample, set())
+
+    result = {
+        "objects": len(raw_items),
+        "json_bytes_per_object_as_listed": round(sum(map(len, raw_items)) / len(raw_items)),
+        "sample_stored_object": sample,
+        "sample_getsizeof_containers": containers,
+        "sample_getsizeof_leaves": leaves,
+        "tracemalloc_bytes_per_object": {
+            "as_informer_stores": round(_store_bytes(raw_items, strip_noise)),
+            "without_interning": round(_store_bytes(raw_items, _strip_only)),
+        },
+        "repeated_values_top": [(s[:60], c) for s, c in strings.most_common(25)],
+    }
+    return result
+
+
+async def main_async(args: argparse.Namespace) -> None:
+    info = machine()
+    deadline = time.monotonic() + args.timeout
+    runs: list[dict[str, Any]] = []
+    analysis = None
+    with tempfile.TemporaryDirectory(prefix="e2e-mem-") as tmp:
+        workdir = Path(tmp)
+        async with LocalCluster(workdir / "cluster") as cluster:
+            kube = await load_kube(cluster)
+            try:
+                await setup_namespace(kube)
+                have = 0
+                for size in sorted(args.sizes):
+                    if size > have:
+                        log(f"populating {have} -> {size} finished BuildRuns")
+                        secs = await populate(kube, have, size, args.concurrency, deadline)
+                        log(f"  {size - have} in {secs:.1f} s ({(size - have) / secs:.0f}/s)")
+                        have = size
+                    if args.analyze and have >= args.analyze and analysis is None:
+                        analysis = await analyze(kube, args.analyze)
+                        log(f"analysis: {analysis['tracemalloc_bytes_per_object']}")
+                    log(f"controller with {size} cached BuildRuns")
+                    run = await measure(cluster, size, args, workdir)
+                    runs.append(run)
+                    log(f"  {run}")
+            finally:
+                await kube.close()
+    base = next((r for r in runs if r["size"] == 0), None)
+    for r in runs:
+        if base is not None and r["size"]:
+            r["rss_per_object_kib"] = round((r["rss_kib"] - base["rss_kib"]) / r["size"], 3)
+            r["hwm_per_object_kib"] = round((r["hwm_kib"] - base["hwm_kib"]) / r["size"], 3)
+            r["startup_cpu_per_object_ms"] = round(
+                1000 * (r["cpu_at_ready_s"] - base["cpu_at_ready_s"]) / r["size"], 4)
+    print(f"machine: {info}")
+    print(f"command: {command_line()}")
+    print("| cached BuildRuns | /healthz s | /readyz s | reconciles | CPU ms/reconcile | "
+          "start-up CPU s | RSS MiB | peak RSS MiB | RSS KiB/object | peak KiB/object | "
+          "busy before | load 1m before |")
+    print("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+    for r in runs:
+        print(f"| {r['size']:,} | {r['startup_healthz_s']} | {r['startup_readyz_s']} "
+              f"| {sum(r['reconciles'].values()):,} | {r['cpu_per_reconcile_ms']} "
+              f"| {r['cpu_at_ready_s']} | {r['rss_kib'] / 1024:.1f} | {r['hwm_kib'] / 1024:.1f} "
+              f"| {r.get('rss_per_object_kib', '-')} | {r.get('hwm_per_object_kib', '-')} "
+              f"| {r['quiet_before']['busy_2s']} | {r['quiet_before']['loadavg'][0]} |")
+    if analysis:
+        print(f"in-process analysis of {analysis['objects']} objects: "
+              f"{analysis['tracemalloc_bytes_per_object']} bytes/object; listed JSON "
+              f"{analysis['json_bytes_per_object_as_listed']} bytes/object")
+    path = write_results("memory", {"machine": info, "command": command_line(), "runs": runs,
+                                    "analysis": analysis, "end_load": machine()["loadavg"]})
+    print(f"raw: {path}")
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--sizes", type=int, nargs="+", default=[0, 1000, 10000, 50000])
+    p.add_argument("--workers", type=int, default=4)
+    p.add_argument("--concurrency", type=int, default=32, help="requests in flight (fill)")
+    p.add_argument("--analyze", type=int, default=10000,
+                   help="in-process tracemalloc of this many objects (0: skip)")
+    p.add_argument("--timeout", type=float, default=3600, help="bound on the whole run")
+    p.add_argument("--controller-cwd", type=Path,
+                   help="run the controller from this checkout, for before/after")
+    asyncio.run(main_async(p.parse_args()))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,477 @@
+"""Reconcile throughput and latency against a real kube-apiserver, and that server's ceiling.
+
+    .venv/bin/python -m bench.e2e.throughput --n 1000 5000 10000 --workers 16
+    .venv/bin/python -m bench.e2e.throughput --mode bare mirror --n 1000 5000 10000
+    .venv/bin/python -m bench.e2e.throughput --n 1000 --workers 1 4 16     # concurrency
+
+Each run gets a fresh etcd + kube-apiserver (LocalCluster, loopback), a namespace
+with one BuildStrategy and one Build, and the benchmark's own watch on BuildRuns
+(Observer). Then, by --mode:
+
+controller  `python -m controller` as a subprocess (--max-concurrent-reconciles W).
+            Start phase: N BuildRuns are created, --concurrency at a time; the time
+            each create returned is recorded, and the Observer records when each
+            BuildRun first shows status.taskRunName. Reported: time from the first
+            create to the last BuildRun with a TaskRun, N / that time, and p50/p99 of
+            create-returned -> taskRunName-seen. Finish phase: TektonSimulator (the
+            labelled stand-in for Tekton) finishes every TaskRun (success), --concurrency
+            at a time; reported: p50/p99 of TaskRun-finish-returned -> BuildRun
+            completionTime seen, and the phase's total time.
+bare        No controller: this process does the same API work itself, per BuildRun,
+            --concurrency at a time: create the BuildRun, create its TaskRun (the body
+            the controller would send), status-patch the BuildRun (the controller's
+            patch: resourceVersion, startTime, taskRunName, buildSpec, condition).
+            Finish phase: the TaskRun status patch (as the simulator's), then the
+            BuildRun's terminal status patch. This is the API server's ceiling for that
+            work on this machine.
+mirror      Like bare, but every request the controller makes for a BuildRun, in its
+            order: GET Build, GET BuildStrategy, POST TaskRun, PATCH status, POST Event,
+            then (on the next reconcile) PATCH status again (Pending message); finish:
+            PATCH status (terminal), POST Event. Explains a gap between bare and the
+            controller by request count rather than by controller code. --mirror-skip
+            leaves out the GETs, the Events or the second PATCH, to price each.
+
+--client raw (default) sends bare/mirror requests with controller.kube.Kube (the
+kubernetes_asyncio session with orjson, as the controller does); --client k8s with
+kubernetes_asyncio's generated CustomObjectsApi/CoreV1Api.
+
+CPU seconds of the controller, kube-apiserver, etcd and this process are read from
+/proc for each phase. Raw figures go to bench/results/e2e-throughput-<time>.json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import datetime
+import signal
+import sys
+import tempfile
+import time
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+from kubernetes_asyncio import client as k8s
+
+from bench.e2e.common import (
+    API,
+    NS,
+    RESULTS,
+    Controller,
+    CpuMeter,
+    Observer,
+    apiserver_requests,
+    bounded,
+    buildrun_body,
+    command_line,
+    load_kube,
+    log,
+    machine,
+    per_object,
+    percentile,
+    server_pids,
+    setup_namespace,
+    wait_quiet,
+    write_results,
+)
+from controller.buildrun.taskrun import taskrun_name
+from controller.devtools.localcluster import LocalCluster
+from controller.devtools.tekton import TektonSimulator
+from controller.kube import BUILDRUNS, BUILDS, BUILDSTRATEGIES, EVENTS, JSON, TASKRUNS, Kube
+
+MERGE = "application/merge-patch+json"
+
+
+def now_text() -> str:
+    return datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def taskrun_body(buildrun: JSON) -> JSON:
+    """The shape of the TaskRun the controller generates for the bench Build/strategy."""
+    meta = buildrun["metadata"]
+    values = {"dockerfile": "Dockerfile", "shp-output-image": "registry.example.com/app:latest",
+              "shp-source-url": "https://example.com/app.git"}
+    return {
+        "apiVersion": "tekton.dev/v1", "kind": "TaskRun",
+        "metadata": {
+            "name": taskrun_name(buildrun), "namespace": meta["namespace"],
+            "labels": {"buildrun.shipwright.io/name": meta["name"],
+                       "buildrun.shipwright.io/uid": meta["uid"],
+                       "build.shipwright.io/name": "app"},
+            "ownerReferences": [{"apiVersion": API, "kind": "BuildRun", "name": meta["name"],
+                                 "uid": meta["uid"], "controller": True,
+                                 "blockOwnerDeletion": True}],
+        },
+        "spec": {
+            "taskSpec": {
+                "params": [{"name": k, "type": "string"} for k in values],
+                "steps": [{"name": "build", "image": "gcr.io/kaniko-project/executor",
+                           "args": ["--dockerfile=$(params.dockerfile)"]}],
+                "results": [{"name": "shp-image-digest"}, {"name": "shp-error-reason"},
+                            {"name": "shp-error-message"}],
+            },
+            "params": [{"name": k, "value": v} for k, v in values.items()],
+        },
+    }
+
+
+def started_status(taskrun: str, message: str) -> JSON:
+    now = now_text()
+    return {
+        "startTime": now, "taskRunName": taskrun,
+        "buildSpec": {"strategy": {"name": "kaniko", "kind": "BuildStrategy"},
+                      "source": {"git": {"url": "https://example.com/app.git"}},
+                      "output": {"image": "registry.example.com/app:latest"}},
+        "conditions": [{"type": "Succeeded", "status": "Unknown", "reason": "Pending",
+                        "message": message, "lastTransitionTime": now}],
+    }
+
+
+def finished_status(taskrun: str) -> JSON:
+    now = now_text()
+    return {
+        "completionTime": now,
+        "conditions": [{"type": "Succeeded", "status": "True", "reason": "Succeeded",
+                        "message": "All Steps have completed executing",
+                        "lastTransitionTime": now}],
+        "output": {"digest": "sha256:" + "ab" * 32},
+    }
+
+
+def event_body(buildrun: JSON, reason: str, message: str) -> JSON:
+    meta = buildrun["metadata"]
+    now = now_text()
+    return {
+        "apiVersion": "v1", "kind": "Event",
+        "metadata": {"generateName": f"{meta['name']}.", "namespace": meta["namespace"]},
+        "involvedObject": {"apiVersion": API, "kind": "BuildRun", "name": meta["name"],
+                           "namespace": meta["namespace"], "uid": meta["uid"]},
+        "type": "Normal", "reason": reason, "message": message,
+        "source": {"component": "bench"}, "reportingComponent": "bench",
+        "reportingInstance": "bench", "firstTimestamp": now, "lastTimestamp": now, "count": 1,
+    }
+
+
+class Client:
+    """The few calls bare/mirror make, by one of two client libraries."""
+
+    def __init__(self, kube: Kube, how: str) -> None:
+        self.kube = kube
+        self.how = how
+        self.custom = k8s.CustomObjectsApi(kube.api_client)
+        self.core = k8s.CoreV1Api(kube.api_client)
+
+    async def create(self, plural: str, body: JSON) -> JSON:
+        if self.how == "raw":
+            res = {"buildruns": BUILDRUNS, "taskruns": TASKRUNS}[plural]
+            return await self.kube.create(res, NS, body)
+        group, version = body["apiVersion"].split("/")
+        out: JSON = await self.custom.create_namespaced_custom_object(
+            group, version, NS, plural, body)
+        return out
+
+    async def patch_status(self, plural: str, name: str, body: JSON) -> JSON:
+        if self.how == "raw":
+            res = {"buildruns": BUILDRUNS, "taskruns": TASKRUNS}[plural]
+            return await self.kube.patch(res, NS, name, body, subresource="status")
+        group, version = ("shipwright.io", "v1beta1") if plural == "buildruns" else (
+            "tekton.dev", "v1")
+        out: JSON = await self.custom.patch_namespaced_custom_object_status(
+            group, version, NS, plural, name, body,
+            _content_type=MERGE)  # type: ignore[call-arg]  # taken by its **kwargs
+        return out
+
+    async def get(self, plural: str, name: str) -> JSON:
+        if self.how == "raw":
+            res = {"builds": BUILDS, "buildstrategies": BUILDSTRATEGIES}[plural]
+            return await self.kube.get(res, NS, name)
+        out: JSON = await self.custom.get_namespaced_custom_object(
+            "shipwright.io", "v1beta1", NS, plural, name)
+        return out
+
+    async def event(self, body: JSON) -> None:
+        if self.how == "raw":
+            await self.kube.create(EVENTS, NS, body)
+        else:
+            # A dict body is serialised as is (ApiClient.sanitize_for_serialization).
+            await self.core.create_namespaced_event(NS, body)  # type: ignore[arg-type]
+
+
+async def start_py_spy(pid: int, label: str) -> tuple[asyncio.subprocess.Process, Path]:
+    """py-spy record on the controller (sampling, non-blocking) until stop_py_spy."""
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    path = RESULTS / f"e2e-py-spy-{label}-{time.strftime('%Y%m%dT%H%M%S')}.txt"
+    proc = await asyncio.create_subprocess_exec(
+        str(Path(sys.executable).parent / "py-spy"), "record", "--pid", str(pid),
+        "--format", "raw", "--rate", "200", "--nonblocking", "--output", str(path),
+        "--duration", "600", stdout=asyncio.subprocess.DEVNULL,
+        stderr=path.with_suffix(".log").open("wb"))
+    await asyncio.sleep(0.5)  # attached
+    return proc, path
+
+
+async def stop_py_spy(spy: tuple[asyncio.subprocess.Process, Path]) -> str:
+    proc, path = spy
+    proc.send_signal(signal.SIGINT)  # py-spy writes its output on SIGINT
+    try:
+        await asyncio.wait_for(proc.wait(), 30)
+    except TimeoutError:
+        proc.kill()
+        await proc.wait()
+    return str(path)
+
+
+async def apiserver_pprof(cluster: LocalCluster, seconds: int, label: str) -> str:
+    """A CPU profile of kube-apiserver (Go pprof) over the first `seconds` of the phase.
+    Read it with: go tool pprof -top <file>."""
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    path = RESULTS / f"e2e-apiserver-pprof-{label}-{time.strftime('%Y%m%dT%H%M%S')}.pb.gz"
+    headers = {"Authorization": f"Bearer {cluster.admin.token}"}
+    async with aiohttp.ClientSession() as session, session.get(
+        f"{cluster.url}/debug/pprof/profile?seconds={seconds}", headers=headers,
+        ssl=cluster.ssl_context(), timeout=aiohttp.ClientTimeout(total=seconds + 60),
+    ) as resp:
+        path.write_bytes(await resp.read())
+    return str(path)
+
+
+def summary(latencies: list[float]) -> dict[str, float]:
+    return {"p50": round(percentile(latencies, 50), 3), "p90": round(percentile(latencies, 90), 3),
+            "p99": round(percentile(latencies, 99), 3), "max": round(max(latencies), 3)}
+
+
+async def one_run(mode: str, n: int, workers: int, args: argparse.Namespace,
+                  workdir: Path) -> dict[str, Any]:
+    deadline = time.monotonic() + args.timeout
+    out: dict[str, Any] = {"mode": mode, "n": n, "concurrency": args.concurrency,
+                           "quiet_before": await wait_quiet(),
+                           "load_before": machine()["loadavg"]}
+    if mode == "controller":
+        out["workers"] = workers
+    else:
+        out["client"] = args.client
+        if mode == "mirror":
+            out["mirror_skip"] = args.mirror_skip
+    extra_args = ["--profiling=true"] if args.apiserver_pprof else []
+    async with LocalCluster(workdir / "cluster", apiserver_args=extra_args) as cluster:
+        kube = await load_kube(cluster)
+        ctl: Controller | None = None
+        observer = Observer(cluster)
+        try:
+            await setup_namespace(kube)
+            pids = server_pids(cluster)
+            if mode == "controller":
+                ctl = Controller(cluster.kubeconfig, workdir / "controller.log", workers=workers,
+                                 extra=args.controller_args, cwd=args.controller_cwd)
+                await ctl.start()
+                live, ready = await ctl.wait_ready(120)
+                out["startup"] = {"healthz": round(live, 3), "readyz": round(ready, 3)}
+                pids["controller"] = ctl.pid
+                rec0 = await ctl.reconciles()
+            await observer.start(deadline)
+            names = [f"br-{i:06d}" for i in range(n)]
+            meter = CpuMeter(pids)
+            client = Client(kube, args.client)
+            uids: dict[str, JSON] = {}
+
+            async def create(name: str) -> None:
+                await kube.create(BUILDRUNS, NS, buildrun_body(name))
+
+            async def bare(name: str) -> None:
+                br = await client.create("buildruns", buildrun_body(name))
+                uids[name] = br
+                if mode == "mirror" and "get" not in args.mirror_skip:
+                    await client.get("builds", "app")
+                    await client.get("buildstrategies", "kaniko")
+                tr = await client.create("taskruns", taskrun_body(br))
+                trn = tr["metadata"]["name"]
+                br = await client.patch_status("buildruns", name, {
+                    "metadata": {"resourceVersion": br["metadata"]["resourceVersion"]},
+                    "status": started_status(trn, "TaskRun created")})
+                if mode == "mirror" and "event" not in args.mirror_skip:
+                    await client.event(event_body(br, "TaskRunCreated", f"created TaskRun {trn}"))
+                if mode == "mirror" and "patch2" not in args.mirror_skip:
+                    br = await client.patch_status("buildruns", name, {
+                        "metadata": {"resourceVersion": br["metadata"]["resourceVersion"]},
+                        "status": started_status(trn, f"TaskRun {trn} has not started yet")})
+                uids[name] = br
+
+            work: Callable[[str], Awaitable[None]] = create if mode == "controller" else bare
+            log(f"{mode} n={n} workers={workers if ctl else '-'}: start phase")
+            spy = await start_py_spy(ctl.pid, f"start-n{n}-w{workers}") if (
+                ctl and args.py_spy) else None
+            req0 = await apiserver_requests(cluster)
+            pprof = asyncio.create_task(apiserver_pprof(
+                cluster, args.apiserver_pprof, f"{mode}-n{n}")) if args.apiserver_pprof else None
+            meter.start()
+            t0 = time.monotonic()
+            created = await bounded(names, work, concurrency=args.concurrency, deadline=deadline)
+            await observer.wait("taskrun", names, deadline)
+            last = max(observer.taskrun_at[x] for x in names)
+            start_cpu = meter.stop()
+            req1 = await apiserver_requests(cluster)
+            if spy is not None:
+                out["py_spy"] = await stop_py_spy(spy)
+            if pprof is not None:
+                out["apiserver_pprof"] = await pprof
+            # For bare/mirror, `created` records when the whole sequence returned; the
+            # create itself returned earlier, so latency there is not comparable: skip it.
+            start: dict[str, Any] = {
+                "seconds": round(last - t0, 3),
+                "throughput": round(n / (last - t0), 1),
+                "creates_seconds": round(created.seconds, 3),
+                "transient_retries": created.retries,
+                "cpu": start_cpu,
+                "requests_per_buildrun": per_object(req0, req1, n),
+            }
+            if mode == "controller":
+                assert ctl is not None
+                lat = [observer.taskrun_at[x] - created.done_at[x] for x in names]
+                start["latency"] = summary(lat)
+                rec1 = await ctl.reconciles()
+                start["reconciles"] = sum(rec1.values()) - sum(rec0.values())
+                start["cpu_per_reconcile_ms"] = round(
+                    1000 * start_cpu["controller"] / max(start["reconciles"], 1), 3)
+                start["usage"] = vars(ctl.usage())
+            out["start"] = start
+            log(f"  start: {start}")
+
+            if not args.no_finish:
+                sim = TektonSimulator(kube)
+
+                async def finish(name: str) -> None:
+                    await sim.finish(NS, observer.taskrun_name[name])
+
+                async def finish_bare(name: str) -> None:
+                    trn = observer.taskrun_name[name]
+                    await client.patch_status("taskruns", trn, {"status": {
+                        "podName": f"{trn}-pod", "completionTime": now_text(),
+                        "conditions": [{"type": "Succeeded", "status": "True",
+                                        "reason": "Succeeded",
+                                        "message": "All Steps have completed executing",
+                                        "lastTransitionTime": now_text()}],
+                        "results": [{"name": "shp-image-digest", "type": "string",
+                                     "value": "sha256:" + "ab" * 32}],
+                        "steps": [{"name": "build", "container": "step-build",
+                                   "terminated": {"exitCode": 0, "reason": "Completed"}}]}})
+                    br = uids[name]
+                    await client.patch_status("buildruns", name, {
+                        "metadata": {"resourceVersion": br["metadata"]["resourceVersion"]},
+                        "status": finished_status(trn)})
+                    if mode == "mirror" and "event" not in args.mirror_skip:
+                        await client.event(event_body(br, "Succeeded", "All Steps have completed"))
+
+                fwork: Callable[[str], Awaitable[None]] = (
+                    finish if mode == "controller" else finish_bare)
+                rec1 = await ctl.reconciles() if ctl else {}
+                log("  finish phase")
+                req1 = await apiserver_requests(cluster)
+                meter.start()
+                t1 = time.monotonic()
+                finished = await bounded(names, fwork, concurrency=args.concurrency,
+                                         deadline=deadline)
+                await observer.wait("done", names, deadline)
+                last = max(observer.done_at[x] for x in names)
+                fin: dict[str, Any] = {
+                    "seconds": round(last - t1, 3),
+                    "throughput": round(n / (last - t1), 1),
+                    "finishes_seconds": round(finished.seconds, 3),
+                    "transient_retries": finished.retries,
+                    "cpu": meter.stop(),
+                }
+                fin["requests_per_buildrun"] = per_object(
+                    req1, await apiserver_requests(cluster), n)
+                if ctl is not None:
+                    lat = [observer.done_at[x] - finished.done_at[x] for x in names]
+                    fin["latency"] = summary(lat)
+                    rec2 = await ctl.reconciles()
+                    fin["reconciles"] = sum(rec2.values()) - sum(rec1.values())
+                    fin["cpu_per_reconcile_ms"] = round(
+                        1000 * fin["cpu"]["controller"] / max(fin["reconciles"], 1), 3)
+                    fin["reconcile_results"] = rec2
+                    fin["usage"] = vars(ctl.usage())
+                out["finish"] = fin
+                log(f"  finish: {fin}")
+        finally:
+            await observer.stop()
+            if ctl is not None:
+                out["exit_code"] = await ctl.stop()
+            await kube.close()
+    out["observer_events"] = observer.events
+    out["load_after"] = machine()["loadavg"]
+    return out
+
+
+def table(runs: list[dict[str, Any]]) -> str:
+    rows = ["| mode | N | workers | start s | BuildRuns/s | p50 s | p99 s | finish s | "
+            "finish/s | finish p50 s | finish p99 s | ctl CPU ms/reconcile | CPU s ctl / "
+            "apiserver / etcd / bench | load 1m before | busy before |",
+            "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---:|---:|"]
+    for r in runs:
+        s, f = r["start"], r.get("finish", {})
+        lat, flat = s.get("latency", {}), f.get("latency", {})
+        cpu = s["cpu"]
+        rows.append(
+            f"| {r['mode']}{'' if r['mode'] == 'controller' else ' (' + r['client'] + ')'}"
+            f"{' -' + ','.join(r['mirror_skip']) if r.get('mirror_skip') else ''} "
+            f"| {r['n']:,} | {r.get('workers', '-')} "
+            f"| {s['seconds']:.1f} | {s['throughput']:,.0f} | {lat.get('p50', '-')} "
+            f"| {lat.get('p99', '-')} | {f.get('seconds', '-')} "
+            f"| {f.get('throughput', '-')} | {flat.get('p50', '-')} | {flat.get('p99', '-')} "
+            f"| {s.get('cpu_per_reconcile_ms', '-')} "
+            f"| {cpu.get('controller', '-')} / {cpu.get('apiserver')} / {cpu.get('etcd')} / "
+            f"{cpu.get('bench')} | {r['load_before'][0]} | {r['quiet_before']['busy_2s']} |")
+    return "\n".join(rows)
+
+
+async def main_async(args: argparse.Namespace) -> None:
+    info = machine()
+    runs = []
+    for mode in args.mode:
+        for n in args.n:
+            for workers in (args.workers if mode == "controller" else [0]):
+                with tempfile.TemporaryDirectory(prefix="e2e-tput-") as tmp:
+                    runs.append(await one_run(mode, n, workers, args, Path(tmp)))
+                print(table(runs[-1:]).splitlines()[-1], flush=True)
+    print()
+    print(f"machine: {info}")
+    print(f"command: {command_line()}")
+    print(table(runs))
+    path = write_results("throughput", {"machine": info, "command": command_line(),
+                                        "runs": runs, "end_load": machine()["loadavg"]})
+    print(f"raw: {path}")
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--mode", nargs="+", default=["controller"],
+                   choices=["controller", "bare", "mirror"])
+    p.add_argument("--n", type=int, nargs="+", default=[1000])
+    p.add_argument("--workers", type=int, nargs="+", default=[16],
+                   help="--max-concurrent-reconciles for the controller")
+    p.add_argument("--concurrency", type=int, default=32, help="requests in flight")
+    p.add_argument("--client", choices=["raw", "k8s"], default="raw")
+    p.add_argument("--mirror-skip", nargs="*", default=[], choices=["get", "event", "patch2"],
+                   help="mirror without these requests: the two GETs, the Events, the second "
+                   "status PATCH (what each costs)")
+    p.add_argument("--no-finish", action="store_true", help="skip the finish phase")
+    p.add_argument("--py-spy", action="store_true",
+                   help="py-spy record the controller during the start phase (collapsed "
+                   "stacks to bench/results/)")
+    p.add_argument("--timeout", type=float, default=1200, help="bound on each run, seconds")
+    p.add_argument("--apiserver-pprof", type=int, default=0, metavar="SECONDS",
+                   help="CPU-profile kube-apiserver for this long from the start of the start "
+                   "phase (--profiling=true; Go pprof file to bench/results/)")
+    p.add_argument("--controller-cwd", type=Path,
+                   help="run the controller from this checkout (e.g. `git archive` of an "
+                   "older commit) for a before/after comparison")
+    p.add_argument("--controller-args", nargs=argparse.REMAINDER, default=[],
+                   help="more flags for the controller (put last)")
+    asyncio.run(main_async(p.parse_args()))
+
+
+if __name__ == "__main__":
+    main()
