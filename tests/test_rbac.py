@@ -230,7 +230,7 @@ async def test_controller_runs_the_happy_path_and_user_errors_as_its_service_acc
     events = (await kube.list(EVENTS, world.ns))["items"]
     assert {e["involvedObject"]["name"] for e in events} >= set(done)
     assert retries("forbidden") == forbidden_before
-    assert 'error_class="forbidden"' not in text
+    assert 'buildrun_retries_total{error_class="forbidden"} 0.0' in text
     refused = [r.getMessage() for r in caplog.records if "forbidden" in str(r.__dict__).lower()]
     assert refused == [], refused
     # A clean stop released the lease (update, by name).
