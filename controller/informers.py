@@ -215,11 +215,6 @@ class Informer:
     def _on_event(self, event: JSON) -> None:
         kind = event.get("type")
         obj = event.get("object") or {}
-        if kind == "ERROR":
-            if obj.get("code") == 410:
-                raise _Gone
-            raise ApiError(int(obj.get("code") or 500), str(obj.get("reason")),
-                           str(obj.get("message")))
         rv = obj.get("metadata", {}).get("resourceVersion")
         EVENTS.labels(self.resource.plural, str(kind)).inc()
         if kind == "BOOKMARK":

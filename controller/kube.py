@@ -235,7 +235,8 @@ class Kube:
         *,
         timeout_seconds: int,
     ) -> AsyncIterator[JSON]:
-        """Yields decoded watch events until the server ends the stream."""
+        """Yields decoded watch events until the server ends the stream; an ERROR
+        event raises ApiError with its Status code, as an HTTP error would."""
         query = {
             "watch": "1",
             "resourceVersion": resource_version,
@@ -258,7 +259,14 @@ class Kube:
                 if not line:
                     return
                 if line.strip():
-                    yield orjson.loads(line)
+                    event: JSON = orjson.loads(line)
+                    if event.get("type") == "ERROR":
+                        # A Status in the stream (410 Gone above all): an error like any other.
+                        status = event.get("object") or {}
+                        raise ApiError(int(status.get("code") or 500),
+                                       str(status.get("reason", "")),
+                                       str(status.get("message", "")))
+                    yield event
 
 
 def _env_proxy(url: URL) -> tuple[URL | None, aiohttp.BasicAuth | None]:

@@ -80,11 +80,6 @@ class Follower:
                                                timeout_seconds=120):
                 kind = event.get("type")
                 obj = event.get("object") or {}
-                if kind == "ERROR":
-                    if obj.get("code") == 410:
-                        raise _Gone
-                    raise ApiError(int(obj.get("code") or 500), str(obj.get("reason")),
-                                   str(obj.get("message")))
                 rv = (obj.get("metadata") or {}).get("resourceVersion")
                 if kind in ("ADDED", "MODIFIED", "DELETED"):
                     self.on_object(kind, obj)

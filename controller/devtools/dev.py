@@ -306,8 +306,6 @@ class SimulatedTekton:
             async for event in self.kube.watch(TASKRUNS, self.namespace, version,
                                                timeout_seconds=60):
                 obj = event.get("object") or {}
-                if event.get("type") == "ERROR":
-                    return  # e.g. 410 Gone: list again
                 version = (obj.get("metadata") or {}).get("resourceVersion", version)
                 if event.get("type") in ("ADDED", "MODIFIED"):
                     self._observe(obj)
