@@ -15,7 +15,7 @@ import signal
 from dataclasses import dataclass
 
 from controller.buildrun import metrics as buildrun_metrics
-from controller.buildrun.reconciler import BuildRunReconciler
+from controller.buildrun.reconciler import BuildRunReconciler, Caches
 from controller.buildrun.taskrun import LABEL_BUILDRUN
 from controller.errors import ERROR_CLASSES, RetryableError
 from controller.events import EventRecorder
@@ -23,6 +23,7 @@ from controller.informers import EventType, Informer
 from controller.kube import (
     BUILDRUNS,
     BUILDS,
+    BUILDSTRATEGIES,
     JSON,
     TASKRUNS,
     ConfigError,
@@ -64,6 +65,7 @@ class App:
     kube: Kube
     buildruns: Informer
     builds: Informer
+    strategies: Informer
     taskruns: Informer
     controller: Controller
     endpoints: Endpoints
@@ -88,6 +90,8 @@ class App:
         buildruns = Informer(kube, BUILDRUNS, ns, indexers={"build": build_names},
                              resync_period=resync)
         builds = Informer(kube, BUILDS, ns, resync_period=resync)
+        # Read when a BuildRun starts; a BuildRun never waits on a strategy, so no handler.
+        strategies = Informer(kube, BUILDSTRATEGIES, ns, resync_period=resync)
         taskruns = Informer(kube, TASKRUNS, ns, resync_period=resync)
         q = settings.queue
         queue: RateLimitingQueue[str] = RateLimitingQueue(
@@ -99,7 +103,9 @@ class App:
             controller=NAME,
         )
         reconciler = BuildRunReconciler(
-            kube, buildruns.store, taskruns.store,
+            kube,
+            Caches(buildruns=buildruns.store, taskruns=taskruns.store, builds=builds.store,
+                   strategies=strategies.store),
             EventRecorder(kube, "buildrun-controller", identity),
         )
         controller = Controller(
@@ -110,7 +116,7 @@ class App:
             on_retry=_count_retry,
         )
         _zero_retry_series()
-        app = cls(settings, kube, buildruns, builds, taskruns, controller,
+        app = cls(settings, kube, buildruns, builds, strategies, taskruns, controller,
                   Endpoints(lambda: app.synced()), asyncio.Event())
         app._wire()
         return app
@@ -135,7 +141,7 @@ class App:
         self.builds.add_handler(on_build)
 
     def informers(self) -> tuple[Informer, ...]:
-        return (self.buildruns, self.builds, self.taskruns)
+        return (self.buildruns, self.builds, self.strategies, self.taskruns)
 
     def synced(self) -> bool:
         return all(i.has_synced() for i in self.informers())

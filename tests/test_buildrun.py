@@ -12,12 +12,11 @@ from typing import Any
 import pytest
 
 from controller.buildrun import reasons
-from controller.buildrun.reconciler import BuildRunReconciler
+from controller.buildrun.reconciler import BuildRunReconciler, Caches
 from controller.devtools.localcluster import LocalCluster
 from controller.devtools.tekton import TektonSimulator
 from controller.events import EventRecorder
 from controller.kube import BUILDRUNS, EVENTS, JSON, TASKRUNS, ApiError, Kube
-from controller.store import Store
 from tests.harness import (
     World,
     condition,
@@ -38,7 +37,7 @@ async def taskrun_cancelled(kube: Kube, namespace: str, name: str) -> bool:
 async def unrecorded_taskrun(kube: Kube, buildrun: JSON) -> JSON:
     """Row 6's first half done by hand (prepare, create the TaskRun), then a "crash"
     before the status write: the TaskRun exists, the BuildRun does not know it."""
-    half = BuildRunReconciler(kube, Store(), Store(), EventRecorder(kube, "t", "t"))
+    half = BuildRunReconciler(kube, Caches(), EventRecorder(kube, "t", "t"))
     taskrun, _, _ = await half._prepare(buildrun)
     await kube.create(TASKRUNS, buildrun["metadata"]["namespace"], taskrun)
     return taskrun

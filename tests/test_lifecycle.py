@@ -10,12 +10,11 @@ import time
 import pytest
 
 from controller.buildrun import reasons
-from controller.buildrun.reconciler import BuildRunReconciler
+from controller.buildrun.reconciler import BuildRunReconciler, Caches
 from controller.devtools.localcluster import LocalCluster
 from controller.devtools.tekton import TektonSimulator
 from controller.events import EventRecorder
 from controller.kube import BUILDRUNS, BUILDS, TASKRUNS, ApiError, Kube
-from controller.store import Store
 from tests.harness import World, condition, controller_settings, running_controller, wait_for
 
 pytestmark = pytest.mark.cluster
@@ -87,7 +86,7 @@ async def test_deletion_never_hits_a_recreated_namesake(kube: Kube, world: World
     old = await world.buildrun("br", build_ref="missing")
     await kube.delete(BUILDRUNS, world.ns, "br")
     await world.buildrun("br", build_ref="missing")
-    reconciler = BuildRunReconciler(kube, Store(), Store(), EventRecorder(kube, "t", "t"))
+    reconciler = BuildRunReconciler(kube, Caches(), EventRecorder(kube, "t", "t"))
     with pytest.raises(ApiError) as err:
         await reconciler._delete(old)
     assert err.value.status == 409

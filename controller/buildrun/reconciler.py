@@ -11,6 +11,7 @@ from __future__ import annotations
 import datetime
 import logging
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import Any
 
 from tenacity import AsyncRetrying, retry_if_exception, stop_after_attempt, wait_random
@@ -121,26 +122,35 @@ def _taskrun_finished(taskrun: JSON) -> bool:
     return cond is not None and cond.get("status") in ("True", "False")
 
 
+@dataclass(frozen=True)
+class Caches:
+    """The informers' stores the reconciler reads. A miss is asked of the API server
+    (`_read`), so an empty store is slower, never wrong."""
+
+    buildruns: Store = field(default_factory=Store)
+    taskruns: Store = field(default_factory=Store)
+    builds: Store = field(default_factory=Store)
+    strategies: Store = field(default_factory=Store)
+
+
 class BuildRunReconciler:
     def __init__(
         self,
         kube: Kube,
-        buildruns: Store,
-        taskruns: Store,
+        caches: Caches,
         recorder: EventRecorder,
         *,
         clock: Clock = utcnow,
     ) -> None:
         self.kube = kube
-        self.buildruns = buildruns
-        self.taskruns = taskruns
+        self.caches = caches
         self.recorder = recorder
         self.clock = clock
 
     # -- entry points called by the Controller --------------------------------------
 
     async def reconcile(self, key: str) -> Result:
-        buildrun = self.buildruns.get(key)
+        buildrun = self.caches.buildruns.get(key)
         if buildrun is None:
             return DONE  # deleted; its TaskRun goes with it (ownerReference)
         return await self.reconcile_object(buildrun)
@@ -203,19 +213,30 @@ class BuildRunReconciler:
 
     # -- observing ----------------------------------------------------------------
 
+    @staticmethod
+    def _taskrun_name(buildrun: JSON) -> str:
+        """status.taskRunName, else the deterministic name (a TaskRun created by a try
+        whose status write was lost)."""
+        return (buildrun.get("status") or {}).get("taskRunName") or taskrun_name(buildrun)
+
     def _cached_taskrun(self, buildrun: JSON) -> JSON | None:
-        """The BuildRun's TaskRun as cached: by status.taskRunName, else by the
-        deterministic name (a TaskRun created by a try whose status write was lost)."""
-        name = (buildrun.get("status") or {}).get("taskRunName") or taskrun_name(buildrun)
-        return self.taskruns.get(f"{buildrun['metadata']['namespace']}/{name}")
+        name = self._taskrun_name(buildrun)
+        return self.caches.taskruns.get(f"{buildrun['metadata']['namespace']}/{name}")
 
     async def _taskrun(self, buildrun: JSON) -> JSON | None:
-        """The BuildRun's TaskRun; a cache miss is confirmed with the API server."""
-        cached = self._cached_taskrun(buildrun)
+        return await self._read(self.caches.taskruns, TASKRUNS,
+                                buildrun["metadata"]["namespace"], self._taskrun_name(buildrun))
+
+    async def _read(
+        self, store: Store, resource: Resource, namespace: str, name: str
+    ) -> JSON | None:
+        """From the cache; a miss is asked of the API server, so an object the watch
+        has not delivered yet is found and an absence is confirmed before any verdict
+        (a terminal status cannot be taken back)."""
+        cached = store.get(f"{namespace}/{name}")
         if cached is not None:
             return cached
-        name = (buildrun.get("status") or {}).get("taskRunName") or taskrun_name(buildrun)
-        return await self._get_or_none(TASKRUNS, buildrun["metadata"]["namespace"], name)
+        return await self._get_or_none(resource, namespace, name)
 
     async def _outcome(self, taskrun: JSON) -> Outcome | None:
         if not _taskrun_finished(taskrun):
@@ -287,8 +308,8 @@ class BuildRunReconciler:
         """The TaskRun to create, the Build spec snapshot and the Build (None when
         embedded); raises UserError for anything the user must fix.
 
-        Missing references are confirmed by a live GET, never the cache, since a
-        terminal verdict cannot be taken back.
+        Build and BuildStrategy come from the cache, as Shipwright reads them; a
+        missing reference is confirmed by a live GET (`_read`).
         """
         namespace = buildrun["metadata"]["namespace"]
         name = build_name(buildrun)
@@ -296,13 +317,14 @@ class BuildRunReconciler:
         if name is None:
             build_spec = spec_of(buildrun)["build"]["spec"]
         else:
-            build = await self._get_or_none(BUILDS, namespace, name)
+            build = await self._read(self.caches.builds, BUILDS, namespace, name)
             if build is None:
                 raise UserError(reasons.BUILD_NOT_FOUND, f"Build {name!r} not found in "
                                 f"namespace {namespace!r}")
             build_spec = build.get("spec") or {}
         effective = effective_build(buildrun, build_spec)
-        strategy = await self._get_or_none(BUILDSTRATEGIES, namespace, effective.strategy_name)
+        strategy = await self._read(self.caches.strategies, BUILDSTRATEGIES, namespace,
+                                    effective.strategy_name)
         if strategy is None:
             raise UserError(reasons.BUILD_STRATEGY_NOT_FOUND,
                             f"BuildStrategy {effective.strategy_name!r} not found in namespace "
@@ -344,7 +366,9 @@ class BuildRunReconciler:
             status.setdefault("startTime", now)
             status["taskRunName"] = created["metadata"]["name"]
             status.setdefault("buildSpec", snapshot)
-            return with_condition(status, "Unknown", reasons.PENDING, "TaskRun created", now)
+            # What the first reconcile of the running BuildRun would write, so it
+            # finds nothing to change: one status write per start, not two.
+            return with_condition(status, "Unknown", *running_reason(created), now)
 
         try:
             written = await self._write_status(buildrun, started)

@@ -44,7 +44,8 @@ class Action(enum.Enum):
     NOTHING = "nothing"
     STOP_TASKRUN = "cancel the TaskRun if it still runs; status unchanged"
     DELETE = "delete the BuildRun (retention TTL), preconditioned on uid and resourceVersion"
-    START = "create the TaskRun (adopt it on AlreadyExists), write Pending, requeue at deadline"
+    START = ("create the TaskRun (adopt it on AlreadyExists), write its Pending/Running "
+             "condition, requeue at deadline")
     FINISH = "write the terminal status, then cancel the TaskRun if it still runs"
     PROGRESS = "write Pending/Running if it changed, requeue at the deadline"
 
@@ -111,7 +112,7 @@ TABLE: tuple[Row, ...] = (
     Row(5, Phase.NEW, "user error (Build/strategy/SA missing, bad params, timeout, ref)",
         lambda o: o.user_error is not None, _finish_with_user_error),
     Row(6, Phase.NEW, "everything resolves", lambda _: True,
-        lambda _: Decision(6, Action.START, reasons.PENDING, "TaskRun created")),
+        lambda _: Decision(6, Action.START)),
     # A finished TaskRun wins over cancel and timeout: its work is done, report it.
     Row(7, Phase.RUNNING, "TaskRun finished", lambda o: o.outcome is not None,
         _finish_with_outcome),

@@ -23,7 +23,7 @@ CASES = [
     (4, Observation(Phase.NEW, canceled=True, user_error=USER), Action.FINISH,
      reasons.BUILD_RUN_CANCELED),
     (5, Observation(Phase.NEW, user_error=USER), Action.FINISH, reasons.BUILD_NOT_FOUND),
-    (6, Observation(Phase.NEW), Action.START, reasons.PENDING),
+    (6, Observation(Phase.NEW), Action.START, ""),
     (7, Observation(Phase.RUNNING, outcome=SUCCESS, canceled=True, deadline_passed=True),
      Action.FINISH, reasons.SUCCEEDED),
     (7, Observation(Phase.RUNNING, outcome=FAILURE), Action.FINISH, reasons.FAILED),
