@@ -40,6 +40,8 @@ from workqueue import RateLimitingQueue, default_controller_rate_limiter
 log = logging.getLogger(__name__)
 
 NAME = "buildrun"
+# On a clean stop, how long recorded Events may take to be posted before exiting.
+EVENT_FLUSH_SECONDS = 2.0
 
 
 def build_names(buildrun: JSON) -> list[str]:
@@ -68,6 +70,7 @@ class App:
     strategies: Informer
     taskruns: Informer
     controller: Controller
+    recorder: EventRecorder
     endpoints: Endpoints
     stopping: asyncio.Event
 
@@ -102,11 +105,12 @@ class App:
             name=NAME,
             controller=NAME,
         )
+        recorder = EventRecorder(kube, "buildrun-controller", identity)
         reconciler = BuildRunReconciler(
             kube,
             Caches(buildruns=buildruns.store, taskruns=taskruns.store, builds=builds.store,
                    strategies=strategies.store),
-            EventRecorder(kube, "buildrun-controller", identity),
+            recorder,
         )
         controller = Controller(
             NAME, reconciler, queue,
@@ -116,7 +120,7 @@ class App:
             on_retry=_count_retry,
         )
         _zero_retry_series()
-        app = cls(settings, kube, buildruns, builds, strategies, taskruns, controller,
+        app = cls(settings, kube, buildruns, builds, strategies, taskruns, controller, recorder,
                   Endpoints(lambda: app.synced()), asyncio.Event())
         app._wire()
         return app
@@ -156,6 +160,7 @@ class App:
         log.info("serving", extra={"addresses": self.endpoints.addresses})
         informer_tasks = [asyncio.create_task(i.run(), name=f"informer-{i.resource.plural}")
                           for i in self.informers()]
+        events = asyncio.create_task(self.recorder.run(), name="events")
         elector = LeaderElector(self.kube, s.leader_election) if s.leader_election else None
         lead = asyncio.create_task(self._lead(elector))
         stopped = asyncio.create_task(self.stopping.wait())
@@ -173,9 +178,11 @@ class App:
             code = 1
         # Stop taking keys; in-flight reconciles get the grace period (none on a lost lease).
         await self.controller.stop(0 if code else s.shutdown_grace)
-        for task in (lead, stopped, *informer_tasks):
+        if code == 0:
+            await self.recorder.flush(EVENT_FLUSH_SECONDS)
+        for task in (lead, stopped, events, *informer_tasks):
             task.cancel()
-        await asyncio.gather(lead, stopped, *informer_tasks, return_exceptions=True)
+        await asyncio.gather(lead, stopped, events, *informer_tasks, return_exceptions=True)
         if elector is not None and code == 0:
             await elector.release()
         await self.endpoints.stop()

@@ -85,7 +85,7 @@ async def test_success_creates_one_owned_taskrun_and_reports_the_digest(
     owner = taskruns[0]["metadata"]["ownerReferences"][0]
     assert (owner["kind"], owner["uid"], owner["controller"]) == (
         "BuildRun", created["metadata"]["uid"], True)
-    assert {"TaskRunCreated", reasons.RUNNING, reasons.SUCCEEDED} <= set(
+    assert {reasons.RUNNING, reasons.SUCCEEDED} <= set(
         await events_for(kube, world.ns, "ok"))
 
 

@@ -264,6 +264,23 @@ async def test_without_create_on_taskruns_the_buildrun_fails_saying_forbidden(
     assert await world.taskruns() == []
 
 
+async def test_without_create_on_events_buildruns_still_finish_and_the_loss_is_counted(
+    cluster: LocalCluster, kube: Kube, world: World, tmp_path: Path,
+) -> None:
+    sa = await limited_role(cluster, world.ns, ("", "events", "create"))
+    kubeconfig = await sa_kubeconfig(cluster, world.ns, sa, tmp_path / "kc")
+    settings = controller_settings(cluster, world.ns, kubeconfig=str(kubeconfig))
+    refused_before = metric("controller_events_dropped_total", cause="refused")
+    async with running_controller(settings):
+        await world.buildrun("quiet", build_ref="missing")
+        done = await world.finished("quiet", timeout=30)
+        await wait_for(
+            lambda: metric("controller_events_dropped_total", cause="refused") > refused_before,
+            what="the refused Event counted")
+    assert condition(done)["reason"] == reasons.BUILD_NOT_FOUND
+    assert (await kube.list(EVENTS, world.ns))["items"] == []
+
+
 async def test_without_patch_on_buildrun_status_the_failure_is_loud_and_backs_off(
     cluster: LocalCluster, kube: Kube, world: World, tmp_path: Path,
     caplog: pytest.LogCaptureFixture,

@@ -25,10 +25,10 @@ bare        No controller: this process does the same API work itself, per Build
             BuildRun's terminal status patch. This is the API server's ceiling for that
             work on this machine.
 mirror      Like bare, but every request the controller makes for a BuildRun, in its
-            order: POST TaskRun, PATCH status, POST Event; finish: PATCH status
-            (terminal), POST Event. (Build and BuildStrategy come from its caches.)
-            Tells a gap between bare and the controller made by request count from
-            one made by controller code.
+            order: POST TaskRun, PATCH status; finish: PATCH status (terminal), POST
+            Event. (Build and BuildStrategy come from its caches.) Tells a gap between
+            bare and the controller made by request count from one made by
+            controller code.
 
 --client raw (default) sends bare/mirror requests with controller.kube.Kube (the
 kubernetes_asyncio session with orjson, as the controller does); --client k8s with
@@ -276,8 +276,6 @@ async def one_run(mode: str, n: int, workers: int, args: argparse.Namespace,
                 br = await client.patch_status("buildruns", name, {
                     "metadata": {"resourceVersion": br["metadata"]["resourceVersion"]},
                     "status": started_status(trn, f"TaskRun {trn} has not started yet")})
-                if mode == "mirror":
-                    await client.event(event_body(br, "TaskRunCreated", f"created TaskRun {trn}"))
                 uids[name] = br
 
             work: Callable[[str], Awaitable[None]] = create if mode == "controller" else bare

@@ -381,12 +381,12 @@ class BuildRunReconciler:
             raise UserError(reasons.BUILD_RUN_TOO_LARGE,
                             f"the BuildRun is too large to record its build spec: {exc.message}"
                             ) from exc
+        # No Event for a start: the status says it, and one Event per start cost about
+        # 15% of the API server's throughput (BENCHMARKS.md). Running and the outcome get one.
         if written is not None and phase_of(buildrun) is Phase.NEW:
             created_at = _parse_time(buildrun["metadata"].get("creationTimestamp"))
             if created_at is not None:
                 metrics.ESTABLISH.observe(max((self.clock() - created_at).total_seconds(), 0.0))
-            await self.recorder.record(buildrun, "Normal", "TaskRunCreated",
-                                       f"created TaskRun {created['metadata']['name']}")
         return self._requeue_at_deadline(written or buildrun)
 
     async def _own_by_build(self, buildrun: JSON, build: JSON) -> None:
@@ -460,7 +460,7 @@ class BuildRunReconciler:
             start = _parse_time((buildrun.get("status") or {}).get("startTime"))
             if start is not None:
                 metrics.RAMPUP.observe(max((self.clock() - start).total_seconds(), 0.0))
-            await self.recorder.record(buildrun, "Normal", reasons.RUNNING, message or "running")
+            self.recorder.record(buildrun, "Normal", reasons.RUNNING, message or "running")
         return written
 
     def _requeue_at_deadline(self, buildrun: JSON) -> Result:
@@ -504,7 +504,7 @@ class BuildRunReconciler:
             metrics.COMPLETION.labels(decision.reason).observe(
                 max((now_t - created_at).total_seconds(), 0.0)
             )
-        await self.recorder.record(
+        self.recorder.record(
             buildrun, "Normal" if decision.succeeded == "True" else "Warning",
             decision.reason, decision.message or decision.reason,
         )
