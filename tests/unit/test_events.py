@@ -23,4 +23,4 @@ def test_one_objects_events_keep_their_order_in_one_backlog() -> None:
         recorder.record(BUILDRUN, "Normal", reason, "m")
     queued = [b for b in recorder._backlogs if b.qsize()]
     assert len(queued) == 1
-    assert [queued[0].get_nowait()["reason"] for _ in range(2)] == ["Running", "Succeeded"]
+    assert [queued[0].get_nowait().reason for _ in range(2)] == ["Running", "Succeeded"]
