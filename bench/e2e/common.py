@@ -280,6 +280,12 @@ class Controller:
                 if k[0] == "controller_runtime_reconcile_total"
                 and dict(k[1]).get("controller") == "buildrun"}
 
+    async def events_dropped(self) -> int:
+        """controller_events_dropped_total, all causes."""
+        samples = await self.scrape()
+        return int(sum(v for k, v in samples.items()
+                       if k[0] == "controller_events_dropped_total"))
+
     async def wait_reconciles(self, at_least: int, timeout: float,
                               interval: float = 0.5) -> dict[str, int]:
         deadline = time.monotonic() + timeout

@@ -346,6 +346,7 @@ async def one_run(mode: str, n: int, workers: int, args: argparse.Namespace,
                 fwork: Callable[[str], Awaitable[None]] = (
                     finish if mode == "controller" else finish_bare)
                 rec1 = await ctl.reconciles() if ctl else {}
+                dropped0 = await ctl.events_dropped() if ctl else 0
                 log("  finish phase")
                 req1 = await apiserver_requests(cluster)
                 meter.start()
@@ -372,6 +373,7 @@ async def one_run(mode: str, n: int, workers: int, args: argparse.Namespace,
                         1000 * fin["cpu"]["controller"] / max(fin["reconciles"], 1), 3)
                     fin["reconcile_results"] = rec2
                     fin["usage"] = vars(ctl.usage())
+                    fin["events"] = await drain_events(ctl, cluster, req1, dropped0, n)
                 out["finish"] = fin
                 log(f"  finish: {fin}")
         finally:
@@ -384,15 +386,39 @@ async def one_run(mode: str, n: int, workers: int, args: argparse.Namespace,
     return out
 
 
+async def drain_events(ctl: Controller, cluster: LocalCluster, before: dict[str, int],
+                       dropped0: int, n: int) -> dict[str, Any]:
+    """The recorder posts Events after the status write, or drops them when its
+    backlog is full: each finished BuildRun records one (its outcome). Reports how
+    many were posted within the phase and how many dropped, and waits (up to 120 s,
+    outside the phase's time) until each of the N was posted or dropped."""
+    def posted(now: dict[str, int]) -> int:
+        return now.get("POST events", 0) - before.get("POST events", 0)
+
+    in_phase = posted(await apiserver_requests(cluster))
+    t = time.monotonic()
+    while True:
+        total, dropped = posted(await apiserver_requests(cluster)), (
+            await ctl.events_dropped() - dropped0)
+        if total + dropped >= n or time.monotonic() - t > 120:
+            return {"posted_in_phase": in_phase, "posted_after": total - in_phase,
+                    "dropped": dropped, "drain_seconds": round(time.monotonic() - t, 2)}
+        await asyncio.sleep(0.5)
+
+
 def table(runs: list[dict[str, Any]]) -> str:
     rows = ["| mode | N | workers | start s | BuildRuns/s | p50 s | p99 s | finish s | "
-            "finish/s | finish p50 s | finish p99 s | ctl CPU ms/reconcile | CPU s ctl / "
-            "apiserver / etcd / bench | load 1m before | busy before |",
-            "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---:|---:|"]
+            "finish/s | finish p50 s | finish p99 s | finish Events posted (+ after) / dropped "
+            "| ctl CPU ms/reconcile | CPU s ctl / apiserver / etcd / bench | load 1m before | "
+            "busy before |",
+            "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---:|---|---:|---:|"]
     for r in runs:
         s, f = r["start"], r.get("finish", {})
         lat, flat = s.get("latency", {}), f.get("latency", {})
         cpu = s["cpu"]
+        ev = f.get("events")
+        events = (f"{ev['posted_in_phase']:,} (+{ev['posted_after']:,}) / {ev['dropped']:,}"
+                  if ev else "-")
         rows.append(
             f"| {r['mode']}{'' if r['mode'] == 'controller' else ' (' + r['client'] + ')'}"
             " "
@@ -400,7 +426,7 @@ def table(runs: list[dict[str, Any]]) -> str:
             f"| {s['seconds']:.1f} | {s['throughput']:,.0f} | {lat.get('p50', '-')} "
             f"| {lat.get('p99', '-')} | {f.get('seconds', '-')} "
             f"| {f.get('throughput', '-')} | {flat.get('p50', '-')} | {flat.get('p99', '-')} "
-            f"| {s.get('cpu_per_reconcile_ms', '-')} "
+            f"| {events} | {s.get('cpu_per_reconcile_ms', '-')} "
             f"| {cpu.get('controller', '-')} / {cpu.get('apiserver')} / {cpu.get('etcd')} / "
             f"{cpu.get('bench')} | {r['load_before'][0]} | {r['quiet_before']['busy_2s']} |")
     return "\n".join(rows)
