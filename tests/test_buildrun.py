@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 
+from bench.e2e.common import apiserver_requests
 from controller.buildrun import reasons
 from controller.buildrun.reconciler import BuildRunReconciler, Caches
 from controller.devtools.localcluster import LocalCluster
@@ -87,6 +88,26 @@ async def test_success_creates_one_owned_taskrun_and_reports_the_digest(
         "BuildRun", created["metadata"]["uid"], True)
     assert {reasons.RUNNING, reasons.SUCCEEDED} <= set(
         await events_for(kube, world.ns, "ok"))
+
+
+async def test_a_start_costs_one_taskrun_create_and_one_status_write(
+    cluster: LocalCluster, world: World
+) -> None:
+    """Build and BuildStrategy come from the informers' caches once they hold them,
+    and the start write already says what the next reconcile would (Pending), so
+    that reconcile writes nothing. Counted by the API server itself."""
+    async with running_controller(controller_settings(cluster, world.ns)) as app:
+        key = f"{world.ns}/"
+        await wait_for(lambda: app.builds.store.get(key + "app")
+                       and app.strategies.store.get(key + "kaniko"), what="cached")
+        before = await apiserver_requests(cluster)
+        await world.buildrun("cached")
+        await world.taskrun_of("cached")
+        await asyncio.sleep(1.0)  # the reconciles the TaskRun's and status's events cause
+        after = await apiserver_requests(cluster)
+    made = {k: after[k] - before.get(k, 0) for k in after if after[k] != before.get(k, 0)}
+    assert "GET builds" not in made and "GET buildstrategies" not in made, made
+    assert made.get("POST taskruns") == 1 and made.get("PATCH buildruns/status") == 1, made
 
 
 @pytest.mark.parametrize(
