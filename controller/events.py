@@ -1,4 +1,4 @@
-"""Kubernetes Events, so `kubectl describe buildrun` shows each transition.
+"""Kubernetes Events, so `kubectl describe buildrun` shows Running and the outcome.
 
 An Event is a courtesy to humans, so, as with client-go's recorder, recording
 one never waits and never fails a reconcile: `record` puts it in a bounded
