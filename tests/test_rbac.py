@@ -21,7 +21,6 @@ import asyncio
 import copy
 import logging
 import uuid
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -36,6 +35,7 @@ from controller.devtools.tekton import TektonSimulator
 from controller.kube import EVENTS, LEASES, TASKRUNS, Kube
 from controller.leader import LeaderElectionSettings
 from controller.reconcile import RetryBudget
+from controller.settings import Settings
 from tests.harness import (
     World,
     condition,
@@ -151,6 +151,17 @@ async def limited_role(cluster: LocalCluster, namespace: str, drop: tuple[str, s
     return name
 
 
+async def limited_settings(
+    cluster: LocalCluster, namespace: str, drop: tuple[str, str, str], path: Path,
+    **overrides: Any,
+) -> tuple[str, Settings]:
+    """Controller settings that authenticate as a new ServiceAccount bound to
+    `limited_role(drop)`; returns the ServiceAccount's name too."""
+    sa = await limited_role(cluster, namespace, drop)
+    kubeconfig = await sa_kubeconfig(cluster, namespace, sa, path)
+    return sa, controller_settings(cluster, namespace, kubeconfig=str(kubeconfig), **overrides)
+
+
 @pytest.fixture
 async def world(kube: Kube, namespace: str) -> World:
     w = World(kube, namespace)
@@ -241,10 +252,9 @@ async def test_without_create_on_taskruns_the_buildrun_fails_saying_forbidden(
     cluster: LocalCluster, kube: Kube, world: World, tmp_path: Path,
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    sa = await limited_role(cluster, world.ns, ("tekton.dev", "taskruns", "create"))
-    kubeconfig = await sa_kubeconfig(cluster, world.ns, sa, tmp_path / "kc")
-    settings = controller_settings(cluster, world.ns, kubeconfig=str(kubeconfig),
-                                   budget=RetryBudget(max_retries=2, max_age=0))
+    sa, settings = await limited_settings(cluster, world.ns,
+                                          ("tekton.dev", "taskruns", "create"), tmp_path / "kc",
+                                          budget=RetryBudget(max_retries=2, max_age=0))
     forbidden_before = retries("forbidden")
     caplog.set_level(logging.WARNING, logger="controller")
     async with running_controller(settings) as app:
@@ -267,9 +277,8 @@ async def test_without_create_on_taskruns_the_buildrun_fails_saying_forbidden(
 async def test_without_create_on_events_buildruns_still_finish_and_the_loss_is_counted(
     cluster: LocalCluster, kube: Kube, world: World, tmp_path: Path,
 ) -> None:
-    sa = await limited_role(cluster, world.ns, ("", "events", "create"))
-    kubeconfig = await sa_kubeconfig(cluster, world.ns, sa, tmp_path / "kc")
-    settings = controller_settings(cluster, world.ns, kubeconfig=str(kubeconfig))
+    _, settings = await limited_settings(cluster, world.ns, ("", "events", "create"),
+                                         tmp_path / "kc")
     refused_before = metric("controller_events_dropped_total", cause="refused")
     async with running_controller(settings):
         await world.buildrun("quiet", build_ref="missing")
@@ -286,10 +295,9 @@ async def test_without_patch_on_buildrun_status_the_failure_is_loud_and_backs_of
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     """Nothing can record the outcome then; the next best thing is saying so, slowly."""
-    sa = await limited_role(cluster, world.ns, ("shipwright.io", "buildruns/status", "patch"))
-    kubeconfig = await sa_kubeconfig(cluster, world.ns, sa, tmp_path / "kc")
-    settings = controller_settings(cluster, world.ns, kubeconfig=str(kubeconfig),
-                                   budget=RetryBudget(max_retries=3, max_age=0))
+    _, settings = await limited_settings(
+        cluster, world.ns, ("shipwright.io", "buildruns/status", "patch"), tmp_path / "kc",
+        budget=RetryBudget(max_retries=3, max_age=0))
     forbidden_before = retries("forbidden")
     caplog.set_level(logging.WARNING, logger="controller")
     async with running_controller(settings):
@@ -310,9 +318,8 @@ async def test_without_patch_on_buildrun_status_the_failure_is_loud_and_backs_of
 async def test_without_list_on_builds_the_controller_never_reports_ready_and_says_why(
     cluster: LocalCluster, world: World, tmp_path: Path, caplog: pytest.LogCaptureFixture,
 ) -> None:
-    sa = await limited_role(cluster, world.ns, ("shipwright.io", "builds", "list"))
-    kubeconfig = await sa_kubeconfig(cluster, world.ns, sa, tmp_path / "kc")
-    settings = replace(controller_settings(cluster, world.ns, kubeconfig=str(kubeconfig)))
+    _, settings = await limited_settings(cluster, world.ns, ("shipwright.io", "builds", "list"),
+                                         tmp_path / "kc")
     caplog.set_level(logging.WARNING, logger="controller")
     app = await App.create(settings, "no-list")
     task = asyncio.create_task(app.run(handle_signals=False))
