@@ -23,7 +23,7 @@ test: $(STAMP) apiserver lint
 	$(VENV)/bin/pytest -q $(PYTEST_ARGS)
 
 dev: $(STAMP) apiserver
-	$(PY) -m controller.devtools.dev
+	$(PY) -m devtools.dev
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis

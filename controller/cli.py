@@ -11,10 +11,11 @@ import sys
 import uuid
 from pathlib import Path
 
-from controller import app, logs
-from controller.kube import ConfigError
-from controller.leader import LeaderElectionSettings
-from controller.reconcile import RetryBudget
+from controller import app
+from controller.runtime import logs
+from controller.runtime.kube import ConfigError
+from controller.runtime.leader import LeaderElectionSettings
+from controller.runtime.reconcile import RetryBudget
 from controller.settings import QueueSettings, Settings
 
 log = logging.getLogger("controller")
@@ -119,7 +120,7 @@ def settings_from(args: argparse.Namespace) -> Settings:
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if argv[:1] == ["history"]:
-        from controller import history
+        from controller.buildrun import history
 
         return history.main(argv[1:])
     args = parser().parse_args(argv)

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from controller.leader import LeaderElectionSettings
-from controller.reconcile import RetryBudget
+from controller.runtime.leader import LeaderElectionSettings
+from controller.runtime.reconcile import RetryBudget
 
 
 @dataclass(frozen=True)

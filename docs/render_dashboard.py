@@ -5,14 +5,14 @@
 
 Nothing in the picture is made up. The script:
 
-1. starts a throwaway local etcd + kube-apiserver (controller.devtools.LocalCluster);
+1. starts a throwaway local etcd + kube-apiserver (devtools.LocalCluster);
 2. runs two controller replicas as separate processes, exactly as the Deployment
    does (`python -m controller --leader-elect ...`, 2 workers, short leases so a
    hand-over shows within the run), watching namespace "demo";
 3. runs a real Prometheus (built once from the Go module proxy, see
    tests/promtools.py) scraping both replicas' /metrics every second;
 4. plays a scripted workload against the API server, moving TaskRuns with the
-   labelled Tekton simulator from `make dev` (controller.devtools.dev):
+   labelled Tekton simulator from `make dev` (devtools.dev):
    - steady arrivals: a BuildRun every ~1.2 s; most succeed, some fail, a few
      name a Build that does not exist (user errors), a few are cancelled;
    - a webhook outage: the FlakyWebhook times out every TaskRun creation for
@@ -53,18 +53,12 @@ import yaml
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from controller.devtools.dev import SimulatedTekton  # noqa: E402
-from controller.devtools.localcluster import LocalCluster, free_port  # noqa: E402
-from controller.devtools.tekton import Finish  # noqa: E402
-from controller.devtools.webhook import FlakyWebhook, Verdict  # noqa: E402
-from controller.kube import (  # noqa: E402
-    BUILDRUNS,
-    BUILDS,
-    BUILDSTRATEGIES,
-    JSON,
-    Kube,
-    load_api_client,
-)
+from controller.buildrun.resources import BUILDRUNS, BUILDS, BUILDSTRATEGIES  # noqa: E402
+from controller.runtime.kube import JSON, Kube, load_api_client  # noqa: E402
+from devtools.dev import SimulatedTekton  # noqa: E402
+from devtools.localcluster import LocalCluster, free_port  # noqa: E402
+from devtools.tekton import Finish  # noqa: E402
+from devtools.webhook import FlakyWebhook, Verdict  # noqa: E402
 from tests.promtools import prometheus_binary  # noqa: E402
 
 NS = "demo"

@@ -2,5 +2,5 @@
 
 Deliberately separate from the controller's own machinery where it checks the
 controller: the soak follows BuildRuns with its own list+watch (soak.watch),
-so a bug in controller.informers cannot hide a bug it would cause.
+so a bug in controller.runtime.informers cannot hide a bug it would cause.
 """

@@ -13,11 +13,13 @@ from typing import Literal
 
 from aiohttp import web
 
+from controller.buildrun.resources import BUILDRUNS
 from controller.buildrun.taskrun import LABEL_BUILDRUN
-from controller.devtools.localcluster import LocalCluster
-from controller.devtools.tekton import TektonSimulator
-from controller.devtools.webhook import FlakyWebhook, Verdict
-from controller.kube import BUILDRUNS, JSON, PODS, ApiError, Kube, is_already_exists
+from controller.runtime.errors import is_already_exists
+from controller.runtime.kube import JSON, PODS, ApiError, Kube
+from devtools.localcluster import LocalCluster
+from devtools.tekton import TektonSimulator
+from devtools.webhook import FlakyWebhook, Verdict
 from soak.api import persist, transient
 
 Outcome = Literal["success", "failure", "timeout", "evicted", "oom"]

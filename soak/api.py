@@ -10,7 +10,7 @@ from typing import TypeVar
 
 import aiohttp
 
-from controller.kube import ApiError
+from controller.runtime.kube import ApiError
 
 T = TypeVar("T")
 

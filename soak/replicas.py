@@ -25,7 +25,7 @@ import aiohttp
 import orjson
 from prometheus_client.parser import text_string_to_metric_families
 
-from controller.devtools.localcluster import REPO, free_port
+from devtools.localcluster import REPO, free_port
 
 LEASE_NAME = "buildrun-controller"
 

@@ -54,20 +54,11 @@ from typing import Any
 import aiohttp
 
 from controller.buildrun import reasons
-from controller.devtools.localcluster import LocalCluster
-from controller.devtools.webhook import Verdict
-from controller.kube import (
-    BUILDRUNS,
-    BUILDS,
-    BUILDSTRATEGIES,
-    JSON,
-    TASKRUNS,
-    ApiError,
-    Kube,
-    Resource,
-    is_already_exists,
-    load_api_client,
-)
+from controller.buildrun.resources import BUILDRUNS, BUILDS, BUILDSTRATEGIES, TASKRUNS
+from controller.runtime.errors import is_already_exists
+from controller.runtime.kube import JSON, ApiError, Kube, Resource, load_api_client
+from devtools.localcluster import LocalCluster
+from devtools.webhook import Verdict
 from soak.actors import OUTCOMES, AttributedWebhook, Outcome, SecondWriter, Tekton, poisson
 from soak.api import persist
 from soak.replicas import LogSummary, ReplicaSet, Sample, summarize_log

@@ -1,6 +1,6 @@
 """A list+watch of one resource that reports every state it sees, through restarts.
 
-Written for the soak on purpose instead of reusing controller.informers: the
+Written for the soak on purpose instead of reusing controller.runtime.informers: the
 soak checks the controller, so it must not share the controller's bugs.
 """
 
@@ -11,7 +11,7 @@ import logging
 from collections.abc import Callable
 from typing import Literal
 
-from controller.kube import JSON, ApiError, Kube, Resource
+from controller.runtime.kube import JSON, ApiError, Kube, Resource
 from soak.api import transient
 
 log = logging.getLogger(__name__)

@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 from kubernetes_asyncio import client, config
 
-from controller.devtools.localcluster import LocalCluster
-from controller.kube import Kube
+from controller.runtime.kube import Kube
+from devtools.localcluster import LocalCluster
 from tests.harness import World
 
 

@@ -2,7 +2,7 @@
 
 The controller runs in-process (same event loop) with its endpoints on free
 loopback ports, watching only the test's namespace. TaskRuns are moved along
-by controller.devtools.tekton.TektonSimulator, the one stand-in allowed here,
+by devtools.tekton.TektonSimulator, the one stand-in allowed here,
 because no Tekton or kubelet runs on the local API server.
 """
 
@@ -19,10 +19,11 @@ import aiohttp
 from prometheus_client import REGISTRY
 
 from controller.app import App
-from controller.devtools.localcluster import LocalCluster
-from controller.kube import BUILDRUNS, BUILDS, BUILDSTRATEGIES, JSON, TASKRUNS, Kube
-from controller.reconcile import RetryBudget
+from controller.buildrun.resources import BUILDRUNS, BUILDS, BUILDSTRATEGIES, TASKRUNS
+from controller.runtime.kube import JSON, Kube
+from controller.runtime.reconcile import RetryBudget
 from controller.settings import QueueSettings, Settings
+from devtools.localcluster import LocalCluster
 
 API = "shipwright.io/v1beta1"
 

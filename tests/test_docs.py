@@ -1,6 +1,6 @@
 """README.md says what the code does: flags, state table and diagram, RBAC, alerts,
 `make dev` samples. (The metrics table is checked against a live scrape in
-tests/test_dashboard_metrics.py.)"""
+tests/cluster/test_dashboard_metrics.py.)"""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import yaml
 
 from controller.buildrun.states import TABLE
 from controller.cli import parser
-from controller.devtools.dev import SAMPLES
+from devtools.dev import SAMPLES
 
 REPO = Path(__file__).resolve().parents[1]
 README = (REPO / "README.md").read_text()

@@ -33,15 +33,9 @@ import aiohttp
 import orjson
 from prometheus_client.parser import text_string_to_metric_families
 
-from controller.devtools.localcluster import REPO, LocalCluster, free_port
-from controller.kube import (
-    BUILDS,
-    BUILDSTRATEGIES,
-    JSON,
-    ApiError,
-    Kube,
-    Resource,
-)
+from controller.buildrun.resources import BUILDS, BUILDSTRATEGIES
+from controller.runtime.kube import JSON, ApiError, Kube, Resource
+from devtools.localcluster import REPO, LocalCluster, free_port
 
 NS = "bench"
 API = "shipwright.io/v1beta1"
@@ -509,5 +503,5 @@ def per_object(before: dict[str, int], after: dict[str, int], n: int) -> dict[st
 
 
 async def load_kube(cluster: LocalCluster) -> Kube:
-    from controller.kube import load_api_client
+    from controller.runtime.kube import load_api_client
     return Kube(await load_api_client(str(cluster.kubeconfig)))

@@ -57,11 +57,12 @@ from bench.e2e.common import (
     wait_quiet,
     write_results,
 )
-from controller.app import build_names
-from controller.devtools.localcluster import LocalCluster
-from controller.informers import strip_noise
-from controller.kube import BUILDRUNS, JSON, Kube
-from controller.store import Store
+from controller.buildrun.resources import BUILDRUNS
+from controller.buildrun.setup import build_names
+from controller.runtime.informers import strip_noise
+from controller.runtime.kube import JSON, Kube
+from controller.runtime.store import Store
+from devtools.localcluster import LocalCluster
 
 
 def finished_status(name: str) -> JSON:

@@ -30,7 +30,7 @@ mirror      Like bare, but every request the controller makes for a BuildRun, in
             bare and the controller made by request count from one made by
             controller code.
 
---client raw (default) sends bare/mirror requests with controller.kube.Kube (the
+--client raw (default) sends bare/mirror requests with controller.runtime.kube.Kube (the
 kubernetes_asyncio session with orjson, as the controller does); --client k8s with
 kubernetes_asyncio's generated CustomObjectsApi/CoreV1Api.
 
@@ -75,10 +75,11 @@ from bench.e2e.common import (
     wait_quiet,
     write_results,
 )
+from controller.buildrun.resources import BUILDRUNS, TASKRUNS
 from controller.buildrun.taskrun import taskrun_name
-from controller.devtools.localcluster import LocalCluster
-from controller.devtools.tekton import TektonSimulator
-from controller.kube import BUILDRUNS, EVENTS, JSON, TASKRUNS, Kube
+from controller.runtime.kube import EVENTS, JSON, Kube
+from devtools.localcluster import LocalCluster
+from devtools.tekton import TektonSimulator
 
 MERGE = "application/merge-patch+json"
 

@@ -17,6 +17,7 @@ from typing import Any
 from tenacity import AsyncRetrying, retry_if_exception, stop_after_attempt, wait_random
 
 from controller.buildrun import metrics, reasons
+from controller.buildrun.resources import BUILDRUNS, BUILDS, BUILDSTRATEGIES, TASKRUNS
 from controller.buildrun.spec import (
     build_name,
     effective_build,
@@ -32,26 +33,19 @@ from controller.buildrun.status import (
     with_condition,
 )
 from controller.buildrun.taskrun import generate_taskrun, taskrun_name
-from controller.errors import RetryableError, UserError
-from controller.events import EventRecorder
-from controller.kube import (
-    BUILDRUNS,
-    BUILDS,
-    BUILDSTRATEGIES,
-    JSON,
-    PODS,
-    SERVICEACCOUNTS,
-    TASKRUNS,
-    ApiError,
-    Kube,
-    Resource,
+from controller.runtime.errors import (
+    RetryableError,
+    UserError,
     is_already_exists,
     is_conflict,
+    is_invalid,
     is_not_found,
-    split_key,
+    is_too_large,
 )
-from controller.reconcile import DONE, Result
-from controller.store import Store
+from controller.runtime.events import EventRecorder
+from controller.runtime.kube import JSON, PODS, SERVICEACCOUNTS, ApiError, Kube, Resource, split_key
+from controller.runtime.reconcile import DONE, Result
+from controller.runtime.store import Store
 
 log = logging.getLogger(__name__)
 
@@ -109,12 +103,6 @@ def retention_ttl(buildrun: JSON) -> float | None:
             except ValueError:
                 return None  # reported as InvalidRetention when the run started
     return None
-
-
-def _too_large(exc: ApiError) -> bool:
-    """etcd refuses a write over its request limit; the API server says so with a 413 or
-    a 500 "request is too large"."""
-    return exc.status == 413 or (exc.status == 500 and "too large" in exc.message)
 
 
 def _taskrun_finished(taskrun: JSON) -> bool:
@@ -350,7 +338,7 @@ class BuildRunReconciler:
         except ApiError as exc:
             if is_already_exists(exc):
                 created = await self._adopt(buildrun, taskrun["metadata"]["name"])
-            elif exc.status in (400, 422):
+            elif is_invalid(exc):
                 # The TaskRun's own validation (CRD schema or Tekton's webhook) refused
                 # what the user asked for: retrying cannot change the answer.
                 raise UserError(reasons.TASK_RUN_GENERATION_FAILED,
@@ -373,7 +361,7 @@ class BuildRunReconciler:
         try:
             written = await self._write_status(buildrun, started)
         except ApiError as exc:
-            if not _too_large(exc):
+            if not is_too_large(exc):
                 raise
             # The snapshot of a BuildRun near etcd's size limit does not fit in its
             # status: no retry can change that. Stop the TaskRun; the user must shrink it.

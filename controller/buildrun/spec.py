@@ -28,7 +28,7 @@ from controller.buildrun.reasons import (
     WRONG_PARAMETER_VALUE_TYPE,
 )
 from controller.buildrun.status import truncate
-from controller.errors import UserError
+from controller.runtime.errors import UserError
 
 # Go's time.ParseDuration units, in nanoseconds (both micro signs are accepted by Go).
 _UNIT_NS = {

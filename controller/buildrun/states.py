@@ -31,7 +31,7 @@ from dataclasses import dataclass
 
 from controller.buildrun import reasons
 from controller.buildrun.status import Outcome
-from controller.errors import UserError
+from controller.runtime.errors import UserError
 
 
 class Phase(enum.Enum):

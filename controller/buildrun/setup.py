@@ -1,0 +1,121 @@
+"""What the BuildRun controller runs: its informers, the event-to-key mappers, its queue,
+reconciler and metric hooks, wired into one `BuildRunController`.
+
+The process-level runner (`controller.app`) starts whatever this returns; nothing
+here starts a task or handles a signal.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from controller.buildrun import metrics as buildrun_metrics
+from controller.buildrun.reconciler import BuildRunReconciler, Caches
+from controller.buildrun.resources import BUILDRUNS, BUILDS, BUILDSTRATEGIES, TASKRUNS
+from controller.buildrun.taskrun import LABEL_BUILDRUN
+from controller.runtime.errors import ERROR_CLASSES, RetryableError
+from controller.runtime.events import EventRecorder
+from controller.runtime.informers import EventType, Informer
+from controller.runtime.kube import JSON, Kube, key_of
+from controller.runtime.reconcile import Controller
+from controller.settings import Settings
+from workqueue import RateLimitingQueue, default_controller_rate_limiter
+
+NAME = "buildrun"
+
+
+def build_names(buildrun: JSON) -> list[str]:
+    """Index function: the key of the Build a BuildRun names, if it names one."""
+    name = ((buildrun.get("spec") or {}).get("build") or {}).get("name")
+    return [f"{buildrun['metadata']['namespace']}/{name}"] if name else []
+
+
+def owner_buildrun(taskrun: JSON) -> str | None:
+    """The BuildRun key a TaskRun belongs to: its controller ownerReference, else its label."""
+    meta = taskrun["metadata"]
+    for ref in meta.get("ownerReferences") or []:
+        if ref.get("kind") == "BuildRun" and ref.get("controller"):
+            return f"{meta['namespace']}/{ref['name']}"
+    name = (meta.get("labels") or {}).get(LABEL_BUILDRUN)
+    return f"{meta['namespace']}/{name}" if name else None
+
+
+@dataclass
+class BuildRunController:
+    """The BuildRun controller's informers and its Controller, wired together."""
+
+    buildruns: Informer
+    builds: Informer
+    strategies: Informer
+    taskruns: Informer
+    controller: Controller
+
+    def informers(self) -> tuple[Informer, ...]:
+        return (self.buildruns, self.builds, self.strategies, self.taskruns)
+
+
+def setup(kube: Kube, settings: Settings, recorder: EventRecorder) -> BuildRunController:
+    ns = settings.namespace
+    resync = settings.resync_period
+    buildruns = Informer(kube, BUILDRUNS, ns, indexers={"build": build_names},
+                         resync_period=resync)
+    builds = Informer(kube, BUILDS, ns, resync_period=resync)
+    # Read when a BuildRun starts; a BuildRun never waits on a strategy, so no handler.
+    strategies = Informer(kube, BUILDSTRATEGIES, ns, resync_period=resync)
+    taskruns = Informer(kube, TASKRUNS, ns, resync_period=resync)
+    q = settings.queue
+    queue: RateLimitingQueue[str] = RateLimitingQueue(
+        default_controller_rate_limiter(
+            base_delay=q.base_delay, max_delay=q.max_delay, qps=q.qps, burst=q.burst,
+            jitter=q.jitter,
+        ),
+        name=NAME,
+        controller=NAME,
+    )
+    reconciler = BuildRunReconciler(
+        kube,
+        Caches(buildruns=buildruns.store, taskruns=taskruns.store, builds=builds.store,
+               strategies=strategies.store),
+        recorder,
+    )
+    controller = Controller(
+        NAME, reconciler, queue,
+        workers=settings.workers,
+        budget=settings.budget,
+        reconcile_timeout=settings.reconcile_timeout,
+        on_retry=_count_retry,
+    )
+    _zero_retry_series()
+    _wire(controller, buildruns, builds, taskruns)
+    return BuildRunController(buildruns, builds, strategies, taskruns, controller)
+
+
+def _wire(controller: Controller, buildruns: Informer, builds: Informer,
+          taskruns: Informer) -> None:
+    enqueue = controller.enqueue
+
+    def on_buildrun(_: EventType, obj: JSON, __: JSON | None) -> None:
+        enqueue(key_of(obj))
+
+    def on_taskrun(_: EventType, obj: JSON, __: JSON | None) -> None:
+        owner = owner_buildrun(obj)
+        if owner:
+            enqueue(owner)
+
+    def on_build(_: EventType, obj: JSON, __: JSON | None) -> None:
+        for buildrun in buildruns.store.by_index("build", key_of(obj)):
+            enqueue(key_of(buildrun))
+
+    buildruns.add_handler(on_buildrun)
+    taskruns.add_handler(on_taskrun)
+    builds.add_handler(on_build)
+
+
+def _zero_retry_series() -> None:
+    """The error classes are a closed set: give each a zero sample up front."""
+    for error_class in ERROR_CLASSES:
+        buildrun_metrics.RETRIES.labels(error_class)
+
+
+def _count_retry(_: str, error: RetryableError) -> None:
+    buildrun_metrics.RETRIES.labels(error.error_class).inc()

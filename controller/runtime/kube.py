@@ -1,0 +1,282 @@
+"""The Kubernetes API at the edge: connecting, resources, and raw JSON requests.
+
+kubernetes_asyncio provides the configuration (kubeconfig, in-cluster, token
+refresh) and its aiohttp session; requests and watch streams are encoded and
+decoded here with orjson, which is what the controller spends most of its
+time on under load. Every HTTP error becomes an `ApiError` carrying the
+Kubernetes Status reason, so callers can tell NotFound from Conflict.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import AsyncIterator, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote, urlencode
+
+import aiohttp
+import orjson
+from aiohttp.helpers import basicauth_from_netrc, get_env_proxy_for_url, netrc_from_env
+from kubernetes_asyncio import client, config
+from yarl import URL
+
+JSON = dict[str, Any]
+
+MERGE_PATCH = "application/merge-patch+json"
+
+
+@dataclass(frozen=True)
+class Resource:
+    """A kind of object the controller reads or writes, addressed by group/version/plural."""
+
+    group: str
+    version: str
+    plural: str
+    kind: str
+    namespaced: bool = True
+
+    @property
+    def api_version(self) -> str:
+        return f"{self.group}/{self.version}" if self.group else self.version
+
+    def path(
+        self, namespace: str | None = None, name: str | None = None, subresource: str = ""
+    ) -> str:
+        root = f"/apis/{self.group}/{self.version}" if self.group else f"/api/{self.version}"
+        if namespace and self.namespaced:
+            root += f"/namespaces/{quote(namespace, safe='')}"
+        root += f"/{self.plural}"
+        if name is not None:
+            root += f"/{quote(name, safe='')}"
+        if subresource:
+            root += f"/{subresource}"
+        return root
+
+
+SERVICEACCOUNTS = Resource("", "v1", "serviceaccounts", "ServiceAccount")
+PODS = Resource("", "v1", "pods", "Pod")
+EVENTS = Resource("", "v1", "events", "Event")
+LEASES = Resource("coordination.k8s.io", "v1", "leases", "Lease")
+
+
+class ApiError(Exception):
+    """A non-2xx answer from the API server, with its Status fields."""
+
+    def __init__(self, status: int, reason: str, message: str) -> None:
+        super().__init__(f"{status} {reason}: {message}")
+        self.status = status
+        self.reason = reason
+        self.message = message
+
+    @classmethod
+    def from_body(cls, status: int, body: bytes) -> ApiError:
+        try:
+            decoded = orjson.loads(body)
+        except orjson.JSONDecodeError:
+            decoded = None
+        if isinstance(decoded, dict) and decoded.get("kind") == "Status":
+            return cls(status, str(decoded.get("reason", "")), str(decoded.get("message", "")))
+        return cls(status, "", body[:1000].decode(errors="replace"))
+
+
+class ConfigError(Exception):
+    """No usable connection settings: a clear one-line message for the CLI."""
+
+
+async def load_api_client(
+    kubeconfig: str | None = None, context: str | None = None
+) -> client.ApiClient:
+    """--kubeconfig, else in-cluster when in a pod, else $KUBECONFIG or ~/.kube/config."""
+    cfg = client.Configuration()
+    try:
+        if kubeconfig is None and os.environ.get("KUBERNETES_SERVICE_HOST"):
+            config.load_incluster_config(  # type: ignore[no-untyped-call]
+                client_configuration=cfg
+            )
+        else:
+            path = kubeconfig or os.environ.get("KUBECONFIG") or str(Path.home() / ".kube/config")
+            if not Path(path).is_file():  # noqa: ASYNC240 - once, at start-up
+                raise ConfigError(f"kubeconfig {path} does not exist")
+            await config.load_kube_config(
+                config_file=path, context=context, client_configuration=cfg
+            )
+    except ConfigError:
+        raise
+    except Exception as exc:  # the loaders raise many unrelated types
+        raise ConfigError(f"cannot load Kubernetes configuration: {exc}") from exc
+    return client.ApiClient(configuration=cfg)
+
+
+class Kube:
+    """Raw JSON requests over kubernetes_asyncio's authenticated session."""
+
+    def __init__(self, api_client: client.ApiClient, *, request_timeout: float = 30.0) -> None:
+        self.api_client = api_client
+        self._host = str(api_client.configuration.host).rstrip("/")
+        self._timeout = aiohttp.ClientTimeout(total=request_timeout)
+        self._own_session: aiohttp.ClientSession | None = None
+        # kubernetes_asyncio's session has trust_env=True, so aiohttp looked up the proxy
+        # (environment, no_proxy, ~/.netrc) and netrc credentials for the host on every
+        # request, each in a worker thread: under load that was half the controller's
+        # CPU. The host never changes, so both are looked up here, once, the same way.
+        self._proxy, self._proxy_auth = _env_proxy(URL(self._host))
+        self._netrc_auth = _netrc_auth(URL(self._host).host)
+
+    async def close(self) -> None:
+        if self._own_session is not None:
+            await self._own_session.close()
+        await self.api_client.close()
+
+    async def _headers(self, content_type: str | None) -> dict[str, str]:
+        headers: dict[str, str] = {"Accept": "application/json"}
+        if content_type:
+            headers["Content-Type"] = content_type
+        # Refreshes in-cluster and exec-plugin tokens when they are due.
+        await self.api_client.update_params_for_auth(headers, [], ["BearerToken"])
+        return headers
+
+    @property
+    def _session(self) -> aiohttp.ClientSession:
+        """kubernetes_asyncio's connection pool (its TLS and client certificates), in a
+        session of our own that leaves the environment alone (see __init__)."""
+        if self._own_session is None:
+            pool: aiohttp.ClientSession = self.api_client.rest_client.pool_manager
+            self._own_session = aiohttp.ClientSession(
+                connector=pool.connector, connector_owner=False,
+                read_bufsize=2**21,  # as kubernetes_asyncio's: a watch line may be large
+            )
+        return self._own_session
+
+    async def request(
+        self,
+        method: str,
+        path: str,
+        *,
+        query: Mapping[str, str | int] | None = None,
+        body: Any = None,
+        content_type: str = "application/json",
+    ) -> JSON:
+        url = self._host + path + ("?" + urlencode(query) if query else "")
+        data = None if body is None else orjson.dumps(body)
+        headers = await self._headers(content_type if data is not None else None)
+        async with self._session.request(
+            method, url, data=data, headers=headers, timeout=self._timeout,
+            proxy=self._proxy, proxy_auth=self._proxy_auth, auth=self._netrc_auth,
+        ) as resp:
+            raw = await resp.read()
+            if resp.status >= 400:
+                raise ApiError.from_body(resp.status, raw)
+            result: JSON = orjson.loads(raw) if raw else {}
+            return result
+
+    async def get(self, resource: Resource, namespace: str | None, name: str) -> JSON:
+        return await self.request("GET", resource.path(namespace, name))
+
+    async def list(
+        self, resource: Resource, namespace: str | None, **query: str | int
+    ) -> JSON:
+        return await self.request("GET", resource.path(namespace), query=query)
+
+    async def create(self, resource: Resource, namespace: str | None, body: JSON) -> JSON:
+        return await self.request("POST", resource.path(namespace), body=body)
+
+    async def patch(
+        self,
+        resource: Resource,
+        namespace: str | None,
+        name: str,
+        body: Any,
+        *,
+        subresource: str = "",
+        content_type: str = MERGE_PATCH,
+    ) -> JSON:
+        return await self.request(
+            "PATCH", resource.path(namespace, name, subresource), body=body,
+            content_type=content_type,
+        )
+
+    async def delete(
+        self,
+        resource: Resource,
+        namespace: str | None,
+        name: str,
+        *,
+        preconditions: JSON | None = None,
+    ) -> JSON:
+        body: JSON = {"kind": "DeleteOptions", "apiVersion": "v1"}
+        if preconditions:
+            body["preconditions"] = preconditions
+        return await self.request("DELETE", resource.path(namespace, name), body=body)
+
+    async def watch(
+        self,
+        resource: Resource,
+        namespace: str | None,
+        resource_version: str,
+        *,
+        timeout_seconds: int,
+    ) -> AsyncIterator[JSON]:
+        """Yields decoded watch events until the server ends the stream; an ERROR
+        event raises ApiError with its Status code, as an HTTP error would."""
+        query = {
+            "watch": "1",
+            "resourceVersion": resource_version,
+            "allowWatchBookmarks": "true",
+            "timeoutSeconds": str(timeout_seconds),
+        }
+        url = self._host + resource.path(namespace) + "?" + urlencode(query)
+        headers = await self._headers(None)
+        # The server closes the stream after timeout_seconds; the client allows a margin
+        # and otherwise only guards against a connection that goes silent.
+        timeout = aiohttp.ClientTimeout(total=timeout_seconds + 30, sock_connect=10)
+        async with self._session.get(
+            url, headers=headers, timeout=timeout,
+            proxy=self._proxy, proxy_auth=self._proxy_auth, auth=self._netrc_auth,
+        ) as resp:
+            if resp.status >= 400:
+                raise ApiError.from_body(resp.status, await resp.read())
+            while True:
+                line = await resp.content.readline()
+                if not line:
+                    return
+                if line.strip():
+                    event: JSON = orjson.loads(line)
+                    if event.get("type") == "ERROR":
+                        # A Status in the stream (410 Gone above all): an error like any other.
+                        status = event.get("object") or {}
+                        raise ApiError(int(status.get("code") or 500),
+                                       str(status.get("reason", "")),
+                                       str(status.get("message", "")))
+                    yield event
+
+
+def _env_proxy(url: URL) -> tuple[URL | None, aiohttp.BasicAuth | None]:
+    """The proxy (and its credentials) aiohttp's trust_env picks for `url`, if any."""
+    try:
+        return get_env_proxy_for_url(url)
+    except LookupError:
+        return None, None
+
+
+def _netrc_auth(host: str | None) -> aiohttp.BasicAuth | None:
+    """The ~/.netrc ($NETRC) credentials aiohttp's trust_env sends to `host`, if any."""
+    if host is None:
+        return None
+    try:
+        return basicauth_from_netrc(netrc_from_env(), host)
+    except LookupError:
+        return None
+
+
+def key_of(obj: JSON) -> str:
+    meta = obj["metadata"]
+    namespace = meta.get("namespace")
+    return f"{namespace}/{meta['name']}" if namespace else str(meta["name"])
+
+
+def split_key(key: str) -> tuple[str, str]:
+    namespace, _, name = key.rpartition("/")
+    return namespace, name
+

@@ -1,0 +1,225 @@
+"""Workers, reconcile results, and the one place that decides what they mean.
+
+Reconcilers never touch the queue. They return a `Result` or raise one of
+the errors in `controller.runtime.errors`; `Controller._handle` alone turns that into
+queue operations and metrics, as controller-runtime's reconcileHandler does:
+
+| outcome                      | queue                              | result label  |
+|------------------------------|------------------------------------|---------------|
+| Result() (done)              | forget                             | success       |
+| Result(requeue_after=s)      | forget, add_after(s)               | requeue_after |
+| Result(requeue=True)         | add_rate_limited                   | requeue       |
+| RetryableError, budget left  | add_rate_limited (backoff)         | error         |
+| RetryableError, budget spent | add now; next turn calls give_up   | error         |
+| TerminalError                | forget, never requeued             | error         |
+
+Any other exception is a bug: it is logged with its traceback, counted as a
+panic, and retried like a system error, so it never kills a worker.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Protocol
+
+from controller.runtime import metrics
+from controller.runtime.errors import ReconcileError, RetryableError, classify
+from workqueue import RateLimitingQueue, ShutDown
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class Result:
+    """What a successful reconcile asks of the queue; the default means done."""
+
+    requeue_after: float | None = None
+    requeue: bool = False
+
+
+DONE = Result()
+
+
+class Reconciler(Protocol):
+    async def reconcile(self, key: str) -> Result: ...
+
+    async def give_up(self, key: str, error: RetryableError) -> None:
+        """Called instead of reconcile once a key's retry budget is spent."""
+        ...
+
+
+@dataclass(frozen=True)
+class RetryBudget:
+    """How long a key may keep failing with system errors; 0 means no limit."""
+
+    max_retries: int = 15
+    max_age: float = 900.0
+
+
+@dataclass
+class _Failure:
+    first_at: float
+    error: RetryableError
+    exhausted: bool = False
+
+
+class Controller:
+    def __init__(
+        self,
+        name: str,
+        reconciler: Reconciler,
+        queue: RateLimitingQueue[str],
+        *,
+        workers: int = 4,
+        budget: RetryBudget | None = None,
+        reconcile_timeout: float | None = 60.0,
+        clock: Callable[[], float] = time.monotonic,
+        on_retry: Callable[[str, RetryableError], None] | None = None,
+    ) -> None:
+        self.name = name
+        self.reconciler = reconciler
+        self.queue = queue
+        self.workers = workers
+        self.budget = budget or RetryBudget()
+        self.reconcile_timeout = reconcile_timeout
+        self._clock = clock
+        self._on_retry = on_retry
+        self._failures: dict[str, _Failure] = {}
+        self._ids = itertools.count(1)
+        self._tasks: list[asyncio.Task[None]] = []
+        metrics.MAX_CONCURRENT_RECONCILES.labels(name).set(workers)
+        metrics.ACTIVE_WORKERS.labels(name).set(0)
+        # Zero samples from the start, as controller-runtime does, so rate() sees the
+        # first error instead of only the second.
+        for counter in (metrics.RECONCILE_ERRORS, metrics.TERMINAL_RECONCILE_ERRORS,
+                        metrics.RECONCILE_PANICS, metrics.RETRY_BUDGET_EXHAUSTED):
+            counter.labels(name)
+        for result in ("success", "error", "requeue", "requeue_after"):
+            metrics.RECONCILE_TOTAL.labels(name, result)
+
+    def enqueue(self, key: str) -> None:
+        self.queue.add(key)
+
+    @property
+    def running(self) -> bool:
+        """True once workers run, i.e. on the leader."""
+        return bool(self._tasks)
+
+    def start(self) -> None:
+        self._tasks = [
+            asyncio.create_task(self._worker(), name=f"{self.name}-worker-{i}")
+            for i in range(self.workers)
+        ]
+
+    async def stop(self, grace: float) -> None:
+        """Takes no new keys, lets in-flight reconciles finish within `grace`, then cancels."""
+        try:
+            await asyncio.wait_for(self.queue.shutdown_with_drain(), grace)
+        except TimeoutError:
+            log.warning("reconciles still running after the grace period, cancelling",
+                        extra={"controller": self.name})
+        for task in self._tasks:
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+
+    async def _worker(self) -> None:
+        while True:
+            try:
+                key = await self.queue.get()
+            except ShutDown:
+                return
+            await self._process(key)
+
+    async def _process(self, key: str) -> None:
+        rid = next(self._ids)
+        start = time.perf_counter()
+        active = metrics.ACTIVE_WORKERS.labels(self.name)
+        active.inc()
+        try:
+            outcome = await self._invoke(key)
+            label = self._handle(key, outcome)
+        finally:
+            self.queue.done(key)
+            active.dec()
+        elapsed = time.perf_counter() - start
+        metrics.RECONCILE_TIME.labels(self.name).observe(elapsed)
+        level = logging.DEBUG if label != "error" else logging.WARNING
+        if log.isEnabledFor(level):
+            log.log(level, "reconciled", extra={
+                "controller": self.name, "key": key, "reconcile_id": rid, "result": label,
+                "duration": round(elapsed, 6),
+                **({"error": str(outcome)} if isinstance(outcome, ReconcileError) else {}),
+            })
+
+    async def _invoke(self, key: str) -> Result | ReconcileError:
+        failure = self._failures.get(key)
+        try:
+            if failure is not None and failure.exhausted:
+                await self.reconciler.give_up(key, failure.error)
+                return DONE
+            if self.reconcile_timeout is None:
+                return await self.reconciler.reconcile(key)
+            return await asyncio.wait_for(self.reconciler.reconcile(key), self.reconcile_timeout)
+        except Exception as exc:
+            error = classify(exc)
+            if isinstance(error, RetryableError) and error.error_class == "unexpected":
+                metrics.RECONCILE_PANICS.labels(self.name).inc()
+                log.exception("reconciler raised unexpectedly", extra={"key": key})
+            return error
+
+    def _handle(self, key: str, outcome: Result | ReconcileError) -> str:
+        if isinstance(outcome, Result):
+            self._failures.pop(key, None)
+            if outcome.requeue_after is not None and outcome.requeue_after > 0:
+                self.queue.forget(key)
+                self.queue.add_after(key, outcome.requeue_after)
+                return self._count("requeue_after")
+            if outcome.requeue:
+                self.queue.add_rate_limited(key)
+                return self._count("requeue")
+            self.queue.forget(key)
+            return self._count("success")
+
+        metrics.RECONCILE_ERRORS.labels(self.name).inc()
+        if isinstance(outcome, RetryableError):
+            self._retry(key, outcome)
+        else:
+            # TerminalError, or a UserError a reconciler failed to turn into a status.
+            metrics.TERMINAL_RECONCILE_ERRORS.labels(self.name).inc()
+            self._failures.pop(key, None)
+            self.queue.forget(key)
+        return self._count("error")
+
+    def _retry(self, key: str, error: RetryableError) -> None:
+        now = self._clock()
+        failure = self._failures.get(key)
+        if failure is None:
+            failure = self._failures[key] = _Failure(now, error)
+        failure.error = error
+        if not failure.exhausted and self._budget_spent(key, failure, now):
+            failure.exhausted = True
+            metrics.RETRY_BUDGET_EXHAUSTED.labels(self.name).inc()
+            log.warning("retry budget spent, giving up", extra={
+                "controller": self.name, "key": key, "retries": self.queue.num_requeues(key),
+                "error": str(error),
+            })
+            self.queue.add(key)
+            return
+        self.queue.add_rate_limited(key)
+        if self._on_retry is not None:
+            self._on_retry(key, error)
+
+    def _budget_spent(self, key: str, failure: _Failure, now: float) -> bool:
+        b = self.budget
+        return (b.max_retries > 0 and self.queue.num_requeues(key) >= b.max_retries) or (
+            b.max_age > 0 and now - failure.first_at >= b.max_age
+        )
+
+    def _count(self, label: str) -> str:
+        metrics.RECONCILE_TOTAL.labels(self.name, label).inc()
+        return label

@@ -1,0 +1,123 @@
+"""A real validating admission webhook for TaskRuns, with scripted misbehaviour.
+
+Registered on the local API server as a ValidatingWebhookConfiguration, it
+makes TaskRun creation fail the way a flaky Tekton webhook does: by timing
+out (the API server gives up after `timeoutSeconds`) or by answering 500.
+Used by tests, the fault soak and `make dev`; never by the controller.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import ssl
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, Literal
+
+from aiohttp import web
+
+from devtools.certs import issue_serving_cert
+from devtools.localcluster import LocalCluster, free_port
+
+Verdict = Literal["allow", "timeout", "error"]
+
+
+class FlakyWebhook:
+    """`script(n)` says what the n-th call (from 1) gets: allow, timeout or error."""
+
+    def __init__(self, cluster: LocalCluster, namespace: str | None,
+                 script: Callable[[int], Verdict], *, timeout_seconds: int = 1) -> None:
+        self.cluster = cluster
+        self.namespace = namespace
+        self.script = script
+        self.timeout_seconds = timeout_seconds
+        self.calls = 0
+        self.probes = 0
+        self.verdicts: list[Verdict] = []
+        self.port = free_port()
+        self.name = f"flaky-{self.port}.buildrun-controller.test"
+        self._runner: web.AppRunner | None = None
+
+    async def _validate(self, request: web.Request) -> web.Response:
+        review = await request.json()
+        if review["request"].get("dryRun"):
+            # Our own readiness probe (see __aenter__): allowed, and not a scripted call.
+            self.probes += 1
+            return self._allow(review)
+        self.calls += 1
+        verdict = self.script(self.calls)
+        self.verdicts.append(verdict)
+        if verdict == "timeout":
+            await asyncio.sleep(self.timeout_seconds + 1.0)
+        if verdict == "error":
+            return web.Response(status=500, text="webhook backend unavailable")
+        return self._allow(review)
+
+    @staticmethod
+    def _allow(review: dict[str, Any]) -> web.Response:
+        return web.json_response({
+            "apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
+            "response": {"uid": review["request"]["uid"], "allowed": True},
+        })
+
+    async def __aenter__(self) -> FlakyWebhook:
+        pair = issue_serving_cert(self.cluster.ca, ["127.0.0.1"])
+        folder = Path(tempfile.mkdtemp(prefix="webhook-"))
+        cert, key = pair.write(folder, "webhook")
+        ctx = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+        ctx.load_cert_chain(cert, key)
+        app = web.Application()
+        app.add_routes([web.post("/validate", self._validate)])
+        self._runner = web.AppRunner(app, access_log=None, shutdown_timeout=0.1)
+        await self._runner.setup()
+        await web.TCPSite(self._runner, "127.0.0.1", self.port, ssl_context=ctx).start()
+        selector = (
+            {"matchLabels": {"kubernetes.io/metadata.name": self.namespace}}
+            if self.namespace else {}
+        )
+        await self.cluster.apply({
+            "apiVersion": "admissionregistration.k8s.io/v1",
+            "kind": "ValidatingWebhookConfiguration",
+            "metadata": {"name": self.name},
+            "webhooks": [{
+                "name": self.name,
+                "clientConfig": {
+                    "url": f"https://127.0.0.1:{self.port}/validate",
+                    "caBundle": base64.b64encode(self.cluster.ca.cert_pem).decode(),
+                },
+                "rules": [{"apiGroups": ["tekton.dev"], "apiVersions": ["v1"],
+                           "operations": ["CREATE"], "resources": ["taskruns"]}],
+                "namespaceSelector": selector,
+                "failurePolicy": "Fail",
+                "sideEffects": "None",
+                "admissionReviewVersions": ["v1"],
+                "timeoutSeconds": self.timeout_seconds,
+            }],
+        })
+        await self._wait_active()
+        return self
+
+    async def _wait_active(self, timeout: float = 30.0) -> None:
+        """The API server picks up webhook configurations asynchronously: dry-run
+        TaskRun creates until one reaches us."""
+        namespace = self.namespace or "default"
+        probe = {"apiVersion": "tekton.dev/v1", "kind": "TaskRun",
+                 "metadata": {"name": "webhook-probe"}, "spec": {}}
+        deadline = asyncio.get_running_loop().time() + timeout
+        while self.probes == 0:
+            if asyncio.get_running_loop().time() > deadline:
+                raise TimeoutError(f"webhook {self.name} never called")
+            await self.cluster.request(
+                "POST", f"/apis/tekton.dev/v1/namespaces/{namespace}/taskruns?dryRun=All", probe
+            )
+            await asyncio.sleep(0.1)
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.cluster.request(
+            "DELETE",
+            f"/apis/admissionregistration.k8s.io/v1/validatingwebhookconfigurations/{self.name}",
+        )
+        if self._runner is not None:
+            await self._runner.cleanup()

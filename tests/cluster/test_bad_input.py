@@ -1,0 +1,423 @@
+"""Malformed and hostile BuildRuns and Builds, on the real API server.
+
+Every input ends one of two ways, and each case says which: the API server
+rejects it (CRD schema, object-name rules, request size), or the controller
+gives the BuildRun a terminal status with a clear reason and a bounded message.
+Throughout, the controller must not crash, panic or hot-loop (reconciles per
+object are counted), and a valid BuildRun created in the middle of the corpus
+must still complete.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections import Counter
+from dataclasses import dataclass
+
+import pytest
+
+from controller.app import App
+from controller.buildrun import reasons
+from controller.buildrun.resources import BUILDRUNS, BUILDS
+from controller.runtime.errors import RetryableError
+from controller.runtime.kube import JSON, ApiError, Kube
+from controller.runtime.reconcile import Result
+from devtools.localcluster import LocalCluster
+from devtools.tekton import TektonSimulator
+from tests.harness import (
+    API,
+    World,
+    condition,
+    controller_settings,
+    metric,
+    running_controller,
+    wait_for,
+)
+
+pytestmark = pytest.mark.cluster
+
+NO_SPEC: JSON = {"__no_spec__": True}  # marker: create the BuildRun without a spec at all
+APP = {"build": {"name": "app"}}
+EMBEDDED = {"strategy": {"name": "kaniko"}, "output": {"image": "registry.example.com/x"}}
+LONG_NAME = "n" * 253  # a valid object name of the maximum length
+MESSAGE_MAX = 2048  # what a human should ever have to read in a condition message
+
+
+@dataclass(frozen=True)
+class Case:
+    name: str
+    spec: JSON
+    reason: str | None = None  # the terminal reason; None: the API server rejects it
+    contains: str = ""  # in the condition message, or in the rejection
+    status: int = 422  # the rejection's HTTP status
+    succeeds: bool = False  # valid: Tekton finishes it, it must end Succeeded
+
+
+def params(*entries: JSON) -> JSON:
+    return {**APP, "paramValues": list(entries)}
+
+
+# Builds the corpus refers to; each is hostile in one way the API server admits.
+BUILDS_ADMITTED: dict[str, JSON] = {
+    "b-ns-strategy": {"strategy": {"name": "kube-system/kaniko"}},
+    "b-self": {"strategy": {"name": "b-self"}},  # "circular": names itself as its strategy
+    "b-neg-timeout": {"strategy": {"name": "kaniko"}, "timeout": "-1s"},
+    "b-reserved": {"strategy": {"name": "kaniko"},
+                   "paramValues": [{"name": "shp-source-url", "value": "https://evil"}]},
+    "b-push-ns": {"strategy": {"name": "kaniko"},
+                  "output": {"image": "x", "pushSecret": "kube-system/registry"}},
+    "b-retention": {"strategy": {"name": "kaniko"}, "retention": {"ttlAfterFailed": "forever"}},
+}
+BUILDS_REJECTED: list[tuple[str, JSON, str]] = [
+    ("b-no-strategy", {"output": {"image": "x"}}, "spec.strategy: Required value"),
+    ("b-no-output", {"strategy": {"name": "kaniko"}}, "spec.output: Required value"),
+    ("b-cluster-kind", {"strategy": {"name": "kaniko", "kind": "ClusterBuildStrategy"},
+                        "output": {"image": "x"}}, "spec.strategy.kind: Unsupported value"),
+    ("b-int-timeout", {"strategy": {"name": "kaniko"}, "output": {"image": "x"},
+                       "timeout": 600}, "must be of type string"),
+]
+
+CORPUS: list[Case] = [
+    # -- the API server refuses these outright -----------------------------------------
+    Case("r-int-timeout", {**APP, "timeout": 5}, contains="spec.timeout in body must be of type"),
+    Case("r-string-build", {"build": "app"}, contains="spec.build in body must be of type object"),
+    Case("r-state", {**APP, "state": "Running"}, contains="spec.state: Unsupported value"),
+    Case("r-build-254", {"build": {"name": "a" * 254}}, contains="spec.build.name: Too long"),
+    Case("r-sa-254", {**APP, "serviceAccount": "s" * 254},
+         contains="spec.serviceAccount: Too long"),
+    Case("r-timeout-65", {**APP, "timeout": "1" * 64 + "s"}, contains="spec.timeout: Too long"),
+    Case("r-65-params", params(*({"name": f"p{i}", "value": "v"} for i in range(65))),
+         contains="spec.paramValues: Too many"),
+    Case("r-embedded-no-output", {"build": {"spec": {"strategy": {"name": "kaniko"}}}},
+         contains="spec.build.spec.output: Required value"),
+    Case("r-params-entry-no-name", params({"value": "x"}),
+         contains="spec.paramValues[0].name: Required value"),
+    Case("r-too-large", params(*({"name": f"p{i}", "value": "v" * 65536} for i in range(64))),
+         status=413, contains="Request entity too large"),
+    Case("büild-unicode-name", APP, contains="a lowercase RFC 1123 subdomain"),
+    # -- missing or empty fields ---------------------------------------------------------
+    Case("empty-spec", {}, reasons.BUILD_RUN_NO_REF_OR_SPEC, "neither name nor spec"),
+    Case("null-build-name", {"build": {"name": None}}, reasons.BUILD_RUN_NO_REF_OR_SPEC),
+    Case("empty-build-name", {"build": {"name": ""}}, reasons.BUILD_RUN_NO_REF_OR_SPEC),
+    Case("param-without-value", params({"name": "dockerfile"}),
+         reasons.INCONSISTENT_PARAMETER_VALUES, "'dockerfile'"),
+    Case("param-null-value", params({"name": "dockerfile", "value": None}),
+         reasons.INCONSISTENT_PARAMETER_VALUES, "'dockerfile'"),
+    # -- wrong shapes the schema lets through ---------------------------------------------
+    Case("value-and-values", params({"name": "dockerfile", "value": "a", "values": ["b"]}),
+         reasons.INCONSISTENT_PARAMETER_VALUES, "exactly one of 'value' and 'values'"),
+    Case("values-for-string", params({"name": "dockerfile", "values": ["a"]}),
+         reasons.WRONG_PARAMETER_VALUE_TYPE, "'dockerfile'"),
+    Case("value-for-array", params({"name": "flags", "value": "-v"}),
+         reasons.WRONG_PARAMETER_VALUE_TYPE, "'flags'"),
+    Case("empty-array-item", params({"name": "flags", "values": ["-v", ""]}),
+         reasons.EMPTY_ARRAY_ITEM_PARAMETER_VALUES, "'flags'"),
+    Case("param-twice", params({"name": "dockerfile", "value": "a"},
+                               {"name": "dockerfile", "value": "b"}),
+         reasons.INCONSISTENT_PARAMETER_VALUES, "more than once"),
+    Case("zero-timeout", {**APP, "timeout": "0s"}, reasons.INVALID_TIMEOUT, "must be positive"),
+    Case("giant-timeout", {**APP, "timeout": "9" * 62 + "h"}, reasons.INVALID_TIMEOUT,
+         "292 years"),
+    Case("garbage-timeout", {**APP, "timeout": "x" * 64}, reasons.INVALID_TIMEOUT,
+         "invalid duration"),
+    Case("fullwidth-timeout", {**APP, "timeout": "\uff11\uff10m"}, reasons.INVALID_TIMEOUT,
+         "invalid duration"),
+    Case("bad-retention", {**APP, "retention": {"ttlAfterSucceeded": "soon"}},
+         reasons.INVALID_RETENTION, "spec.retention.ttlAfterSucceeded"),
+    # -- huge: near every maxLength, 64 unknown params with 253-character names -----------
+    Case("build-name-253", {"build": {"name": LONG_NAME}}, reasons.BUILD_NOT_FOUND,
+         "not found in namespace"),
+    Case("sa-253", {**APP, "serviceAccount": LONG_NAME}, reasons.SERVICE_ACCOUNT_NOT_FOUND),
+    Case("unknown-64x253", params(*({"name": f"{i:02d}" + "u" * 251, "value": "v"}
+                                    for i in range(64))),
+         reasons.UNDEFINED_PARAMETER, "and 54 more"),
+    # -- references elsewhere, circular and ambiguous ---------------------------------------
+    Case("build-in-kube-system", {"build": {"name": "kube-system/app"}},
+         reasons.INVALID_REFERENCE, "may only use objects in its own namespace"),
+    Case("sa-in-kube-system", {**APP, "serviceAccount": "kube-system/default"},
+         reasons.INVALID_REFERENCE, "spec.serviceAccount"),
+    Case("push-secret-in-kube-system", {**APP, "output": {"pushSecret": "kube-system/regcred"}},
+         reasons.INVALID_REFERENCE, "spec.output.pushSecret"),
+    Case("strategy-in-kube-system", {"build": {"name": "b-ns-strategy"}},
+         reasons.INVALID_REFERENCE, "strategy.name"),
+    Case("push-secret-of-build-in-kube-system", {"build": {"name": "b-push-ns"}},
+         reasons.INVALID_REFERENCE, "the Build's spec.output.pushSecret"),
+    Case("self-ref", {"build": {"name": "self-ref"}}, reasons.BUILD_NOT_FOUND, "'self-ref'"),
+    Case("build-names-itself-as-strategy", {"build": {"name": "b-self"}},
+         reasons.BUILD_STRATEGY_NOT_FOUND, "'b-self'"),
+    Case("ambiguous", {"build": {"name": "app", "spec": EMBEDDED}},
+         reasons.BUILD_RUN_AMBIGUOUS_BUILD),
+    Case("embedded-and-override", {"build": {"spec": EMBEDDED}, "timeout": "1m"},
+         reasons.BUILD_RUN_BUILD_FIELD_OVERRIDE_FORBIDDEN, "spec.timeout"),
+    Case("embedded-missing-strategy", {"build": {"spec": {**EMBEDDED,
+                                                          "strategy": {"name": "ghost"}}}},
+         reasons.BUILD_STRATEGY_NOT_FOUND, "'ghost'"),
+    Case("build-negative-timeout", {"build": {"name": "b-neg-timeout"}},
+         reasons.INVALID_TIMEOUT, "the Build's spec.timeout"),
+    Case("build-sets-reserved-param", {"build": {"name": "b-reserved"}},
+         reasons.RESTRICTED_PARAMETERS_IN_USE, "'shp-source-url'"),
+    Case("build-bad-retention", {"build": {"name": "b-retention"}},
+         reasons.INVALID_RETENTION, "ttlAfterFailed"),
+    # -- unicode ----------------------------------------------------------------------------
+    Case("unicode-build", {"build": {"name": "äpp"}}, reasons.INVALID_REFERENCE, "'äpp'"),
+    Case("unicode-param-name", params({"name": "größe", "value": "1"}),
+         reasons.UNDEFINED_PARAMETER, "'größe'"),
+    # -- valid, however odd: these must run and succeed ---------------------------------------
+    Case(LONG_NAME, APP, succeeds=True),
+    Case("unicode-value", params({"name": "dockerfile", "value": "Dockerfile.🚀\u202e\u0000ü"}),
+         succeeds=True),
+    Case("value-64k", params({"name": "dockerfile", "value": "d" * 65536}), succeeds=True),
+    Case("image-1024", {**APP, "output": {"image": "r/" + "i" * 1022}}, succeeds=True),
+]
+VALID_IN_THE_MIDDLE = Case("plain-valid", APP, succeeds=True)
+
+
+class Counting:
+    """Wraps the reconciler to count reconciles per key."""
+
+    def __init__(self, app: App) -> None:
+        self.inner = app.buildrun.controller.reconciler
+        self.counts: Counter[str] = Counter()
+        app.buildrun.controller.reconciler = self
+
+    async def reconcile(self, key: str) -> Result:
+        self.counts[key] += 1
+        return await self.inner.reconcile(key)
+
+    async def give_up(self, key: str, error: RetryableError) -> None:
+        self.counts[key] += 1
+        await self.inner.give_up(key, error)
+
+
+def total_reconciles() -> float:
+    return sum(metric("controller_runtime_reconcile_total", controller="buildrun", result=r)
+               for r in ("success", "error", "requeue", "requeue_after"))
+
+
+async def create(kube: Kube, namespace: str, case: Case) -> ApiError | None:
+    body: JSON = {"apiVersion": API, "kind": "BuildRun", "metadata": {"name": case.name}}
+    if case.spec is not NO_SPEC:
+        body["spec"] = case.spec
+    try:
+        await kube.create(BUILDRUNS, namespace, body)
+    except ApiError as exc:
+        return exc
+    return None
+
+
+@pytest.fixture
+async def world(kube: Kube, namespace: str) -> World:
+    w = World(kube, namespace)
+    await w.strategy(parameters=[
+        {"name": "dockerfile", "type": "string", "default": "Dockerfile"},
+        {"name": "flags", "type": "array", "defaults": []},
+    ])
+    await w.build()
+    for name, spec in BUILDS_ADMITTED.items():
+        await kube.create(BUILDS, namespace, {
+            "apiVersion": API, "kind": "Build", "metadata": {"name": name},
+            "spec": {"output": {"image": "registry.example.com/x"}, **spec}})
+    return w
+
+
+async def test_builds_the_schema_refuses(kube: Kube, namespace: str) -> None:
+    for name, spec, fragment in BUILDS_REJECTED:
+        with pytest.raises(ApiError) as err:
+            await kube.create(BUILDS, namespace, {
+                "apiVersion": API, "kind": "Build", "metadata": {"name": name}, "spec": spec})
+        assert err.value.status == 422, name
+        assert fragment in err.value.message, (name, err.value.message)
+
+
+async def test_hostile_corpus_ends_clearly_without_crash_or_hot_loop(
+    cluster: LocalCluster, kube: Kube, world: World
+) -> None:
+    ns = world.ns
+    tekton = TektonSimulator(kube)
+    panics_before = metric("controller_runtime_reconcile_panics_total", controller="buildrun")
+    terminal_errors_before = metric("controller_runtime_terminal_reconcile_errors_total",
+                                    controller="buildrun")
+    half = len(CORPUS) // 2
+    cases = [*CORPUS[:half], VALID_IN_THE_MIDDLE, *CORPUS[half:]]
+    async with running_controller(controller_settings(cluster, ns)) as app:
+        counting = Counting(app)
+        reconciles_before = total_reconciles()
+        rejected: dict[str, ApiError] = {}
+        for case in cases:
+            error = await create(kube, ns, case)
+            if error is not None:
+                rejected[case.name] = error
+
+        async def finish_valid() -> bool:
+            for case in cases:
+                if not case.succeeds or case.name in rejected:
+                    continue
+                br = await world.get(case.name)
+                tr = (br.get("status") or {}).get("taskRunName")
+                if tr is None:
+                    return False
+                if not (br["status"].get("completionTime")):
+                    await tekton.finish(ns, tr, "success")
+            return True
+
+        await wait_for(finish_valid, timeout=60, interval=0.2, what="TaskRuns of valid runs")
+        admitted = [c for c in cases if c.name not in rejected]
+        done = {c.name: await world.finished(c.name, timeout=60) for c in admitted}
+        await asyncio.sleep(2.0)  # room for any hot loop to show in the counts
+        counts_settled = dict(counting.counts)
+        reconciles = total_reconciles() - reconciles_before
+        await asyncio.sleep(2.0)
+        assert dict(counting.counts) == counts_settled, "reconciles went on after every run ended"
+        assert app.buildrun.controller.running and not app.stopping.is_set(), \
+            "the controller stopped"
+
+    problems = []
+    for case in cases:
+        if case.reason is None and not case.succeeds:
+            error = rejected.get(case.name)
+            if error is None:
+                problems.append(f"{case.name}: admitted, expected a {case.status} rejection")
+            elif error.status != case.status or case.contains not in error.message:
+                problems.append(f"{case.name}: rejected {error.status} {error.message[:300]}")
+            continue
+        if case.name in rejected:
+            problems.append(f"{case.name}: rejected {rejected[case.name]}"[:400])
+            continue
+        cond = condition(done[case.name])
+        expected = reasons.SUCCEEDED if case.succeeds else case.reason
+        message = cond.get("message") or ""
+        if cond.get("reason") != expected:
+            problems.append(f"{case.name[:40]}: {cond.get('reason')} ({message[:300]}), "
+                            f"expected {expected}")
+        elif case.contains not in message:
+            problems.append(f"{case.name}: message {message!r} lacks {case.contains!r}")
+        elif not message or len(message) > MESSAGE_MAX:
+            problems.append(f"{case.name}: message of {len(message)} characters")
+        elif (cond["status"] == "True") != case.succeeds:
+            problems.append(f"{case.name}: status {cond['status']}")
+    assert problems == [], "\n".join(problems)
+
+    assert condition(done[VALID_IN_THE_MIDDLE.name])["reason"] == reasons.SUCCEEDED
+    assert metric("controller_runtime_reconcile_panics_total", controller="buildrun") == (
+        panics_before), "a reconcile raised unexpectedly"
+    assert metric("controller_runtime_terminal_reconcile_errors_total",
+                  controller="buildrun") == terminal_errors_before
+    per_object = reconciles / len(admitted)
+    print(f"{len(admitted)} admitted, {len(rejected)} rejected; {reconciles:.0f} reconciles, "
+          f"{per_object:.2f} per object, most for one object {max(counting.counts.values())}")
+    assert per_object <= 4, f"{per_object:.1f} reconciles per object ({reconciles:.0f})"
+    worst = {k: n for k, n in counting.counts.items() if n > 6}
+    assert worst == {}, f"objects reconciled more than 6 times: {worst}"
+
+
+async def test_spec_updates_on_completed_runs_change_nothing(
+    cluster: LocalCluster, kube: Kube, world: World
+) -> None:
+    ns = world.ns
+    panics_before = metric("controller_runtime_reconcile_panics_total", controller="buildrun")
+    async with running_controller(controller_settings(cluster, ns)) as app:
+        counting = Counting(app)
+        await world.buildrun("failed", build_ref="ghost")
+        await world.buildrun("succeeded")
+        await TektonSimulator(kube).finish(ns, await world.taskrun_of("succeeded"))
+        before = {n: await world.finished(n) for n in ("failed", "succeeded")}
+        for name in before:
+            rejected: list[tuple[JSON, str]] = [
+                ({"spec": {"timeout": "1h"}}, "spec.timeout is immutable"),
+                ({"spec": {"build": {"name": "app2"}}}, "spec.build is immutable"),
+                ({"spec": {"paramValues": [{"name": "dockerfile", "value": "x"}]}},
+                 "spec.paramValues is immutable"),
+                ({"spec": {"serviceAccount": "sa"}}, "spec.serviceAccount is immutable"),
+                ({"spec": {"state": "Bogus"}}, "Unsupported value"),
+            ]
+            for body, fragment in rejected:
+                with pytest.raises(ApiError) as err:
+                    await kube.patch(BUILDRUNS, ns, name, body)
+                assert err.value.status == 422 and fragment in err.value.message, (
+                    name, body, err.value.message)
+            # Admitted: cancel, and a label.
+            for body in ({"spec": {"state": "BuildRunCanceled"}},
+                         {"metadata": {"labels": {"touched": "yes"}}}):
+                await kube.patch(BUILDRUNS, ns, name, body)
+        counts_after_updates = await _settled(counting)
+        assert app.buildrun.controller.running and not app.stopping.is_set()
+    for name, old in before.items():
+        assert (await world.get(name))["status"] == old["status"], name
+    assert metric("controller_runtime_reconcile_panics_total", controller="buildrun") == (
+        panics_before), "a reconcile raised unexpectedly"
+    hot = {k: n for k, n in counts_after_updates.items() if n > 8}
+    assert hot == {}, f"reconciled too often: {hot}"
+
+
+async def _settled(counting: Counting, quiet: float = 2.0, timeout: float = 30.0) -> dict[str, int]:
+    """Reconcile counts once they stop changing for `quiet` seconds."""
+    last: dict[str, int] = {}
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    while loop.time() < deadline:
+        await asyncio.sleep(quiet)
+        now = dict(counting.counts)
+        if now == last:
+            return now
+        last = now
+    return last
+
+
+# -- bugs this corpus found (fixed; these keep them fixed) --------------------------------
+
+
+def panics() -> float:
+    return metric("controller_runtime_reconcile_panics_total", controller="buildrun")
+
+
+async def test_buildrun_without_spec_fails_at_once(
+    cluster: LocalCluster, kube: Kube, world: World
+) -> None:
+    before = panics()
+    async with running_controller(controller_settings(cluster, world.ns)) as app:
+        counting = Counting(app)
+        assert await create(kube, world.ns, Case("no-spec", NO_SPEC)) is None
+        done = await world.finished("no-spec", timeout=60)
+        counts = await _settled(counting)
+    assert panics() == before, "a reconcile raised unexpectedly"
+    assert condition(done)["reason"] == reasons.BUILD_RUN_NO_REF_OR_SPEC, condition(done)
+    assert max(counts.values()) <= 4, counts
+
+
+async def test_removing_the_spec_of_a_finished_buildrun_changes_nothing(
+    cluster: LocalCluster, kube: Kube, world: World
+) -> None:
+    before = panics()
+    async with running_controller(controller_settings(cluster, world.ns)) as app:
+        counting = Counting(app)
+        await world.buildrun("failed", build_ref="ghost")
+        old = await world.finished("failed")
+        await kube.patch(BUILDRUNS, world.ns, "failed", {"spec": None})
+        assert "spec" not in await world.get("failed")
+        counts = await _settled(counting)
+    assert (await world.get("failed"))["status"] == old["status"]
+    assert panics() == before, "a reconcile raised unexpectedly"
+    assert max(counts.values()) <= 4, counts
+
+
+async def test_buildrun_too_large_to_snapshot_fails_without_burning_its_retries(
+    cluster: LocalCluster, kube: Kube, world: World
+) -> None:
+    from controller.buildrun.resources import TASKRUNS
+
+    async with running_controller(controller_settings(cluster, world.ns)) as app:
+        counting = Counting(app)
+        # Admitted (the BuildRun alone is under etcd's 1.5 MiB), but not twice over.
+        await world.buildrun("big", paramValues=[{"name": "flags",
+                                                  "values": ["f" * 65536] * 13}])
+        done = await world.finished("big", timeout=60)
+        counts = await _settled(counting)
+        taskruns = await world.taskruns()
+    cond = condition(done)
+    assert cond["status"] == "False"
+    assert "too large" in cond["message"], cond
+    # Whatever the reason, a BuildRun that says it failed must not leave its TaskRun running.
+    for tr in taskruns:
+        live = await kube.get(TASKRUNS, world.ns, tr["metadata"]["name"])
+        assert live["spec"].get("status") == "TaskRunCancelled", tr["metadata"]["name"]
+    assert counts[f"{world.ns}/big"] <= 4, counts

@@ -1,0 +1,387 @@
+"""The BuildRun state machine against the real API server, row by row.
+
+TaskRuns are moved along by TektonSimulator (no Tekton or kubelet runs on the
+local API server); everything else is the real controller and API server.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import pytest
+
+from bench.e2e.common import apiserver_requests
+from controller.buildrun import reasons
+from controller.buildrun.reconciler import BuildRunReconciler, Caches
+from controller.buildrun.resources import BUILDRUNS, TASKRUNS
+from controller.runtime.events import EventRecorder
+from controller.runtime.kube import EVENTS, JSON, ApiError, Kube
+from devtools.localcluster import LocalCluster
+from devtools.tekton import TektonSimulator
+from tests.harness import (
+    World,
+    condition,
+    controller_settings,
+    metric,
+    running_controller,
+    wait_for,
+)
+
+pytestmark = pytest.mark.cluster
+
+
+async def taskrun_cancelled(kube: Kube, namespace: str, name: str) -> bool:
+    taskrun = await kube.get(TASKRUNS, namespace, name)
+    return (taskrun.get("spec") or {}).get("status") == "TaskRunCancelled"
+
+
+async def unrecorded_taskrun(kube: Kube, buildrun: JSON) -> JSON:
+    """Row 6's first half done by hand (prepare, create the TaskRun), then a "crash"
+    before the status write: the TaskRun exists, the BuildRun does not know it."""
+    half = BuildRunReconciler(kube, Caches(), EventRecorder(kube, "t", "t"))
+    taskrun, _, _ = await half._prepare(buildrun)
+    await kube.create(TASKRUNS, buildrun["metadata"]["namespace"], taskrun)
+    return taskrun
+
+
+def reconciles(result: str) -> float:
+    return metric("controller_runtime_reconcile_total", controller="buildrun", result=result)
+
+
+async def events_for(kube: Kube, namespace: str, name: str) -> list[str]:
+    items = (await kube.list(EVENTS, namespace))["items"]
+    return [e["reason"] for e in items if e["involvedObject"]["name"] == name]
+
+
+# -- happy path and TaskRun outcomes (rows 5, 6, 10) ------------------------------------
+
+
+async def test_success_creates_one_owned_taskrun_and_reports_the_digest(
+    cluster: LocalCluster, kube: Kube, world: World
+) -> None:
+    tekton = TektonSimulator(kube)
+    async with running_controller(controller_settings(cluster, world.ns)):
+        created = await world.buildrun("ok")
+        tr_name = await world.taskrun_of("ok")
+        pending = await world.get("ok")
+        assert condition(pending)["status"] == "Unknown"
+        assert condition(pending)["reason"] == reasons.PENDING
+        snapshot = pending["status"]["buildSpec"]
+        assert snapshot["output"]["image"] == "registry.example.com/app:latest"
+        assert pending["status"]["startTime"]
+
+        await tekton.start(world.ns, tr_name)
+
+        async def running() -> bool:
+            return condition(await world.get("ok")).get("reason") == reasons.RUNNING
+        await wait_for(running, what="Running reason")
+        await tekton.finish(world.ns, tr_name, "success", digest="sha256:" + "cd" * 32)
+        done = await world.finished("ok")
+
+    assert condition(done)["status"] == "True"
+    assert condition(done)["reason"] == reasons.SUCCEEDED
+    assert done["status"]["output"]["digest"] == "sha256:" + "cd" * 32
+    taskruns = await world.taskruns()
+    assert [t["metadata"]["name"] for t in taskruns] == [tr_name]
+    owner = taskruns[0]["metadata"]["ownerReferences"][0]
+    assert (owner["kind"], owner["uid"], owner["controller"]) == (
+        "BuildRun", created["metadata"]["uid"], True)
+    assert {reasons.RUNNING, reasons.SUCCEEDED} <= set(
+        await events_for(kube, world.ns, "ok"))
+
+
+async def test_a_start_costs_one_taskrun_create_and_one_status_write(
+    cluster: LocalCluster, world: World
+) -> None:
+    """Build and BuildStrategy come from the informers' caches once they hold them,
+    and the start write already says what the next reconcile would (Pending), so
+    that reconcile writes nothing. Counted by the API server itself."""
+    async with running_controller(controller_settings(cluster, world.ns)) as app:
+        key = f"{world.ns}/"
+        await wait_for(lambda: app.buildrun.builds.store.get(key + "app")
+                       and app.buildrun.strategies.store.get(key + "kaniko"), what="cached")
+        before = await apiserver_requests(cluster)
+        await world.buildrun("cached")
+        await world.taskrun_of("cached")
+        await asyncio.sleep(1.0)  # the reconciles the TaskRun's and status's events cause
+        after = await apiserver_requests(cluster)
+    made = {k: after[k] - before.get(k, 0) for k in after if after[k] != before.get(k, 0)}
+    assert "GET builds" not in made and "GET buildstrategies" not in made, made
+    assert made.get("POST taskruns") == 1 and made.get("PATCH buildruns/status") == 1, made
+
+
+@pytest.mark.parametrize(
+    ("how", "reason"),
+    [
+        ("failure", reasons.FAILED),
+        ("timeout", reasons.BUILD_RUN_TIMEOUT),
+        ("cancelled", reasons.BUILD_RUN_CANCELED),
+        ("oom", reasons.STEP_OUT_OF_MEMORY),
+        ("evicted", reasons.POD_EVICTED),
+    ],
+)
+async def test_taskrun_failures_map_to_buildrun_reasons(
+    cluster: LocalCluster, kube: Kube, world: World, how: Any, reason: str
+) -> None:
+    async with running_controller(controller_settings(cluster, world.ns)):
+        await world.buildrun("br")
+        tr_name = await world.taskrun_of("br")
+        await TektonSimulator(kube).finish(world.ns, tr_name, how)
+        done = await world.finished("br")
+    assert condition(done)["status"] == "False"
+    assert condition(done)["reason"] == reason
+    if how in ("failure", "oom"):
+        assert done["status"]["failureDetails"]["location"]["container"] == "step-build"
+        assert "kubectl logs" in done["status"]["failureDetails"]["message"]
+
+
+# -- user errors: terminal at once, no TaskRun, no requeue (row 4) -------------------------
+
+
+USER_ERRORS: list[tuple[str, dict[str, Any], str | None, str]] = [
+    ("missing-build", {}, "nope", reasons.BUILD_NOT_FOUND),
+    ("missing-sa", {"serviceAccount": "ghost"}, "app", reasons.SERVICE_ACCOUNT_NOT_FOUND),
+    ("undefined-param", {"paramValues": [{"name": "colour", "value": "red"}]}, "app",
+     reasons.UNDEFINED_PARAMETER),
+    ("restricted-param", {"paramValues": [{"name": "shp-source-url", "value": "x"}]}, "app",
+     reasons.RESTRICTED_PARAMETERS_IN_USE),
+    ("wrong-type", {"paramValues": [{"name": "dockerfile", "values": ["a"]}]}, "app",
+     reasons.WRONG_PARAMETER_VALUE_TYPE),
+    ("bad-timeout", {"timeout": "soon"}, "app", reasons.INVALID_TIMEOUT),
+    ("negative-timeout", {"timeout": "-5m"}, "app", reasons.INVALID_TIMEOUT),
+    ("no-ref", {"build": {}}, None, reasons.BUILD_RUN_NO_REF_OR_SPEC),
+    ("ambiguous", {"build": {"name": "app", "spec": {
+        "strategy": {"name": "kaniko"}, "output": {"image": "x"}}}}, None,
+     reasons.BUILD_RUN_AMBIGUOUS_BUILD),
+    ("override-forbidden", {"build": {"spec": {
+        "strategy": {"name": "kaniko"}, "output": {"image": "x"}}}, "timeout": "5m"}, None,
+     reasons.BUILD_RUN_BUILD_FIELD_OVERRIDE_FORBIDDEN),
+    ("other-namespace", {}, "kube-system/app", reasons.INVALID_REFERENCE),
+    ("missing-strategy", {"build": {"spec": {
+        "strategy": {"name": "ghost"}, "output": {"image": "x"}}}}, None,
+     reasons.BUILD_STRATEGY_NOT_FOUND),
+]
+
+
+async def test_user_errors_are_terminal_at_once(
+    cluster: LocalCluster, kube: Kube, world: World
+) -> None:
+    await world.strategy("needs-param", parameters=[{"name": "context", "type": "string"}])
+    await world.build("needs-param", strategy="needs-param")
+    cases = [*USER_ERRORS, ("missing-value", {}, "needs-param", reasons.MISSING_PARAMETER_VALUES)]
+    errors_before = reconciles("error")
+    async with running_controller(controller_settings(cluster, world.ns)):
+        for name, spec, build, _ in cases:
+            await world.buildrun(name, build_ref=build, **spec)
+        done = {name: await world.finished(name) for name, *_ in cases}
+        await asyncio.sleep(0.5)  # room for any (wrong) requeue to show
+        assert reconciles("error") == errors_before
+    for name, _, _, reason in cases:
+        br = done[name]
+        assert condition(br)["status"] == "False", name
+        assert condition(br)["reason"] == reason, (name, condition(br))
+        assert condition(br)["message"], name
+        assert br["status"]["completionTime"], name
+        assert "taskRunName" not in br["status"], name
+    assert await world.taskruns() == []
+
+
+# -- cancel (rows 3, 8) and the DONE rows (1, 2) ----------------------------------------
+
+
+async def test_cancel_before_start_and_while_running(
+    cluster: LocalCluster, kube: Kube, world: World
+) -> None:
+    cancel = {"spec": {"state": "BuildRunCanceled"}}
+    async with running_controller(controller_settings(cluster, world.ns)):
+        await world.buildrun("early", state="BuildRunCanceled")
+        early = await world.finished("early")
+        await world.buildrun("late")
+        tr_name = await world.taskrun_of("late")
+        await kube.patch(BUILDRUNS, world.ns, "late", cancel)
+        late = await world.finished("late")
+        # The status is written first, then the TaskRun is cancelled.
+        await wait_for(lambda: taskrun_cancelled(kube, world.ns, tr_name), what="TaskRun cancel")
+    assert condition(early)["reason"] == reasons.BUILD_RUN_CANCELED
+    assert "taskRunName" not in early["status"]
+    assert condition(late)["reason"] == reasons.BUILD_RUN_CANCELED
+
+
+async def test_cancel_after_completion_changes_nothing(
+    cluster: LocalCluster, kube: Kube, world: World
+) -> None:
+    async with running_controller(controller_settings(cluster, world.ns)):
+        await world.buildrun("br")
+        await TektonSimulator(kube).finish(world.ns, await world.taskrun_of("br"), "success")
+        before = await world.finished("br")
+        await kube.patch(BUILDRUNS, world.ns, "br", {"spec": {"state": "BuildRunCanceled"}})
+        await asyncio.sleep(1.0)
+        after = await world.get("br")
+    assert after["status"] == before["status"]
+
+
+async def test_timeout_wins_and_a_late_success_never_flips_it(
+    cluster: LocalCluster, kube: Kube, world: World
+) -> None:
+    """The mission's race: timed out, then the pod runs to completion anyway."""
+    tekton = TektonSimulator(kube)
+    async with running_controller(controller_settings(cluster, world.ns)):
+        await world.buildrun("slow", timeout="2s")
+        tr_name = await world.taskrun_of("slow")
+        await tekton.start(world.ns, tr_name)
+        timed_out = await world.finished("slow", timeout=10)
+        # The controller cancels the TaskRun it no longer wants...
+        await wait_for(lambda: taskrun_cancelled(kube, world.ns, tr_name), what="TaskRun cancel")
+        # ...but the "pod" finishes successfully regardless.
+        await tekton.finish(world.ns, tr_name, "success")
+        await asyncio.sleep(1.0)
+        after = await world.get("slow")
+    assert condition(timed_out)["reason"] == reasons.BUILD_RUN_TIMEOUT
+    start = timed_out["status"]["startTime"]
+    assert timed_out["status"]["completionTime"] >= start
+    assert after["status"]["completionTime"] == timed_out["status"]["completionTime"]
+    assert condition(after) == condition(timed_out)
+    assert "output" not in after["status"]
+
+
+async def test_deleted_taskrun_ends_the_buildrun(
+    cluster: LocalCluster, kube: Kube, world: World
+) -> None:
+    async with running_controller(controller_settings(cluster, world.ns)):
+        await world.buildrun("br")
+        tr_name = await world.taskrun_of("br")
+        await kube.delete(TASKRUNS, world.ns, tr_name)
+        done = await world.finished("br")
+    assert condition(done)["reason"] == reasons.TASK_RUN_IS_MISSING
+
+
+# -- the API server enforces the one-try shot too ----------------------------------------
+
+
+async def test_api_server_rejects_spec_changes_and_status_flips(kube: Kube, world: World) -> None:
+    await world.buildrun("br")
+    with pytest.raises(ApiError) as err:
+        await kube.patch(BUILDRUNS, world.ns, "br", {"spec": {"timeout": "1h"}})
+    assert err.value.status == 422
+    assert "spec.timeout is immutable" in err.value.message
+    with pytest.raises(ApiError) as err:
+        await kube.patch(BUILDRUNS, world.ns, "br", {"spec": {"build": {"name": "other"}}})
+    assert "spec.build is immutable" in err.value.message
+    await kube.patch(BUILDRUNS, world.ns, "br", {"spec": {"state": "BuildRunCanceled"}})
+    with pytest.raises(ApiError) as err:
+        await kube.patch(BUILDRUNS, world.ns, "br", {"spec": {"state": ""}})
+    assert "spec.state may only change to BuildRunCanceled" in err.value.message
+
+    done = {"completionTime": "2026-01-01T00:00:00Z", "conditions": [
+        {"type": "Succeeded", "status": "False", "reason": "Failed", "message": "x",
+         "lastTransitionTime": "2026-01-01T00:00:00Z"}]}
+    await kube.patch(BUILDRUNS, world.ns, "br", {"status": done}, subresource="status")
+    flip = {"conditions": [{"type": "Succeeded", "status": "True", "reason": "Succeeded",
+                            "message": "y", "lastTransitionTime": "2026-01-01T00:00:01Z"}]}
+    with pytest.raises(ApiError) as err:
+        await kube.patch(BUILDRUNS, world.ns, "br", {"status": flip}, subresource="status")
+    assert err.value.status == 422
+    assert "Succeeded condition is immutable" in err.value.message
+    with pytest.raises(ApiError) as err:
+        await kube.patch(BUILDRUNS, world.ns, "br",
+                         {"status": {"completionTime": "2027-01-01T00:00:00Z"}},
+                         subresource="status")
+    assert "completionTime is immutable" in err.value.message
+
+
+# -- system errors: retried with backoff, outcome left open, then given up -------------
+
+
+async def test_webhook_timeouts_are_retried_then_succeed(
+    cluster: LocalCluster, kube: Kube, world: World
+) -> None:
+    from devtools.webhook import FlakyWebhook
+
+    k = 3
+    retries_before = metric("buildrun_retries_total", error_class="webhook")
+    wq_retries_before = metric("workqueue_retries_total", name="buildrun", controller="buildrun")
+    seen_open: list[bool] = []
+    script = FlakyWebhook(cluster, world.ns, lambda n: "timeout" if n <= k else "allow")
+    async with script as hook, running_controller(controller_settings(cluster, world.ns)):
+        await world.buildrun("flaky")
+
+        async def failing_then_created() -> str | None:
+            br = await world.get("flaky")
+            status = br.get("status") or {}
+            seen_open.append("completionTime" not in status)
+            return status.get("taskRunName")
+        await wait_for(failing_then_created, timeout=40, what="TaskRun after retries")
+        await TektonSimulator(kube).finish(world.ns, await world.taskrun_of("flaky"))
+        done = await world.finished("flaky")
+    assert hook.verdicts[: k + 1] == ["timeout"] * k + ["allow"]
+    assert all(seen_open), "a completionTime appeared while system errors were being retried"
+    assert condition(done)["reason"] == reasons.SUCCEEDED
+    assert metric("buildrun_retries_total", error_class="webhook") - retries_before == k
+    assert metric("workqueue_retries_total", name="buildrun",
+                  controller="buildrun") - wq_retries_before == k
+    assert len(await world.taskruns()) == 1
+
+
+async def test_webhook_failing_forever_ends_in_retries_exhausted(
+    cluster: LocalCluster, kube: Kube, world: World
+) -> None:
+    from controller.runtime.reconcile import RetryBudget
+    from devtools.webhook import FlakyWebhook
+
+    exhausted_before = metric("buildrun_retry_exhausted_total")
+    settings = controller_settings(cluster, world.ns, budget=RetryBudget(max_retries=3, max_age=0))
+    failing = FlakyWebhook(cluster, world.ns, lambda n: "error")
+    async with failing as hook, running_controller(settings):
+        await world.buildrun("doomed")
+        done = await world.finished("doomed", timeout=40)
+    assert hook.calls == 4  # the first try and three retries
+    assert condition(done)["reason"] == reasons.RECONCILER_RETRIES_EXHAUSTED
+    assert "failed calling webhook" in condition(done)["message"]
+    assert metric("buildrun_retry_exhausted_total") - exhausted_before == 1
+    assert "ReconcilerRetriesExhausted" in await events_for(kube, world.ns, "doomed")
+    assert await world.taskruns() == []
+
+
+async def test_controller_restart_mid_run_creates_no_second_taskrun(
+    cluster: LocalCluster, kube: Kube, world: World
+) -> None:
+    settings = controller_settings(cluster, world.ns)
+    async with running_controller(settings):
+        await world.buildrun("br")
+        tr_name = await world.taskrun_of("br")
+    # The controller is gone; the world moves on without it.
+    await TektonSimulator(kube).start(world.ns, tr_name)
+    async with running_controller(settings):
+        await asyncio.sleep(0.5)
+        await TektonSimulator(kube).finish(world.ns, tr_name, "success")
+        done = await world.finished("br")
+    assert condition(done)["reason"] == reasons.SUCCEEDED
+    assert [t["metadata"]["name"] for t in await world.taskruns()] == [tr_name]
+
+
+async def test_controller_restart_between_create_and_status_adopts_the_taskrun(
+    cluster: LocalCluster, kube: Kube, world: World
+) -> None:
+    """A TaskRun left by a controller that died before writing status is adopted."""
+    taskrun = await unrecorded_taskrun(kube, await world.buildrun("br"))
+    async with running_controller(controller_settings(cluster, world.ns)):
+        tr_name = await world.taskrun_of("br")
+        await TektonSimulator(kube).finish(world.ns, tr_name)
+        done = await world.finished("br")
+    assert tr_name == taskrun["metadata"]["name"]
+    assert condition(done)["reason"] == reasons.SUCCEEDED
+    assert len(await world.taskruns()) == 1
+
+
+async def test_cancel_stops_a_taskrun_an_earlier_try_never_recorded(
+    cluster: LocalCluster, kube: Kube, world: World
+) -> None:
+    """An unrecorded TaskRun must not run on (and build an image) for a canceled BuildRun."""
+    taskrun = await unrecorded_taskrun(kube, await world.buildrun("br"))
+    await kube.patch(BUILDRUNS, world.ns, "br", {"spec": {"state": "BuildRunCanceled"}})
+    async with running_controller(controller_settings(cluster, world.ns)):
+        done = await world.finished("br")
+        await wait_for(lambda: taskrun_cancelled(kube, world.ns, taskrun["metadata"]["name"]),
+                       what="the unrecorded TaskRun to be cancelled")
+    assert condition(done)["reason"] == reasons.BUILD_RUN_CANCELED

@@ -1,0 +1,91 @@
+"""`history NAMESPACE/NAME` (controller/buildrun/history.py) against the real API server."""
+
+from __future__ import annotations
+
+import io
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from controller.buildrun.history import history, parser
+from controller.runtime.kube import Kube
+from devtools.localcluster import LocalCluster
+from devtools.tekton import TektonSimulator
+from tests.harness import World, controller_settings, running_controller
+
+pytestmark = pytest.mark.cluster
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+async def _show(cluster: LocalCluster, target: str, *extra: str) -> tuple[int, str]:
+    out = io.StringIO()
+    args = parser().parse_args([target, "--kubeconfig", str(cluster.kubeconfig), *extra])
+    return await history(args, out), out.getvalue()
+
+
+async def test_history_shows_status_and_events_in_time_order(
+    cluster: LocalCluster, kube: Kube, world: World
+) -> None:
+    ns = world.ns
+    async with running_controller(controller_settings(cluster, ns)):
+        await world.buildrun("br")
+        taskrun = await world.taskrun_of("br")
+        tekton = TektonSimulator(kube)
+        await tekton.start(ns, taskrun)
+        await tekton.finish(ns, taskrun, "success")
+        await world.finished("br")
+        # An Event on the TaskRun, as Tekton's controller would record one.
+        await kube.request("POST", f"/api/v1/namespaces/{ns}/events", body={
+            "apiVersion": "v1", "kind": "Event", "metadata": {"generateName": "tr."},
+            "involvedObject": {"apiVersion": "tekton.dev/v1", "kind": "TaskRun",
+                               "name": taskrun, "namespace": ns},
+            "type": "Normal", "reason": "Succeeded", "message": "All Steps have completed",
+            "source": {"component": "taskrun-controller"},
+            "firstTimestamp": "2099-01-01T00:00:00Z", "lastTimestamp": "2099-01-01T00:00:00Z",
+        })
+
+    code, text = await _show(cluster, f"{ns}/br")
+    assert code == 0, text
+    lines = text.splitlines()
+    assert lines[0] == f"BuildRun {ns}/br"
+    fields = dict(line.strip().split(":", 1) for line in lines[1:lines.index("")])
+    assert fields["Succeeded"].strip() == "True (Succeeded)"
+    assert fields["TaskRun"].strip() == taskrun
+    assert fields["Completed"].strip().endswith("after creation)")
+
+    start = next(i for i, line in enumerate(lines) if line.startswith("Events, oldest first"))
+    header, *events = lines[start + 1:]
+    assert header.split()[:5] == ["TIME", "SINCE", "CREATED", "TYPE", "OBJECT"]
+    reasons = [line.split()[4] for line in events]
+    objects = [line.split()[3] for line in events]
+    # Written in this order by the controller within the same second or two, then
+    # the TaskRun's Event, dated later on purpose.
+    assert reasons == ["Running", "Succeeded", "Succeeded"], text
+    assert objects == ["BuildRun/br"] * 2 + [f"TaskRun/{taskrun}"], text
+    assert "taskrun-controller" in events[-1]
+
+    code, raw = await _show(cluster, f"{ns}/br", "-o", "json")
+    data = json.loads(raw)
+    assert data["buildrun"]["metadata"]["name"] == "br"
+    assert [e["reason"] for e in data["events"]][-1] == "Succeeded"
+
+
+async def test_history_of_a_missing_buildrun_says_so(cluster: LocalCluster, world: World) -> None:
+    code, text = await _show(cluster, f"{world.ns}/nope")
+    assert code == 1 and text == ""
+
+
+def test_history_runs_as_a_module_and_reports_bad_settings(tmp_path: Path) -> None:
+    result = subprocess.run(
+        [sys.executable, "-m", "controller.buildrun.history", "demo/x", "--kubeconfig",
+         str(tmp_path / "missing")], cwd=REPO, capture_output=True, text=True, timeout=60)
+    assert result.returncode == 2
+    assert result.stderr.strip() == (f"buildrun-controller history: kubeconfig "
+                                     f"{tmp_path / 'missing'} does not exist")
+    bad = subprocess.run([sys.executable, "-m", "controller.buildrun.history", "no-slash"],
+                         cwd=REPO, capture_output=True, text=True, timeout=60)
+    assert bad.returncode == 2 and "expected NAMESPACE/NAME" in bad.stderr

@@ -1,0 +1,174 @@
+"""BuildRun lifecycle beyond the outcome, on the real API server: retention TTL,
+deleted TaskRuns, Build deletion, failure details, lastTransitionTime."""
+
+from __future__ import annotations
+
+import asyncio
+import datetime
+import time
+
+import pytest
+
+from controller.buildrun import reasons
+from controller.buildrun.reconciler import BuildRunReconciler, Caches
+from controller.buildrun.resources import BUILDRUNS, BUILDS, TASKRUNS
+from controller.runtime.events import EventRecorder
+from controller.runtime.kube import ApiError, Kube
+from devtools.localcluster import LocalCluster
+from devtools.tekton import TektonSimulator
+from tests.harness import World, condition, controller_settings, running_controller, wait_for
+
+pytestmark = pytest.mark.cluster
+
+
+async def deleted_at(world: World, name: str, timeout: float = 30) -> float:
+    """Wall-clock time at which the BuildRun was first seen gone (50 ms polling)."""
+    async def gone() -> float | None:
+        try:
+            await world.get(name)
+        except ApiError as exc:
+            if exc.status == 404:
+                return time.time()
+            raise
+        return None
+    result: float = await wait_for(gone, timeout, what=f"{name} to be deleted")
+    return result
+
+
+def ts(text: str) -> float:
+    return datetime.datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()
+
+
+async def test_ttl_after_succeeded_deletes_on_time(
+    cluster: LocalCluster, kube: Kube, world: World
+) -> None:
+    async with running_controller(controller_settings(cluster, world.ns)):
+        await world.buildrun("br", retention={"ttlAfterSucceeded": "3s"})
+        await TektonSimulator(kube).finish(world.ns, await world.taskrun_of("br"))
+        done = await world.finished("br")
+        gone = await deleted_at(world, "br")
+    late = gone - (ts(done["status"]["completionTime"]) + 3)
+    # completionTime has whole seconds: the true deadline is up to 1 s after it.
+    assert 0 <= late < 1.0, late
+
+
+async def test_ttl_survives_a_controller_restart(
+    cluster: LocalCluster, kube: Kube, world: World
+) -> None:
+    settings = controller_settings(cluster, world.ns)
+    async with running_controller(settings):
+        await world.buildrun("br", retention={"ttlAfterFailed": "4s"})
+        await TektonSimulator(kube).finish(world.ns, await world.taskrun_of("br"), "failure")
+        done = await world.finished("br")
+    await asyncio.sleep(1.0)
+    async with running_controller(settings):
+        gone = await deleted_at(world, "br")
+    late = gone - (ts(done["status"]["completionTime"]) + 4)
+    assert 0 <= late < 1.0, late
+
+
+async def test_ttl_falls_back_to_the_build_and_keeps_succeeded_runs(
+    cluster: LocalCluster, kube: Kube, world: World
+) -> None:
+    await world.build("retained", retention={"ttlAfterFailed": "1s"})
+    async with running_controller(controller_settings(cluster, world.ns)):
+        await world.buildrun("fails", build_ref="retained")
+        await world.buildrun("succeeds", build_ref="retained")
+        tekton = TektonSimulator(kube)
+        await tekton.finish(world.ns, await world.taskrun_of("fails"), "failure")
+        await tekton.finish(world.ns, await world.taskrun_of("succeeds"))
+        await deleted_at(world, "fails")
+        await asyncio.sleep(1.5)
+        kept = await world.get("succeeds")
+    assert condition(kept)["reason"] == reasons.SUCCEEDED
+
+
+async def test_deletion_never_hits_a_recreated_namesake(kube: Kube, world: World) -> None:
+    old = await world.buildrun("br", build_ref="missing")
+    await kube.delete(BUILDRUNS, world.ns, "br")
+    await world.buildrun("br", build_ref="missing")
+    reconciler = BuildRunReconciler(kube, Caches(), EventRecorder(kube, "t", "t"))
+    with pytest.raises(ApiError) as err:
+        await reconciler._delete(old)
+    assert err.value.status == 409
+    assert (await world.get("br"))["metadata"]["uid"] != old["metadata"]["uid"]
+
+
+async def test_at_build_deletion_makes_the_build_the_owner(
+    cluster: LocalCluster, kube: Kube, world: World
+) -> None:
+    build = await world.build("owned", retention={"atBuildDeletion": True})
+    async with running_controller(controller_settings(cluster, world.ns)):
+        await world.buildrun("br", build_ref="owned")
+        await world.buildrun("plain")
+        await world.taskrun_of("br")
+        await world.taskrun_of("plain")
+    refs = (await world.get("br"))["metadata"]["ownerReferences"]
+    assert [(r["kind"], r["uid"]) for r in refs] == [("Build", build["metadata"]["uid"])]
+    assert "ownerReferences" not in (await world.get("plain"))["metadata"]
+
+
+async def test_build_deleted_while_running_does_not_fail_the_buildrun(
+    cluster: LocalCluster, kube: Kube, world: World
+) -> None:
+    async with running_controller(controller_settings(cluster, world.ns)):
+        await world.buildrun("br")
+        tr_name = await world.taskrun_of("br")
+        await kube.delete(BUILDS, world.ns, "app")
+        await TektonSimulator(kube).start(world.ns, tr_name)
+        await asyncio.sleep(0.5)
+        await TektonSimulator(kube).finish(world.ns, tr_name)
+        done = await world.finished("br")
+    assert condition(done)["reason"] == reasons.SUCCEEDED
+    assert done["status"]["buildSpec"]["strategy"]["name"] == "kaniko"
+
+
+async def test_taskrun_deleted_after_completion_changes_nothing(
+    cluster: LocalCluster, kube: Kube, world: World
+) -> None:
+    async with running_controller(controller_settings(cluster, world.ns)):
+        await world.buildrun("br")
+        tr_name = await world.taskrun_of("br")
+        await TektonSimulator(kube).finish(world.ns, tr_name)
+        before = await world.finished("br")
+        await kube.delete(TASKRUNS, world.ns, tr_name)
+        await asyncio.sleep(1.0)
+        after = await world.get("br")
+    assert after["status"] == before["status"]
+
+
+async def test_failure_details_come_from_the_strategy_results(
+    cluster: LocalCluster, kube: Kube, world: World
+) -> None:
+    async with running_controller(controller_settings(cluster, world.ns)):
+        await world.buildrun("br")
+        tr_name = await world.taskrun_of("br")
+        await TektonSimulator(kube).finish(world.ns, tr_name, "error-result")
+        done = await world.finished("br")
+    details = done["status"]["failureDetails"]
+    assert details["reason"] == "GitAuthFailed"
+    assert details["message"] == "authentication to the git remote failed"
+    assert details["location"] == {"pod": f"{tr_name}-pod", "container": "step-build"}
+
+
+async def test_last_transition_time_moves_only_when_the_status_changes(
+    cluster: LocalCluster, kube: Kube, world: World
+) -> None:
+    tekton = TektonSimulator(kube)
+    async with running_controller(controller_settings(cluster, world.ns)):
+        await world.buildrun("br")
+        tr_name = await world.taskrun_of("br")
+        pending = condition(await world.get("br"))
+        await asyncio.sleep(1.1)  # timestamps have whole seconds
+        await tekton.start(world.ns, tr_name)
+
+        async def running() -> dict[str, str] | None:
+            c = condition(await world.get("br"))
+            return c if c.get("reason") == reasons.RUNNING else None
+        running_cond = await wait_for(running, what="Running")
+        await asyncio.sleep(1.1)
+        await tekton.finish(world.ns, tr_name)
+        done = condition(await world.finished("br"))
+    assert pending["status"] == running_cond["status"] == "Unknown"
+    assert running_cond["lastTransitionTime"] == pending["lastTransitionTime"]
+    assert done["lastTransitionTime"] > running_cond["lastTransitionTime"]
