@@ -46,11 +46,13 @@ from prometheus_client import REGISTRY
 
 from controller.app import App
 from controller.buildrun.resources import BUILDRUNS, BUILDS, BUILDSTRATEGIES, TASKRUNS
+from controller.buildrun.status import succeeded_condition
 from controller.buildrun.taskrun import LABEL_BUILDRUN
 from controller.runtime import logs
 from controller.runtime.kube import JSON, ApiError, Kube
 from controller.runtime.kube import load_api_client as _load_api_client
 from controller.runtime.reconcile import RetryBudget
+from controller.runtime.timestamps import parse_time
 from controller.settings import QueueSettings, Settings
 from devtools.localcluster import LocalCluster
 from devtools.tekton import Finish, TektonSimulator
@@ -109,22 +111,9 @@ def human_duration(seconds: float) -> str:
     return f"{h // 24}d"
 
 
-def _parse_time(text: str | None) -> datetime.datetime | None:
-    if not text:
-        return None
-    return datetime.datetime.fromisoformat(text.replace("Z", "+00:00"))
-
-
 def _since(text: str | None, now: datetime.datetime) -> str:
-    t = _parse_time(text)
+    t = parse_time(text)
     return human_duration((now - t).total_seconds()) if t else "<none>"
-
-
-def succeeded(buildrun: JSON) -> JSON:
-    for cond in (buildrun.get("status") or {}).get("conditions") or []:
-        if cond.get("type") == "Succeeded":
-            return dict(cond)
-    return {}
 
 
 COLUMNS = ("NAME", "SUCCEEDED", "REASON", "STARTED", "COMPLETED", "AGE")
@@ -132,7 +121,7 @@ COLUMNS = ("NAME", "SUCCEEDED", "REASON", "STARTED", "COMPLETED", "AGE")
 
 def row_of(buildrun: JSON, now: datetime.datetime) -> tuple[str, ...]:
     status = buildrun.get("status") or {}
-    cond = succeeded(buildrun)
+    cond = (succeeded_condition(buildrun.get("status")) or {})
     return (
         buildrun["metadata"]["name"],
         cond.get("status") or "",
@@ -421,7 +410,8 @@ async def play_samples(kube: Kube, say: Callable[[str], None]) -> None:
         await create_buildrun(kube, sample)
 
     async def running(name: str) -> bool:
-        return succeeded(await get(name)).get("reason") == "Running"
+        cond = succeeded_condition((await get(name)).get("status")) or {}
+        return cond.get("reason") == "Running"
 
     await wait_until(lambda: running(cancel.name), 60)
     say(f"{DEV} cancelling BuildRun {cancel.name}: merge patch spec.state={CANCELED}")
@@ -558,7 +548,8 @@ class Dev:
                 buildruns = (await kube.list(BUILDRUNS, NAMESPACE)).get("items") or []
             self.screen.update(buildruns)
             if self.args.once:
-                done = {b["metadata"]["name"]: succeeded(b).get("reason")
+                done = {b["metadata"]["name"]:
+                        (succeeded_condition(b.get("status")) or {}).get("reason")
                         for b in buildruns if (b.get("status") or {}).get("completionTime")}
                 if all(s.name in done for s in SAMPLES):
                     self.screen.final(buildruns)

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import ctypes
 import secrets
 import signal
 import socket
@@ -28,6 +27,7 @@ import orjson
 import yaml
 
 from devtools.certs import issue_serving_cert, make_ca, make_signing_key
+from devtools.processes import die_with_parent
 
 REPO = Path(__file__).resolve().parents[2]
 BUILD_SCRIPT = REPO / "hack" / "localcluster" / "build"
@@ -49,11 +49,6 @@ def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
-
-
-def _die_with_parent() -> None:
-    # PR_SET_PDEATHSIG: if the test process dies hard, the servers go with it.
-    ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)
 
 
 @dataclass(frozen=True)
@@ -80,7 +75,7 @@ class _Process:
             stdout=self._log_file,
             stderr=subprocess.STDOUT,
             stdin=subprocess.DEVNULL,
-            preexec_fn=_die_with_parent,
+            preexec_fn=die_with_parent,
         )
 
     def running(self) -> bool:

@@ -10,23 +10,19 @@ cannot tell it from Tekton; it is never part of the controller itself.
 
 from __future__ import annotations
 
-import datetime
 from typing import Literal
 
 from controller.buildrun.resources import TASKRUNS
 from controller.runtime.errors import is_already_exists
 from controller.runtime.kube import JSON, PODS, SERVICEACCOUNTS, ApiError, Kube
+from controller.runtime.timestamps import format_time, now
 
 Finish = Literal["success", "failure", "timeout", "cancelled", "evicted", "oom", "error-result"]
 
 
-def _now() -> str:
-    return datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
 def _condition(status: str, reason: str, message: str) -> list[JSON]:
     return [{"type": "Succeeded", "status": status, "reason": reason, "message": message,
-             "lastTransitionTime": _now()}]
+             "lastTransitionTime": format_time(now())}]
 
 
 class TektonSimulator:
@@ -40,7 +36,7 @@ class TektonSimulator:
     async def start(self, namespace: str, name: str) -> JSON:
         return await self._status(namespace, name, {
             "podName": f"{name}-pod",
-            "startTime": _now(),
+            "startTime": format_time(now()),
             "conditions": _condition("Unknown", "Running", "Not all Steps in the Task have "
                                      "finished executing"),
         })
@@ -49,7 +45,7 @@ class TektonSimulator:
                      digest: str = "sha256:" + "ab" * 32) -> JSON:
         pod = f"{name}-pod"
         step = {"name": "build", "container": "step-build"}
-        status: JSON = {"podName": pod, "completionTime": _now()}
+        status: JSON = {"podName": pod, "completionTime": format_time(now())}
         if how == "success":
             status["conditions"] = _condition("True", "Succeeded", "All Steps have completed "
                                               "executing")

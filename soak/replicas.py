@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import ctypes
 import random
 import signal
 import sys
@@ -26,6 +25,7 @@ import orjson
 from prometheus_client.parser import text_string_to_metric_families
 
 from devtools.localcluster import REPO, free_port
+from devtools.processes import die_with_parent
 
 LEASE_NAME = "buildrun-controller"
 
@@ -46,11 +46,6 @@ COUNTERS = (
 WEBHOOK_MARKERS = ("failed calling webhook", "admission webhook")
 
 Sample = tuple[str, tuple[tuple[str, str], ...]]
-
-
-def _die_with_parent() -> None:
-    # If the soak dies hard, its replicas go with it (PR_SET_PDEATHSIG).
-    ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)
 
 
 def parse_metrics(text: str) -> dict[Sample, float]:
@@ -209,7 +204,7 @@ class ReplicaSet:
             inc.process = await asyncio.create_subprocess_exec(
                 *self.argv(inc.metrics_port, inc.probe_port),
                 stdin=asyncio.subprocess.DEVNULL, stdout=log, stderr=asyncio.subprocess.STDOUT,
-                cwd=REPO, preexec_fn=_die_with_parent,
+                cwd=REPO, preexec_fn=die_with_parent,
             )
         self.incarnations.append(inc)
         self.current[slot] = inc

@@ -36,7 +36,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import datetime
 import json
 import logging
 import platform
@@ -55,8 +54,10 @@ import aiohttp
 
 from controller.buildrun import reasons
 from controller.buildrun.resources import BUILDRUNS, BUILDS, BUILDSTRATEGIES, TASKRUNS
+from controller.buildrun.status import succeeded_condition
 from controller.runtime.errors import is_already_exists
 from controller.runtime.kube import JSON, ApiError, Kube, Resource, load_api_client
+from controller.runtime.timestamps import format_time, now
 from devtools.localcluster import LocalCluster
 from devtools.webhook import Verdict
 from soak.actors import OUTCOMES, AttributedWebhook, Outcome, SecondWriter, Tekton, poisson
@@ -139,13 +140,6 @@ def make_plan(cfg: Config) -> list[Planned]:
     return plan
 
 
-def succeeded(obj: JSON) -> JSON:
-    for cond in (obj.get("status") or {}).get("conditions") or []:
-        if cond.get("type") == "Succeeded":
-            return dict(cond)
-    return {}
-
-
 Terminal = tuple[str, str, str]
 
 
@@ -172,7 +166,7 @@ class Recorder:
             return
         track.states += 1
         track.last = obj
-        cond = succeeded(obj)
+        cond = (succeeded_condition(obj.get("status")) or {})
         now = ((obj.get("status") or {}).get("completionTime") or "",
                str(cond.get("status")), str(cond.get("reason")))
         if track.terminal is None:
@@ -502,13 +496,14 @@ class Soak:
         for p in self.plan:
             track = self.recorder.tracks.get(p.name)
             if track is None or track.terminal is None:
-                last = succeeded(track.last) if track and track.last else {}
+                last = track and track.last and succeeded_condition(track.last.get("status"))
                 report.lost.append(f"{p.name} ({p.kind}): last seen {last or 'nothing'}")
                 continue
             report.flipped += [f"{p.name}: {flip}" for flip in track.flips]
             _, status, reason = track.terminal
             reason_counts[reason] += 1
-            message = (succeeded(track.last).get("message") or "")[:200] if track.last else ""
+            message = ((succeeded_condition(track.last.get("status")) or {}).get("message")
+                       or "")[:200] if track.last else ""
             why = None
             if reason == reasons.RECONCILER_RETRIES_EXHAUSTED:
                 why = self._exhausted_wrongly(p.name, webhook, logs, budget, message)
@@ -794,7 +789,7 @@ def main(argv: list[str] | None = None) -> int:
         chaos_seconds=args.chaos_seconds, settle_seconds=args.settle_seconds,
         timeout=args.timeout, workdir=args.workdir,
     )
-    started = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    started = format_time(now())
     try:
         report = asyncio.run(soak(cfg))
     except Exception as exc:

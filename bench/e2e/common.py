@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import ctypes
 import datetime
 import os
 import platform
@@ -36,6 +35,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from controller.buildrun.resources import BUILDS, BUILDSTRATEGIES
 from controller.runtime.kube import JSON, ApiError, Kube, Resource
 from devtools.localcluster import REPO, LocalCluster, free_port
+from devtools.processes import die_with_parent
 
 NS = "bench"
 API = "shipwright.io/v1beta1"
@@ -186,11 +186,6 @@ class CpuMeter:
         return out
 
 
-def _die_with_parent() -> None:
-    # PR_SET_PDEATHSIG: if the benchmark dies hard, the controller goes with it.
-    ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)
-
-
 class Controller:
     """`python -m controller` against `kubeconfig`, watching every namespace, no leader
     election (one replica), logging at warning in JSON to `log_path`."""
@@ -226,7 +221,7 @@ class Controller:
             self.started = time.monotonic()
             self.process = await asyncio.create_subprocess_exec(
                 *self.argv, stdin=asyncio.subprocess.DEVNULL, stdout=out,
-                stderr=asyncio.subprocess.STDOUT, cwd=self.cwd, preexec_fn=_die_with_parent,
+                stderr=asyncio.subprocess.STDOUT, cwd=self.cwd, preexec_fn=die_with_parent,
             )
 
     def check_alive(self) -> None:

@@ -62,13 +62,14 @@ from controller.buildrun.setup import build_names
 from controller.runtime.informers import strip_noise
 from controller.runtime.kube import JSON, Kube
 from controller.runtime.store import Store
+from controller.runtime.timestamps import format_time
 from devtools.localcluster import LocalCluster
 
 
 def finished_status(name: str) -> JSON:
     t = datetime.datetime.now(datetime.UTC)
-    start = (t - datetime.timedelta(seconds=90)).strftime("%Y-%m-%dT%H:%M:%SZ")
-    done = t.strftime("%Y-%m-%dT%H:%M:%SZ")
+    start = format_time(t - datetime.timedelta(seconds=90))
+    done = format_time(t)
     return {
         "startTime": start,
         "completionTime": done,

@@ -42,7 +42,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import datetime
 import signal
 import sys
 import tempfile
@@ -78,6 +77,7 @@ from bench.e2e.common import (
 from controller.buildrun.resources import BUILDRUNS, TASKRUNS
 from controller.buildrun.taskrun import taskrun_name
 from controller.runtime.kube import EVENTS, JSON, Kube
+from controller.runtime.timestamps import format_time, now
 from devtools.localcluster import LocalCluster
 from devtools.tekton import TektonSimulator
 
@@ -85,7 +85,7 @@ MERGE = "application/merge-patch+json"
 
 
 def now_text() -> str:
-    return datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return format_time(now())
 
 
 def taskrun_body(buildrun: JSON) -> JSON:

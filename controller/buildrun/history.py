@@ -22,7 +22,9 @@ import aiohttp
 import orjson
 
 from controller.buildrun.resources import BUILDRUNS
+from controller.buildrun.status import succeeded_condition
 from controller.runtime.kube import EVENTS, JSON, ApiError, ConfigError, Kube, load_api_client
+from controller.runtime.timestamps import format_time, parse_time
 
 PROG = "buildrun-controller history"
 
@@ -40,17 +42,11 @@ def parser() -> argparse.ArgumentParser:
     return p
 
 
-def _time(text: str | None) -> datetime.datetime | None:
-    if not text:
-        return None
-    return datetime.datetime.fromisoformat(text.replace("Z", "+00:00"))
-
-
 def event_time(event: JSON) -> datetime.datetime | None:
     """When it happened: eventTime (events.k8s.io), else firstTimestamp, else creation."""
     for text in (event.get("eventTime"), event.get("firstTimestamp"),
                  event.get("lastTimestamp"), event["metadata"].get("creationTimestamp")):
-        when = _time(text)
+        when = parse_time(text)
         if when is not None:
             return when
     return None
@@ -101,19 +97,12 @@ def _order(event: JSON) -> tuple[datetime.datetime, int, str]:
             event["metadata"].get("name", ""))
 
 
-def _succeeded(buildrun: JSON) -> JSON:
-    for cond in (buildrun.get("status") or {}).get("conditions") or []:
-        if cond.get("type") == "Succeeded":
-            return dict(cond)
-    return {}
-
-
 def render_text(buildrun: JSON, events: list[JSON], out: TextIO) -> None:
     meta = buildrun["metadata"]
     spec = buildrun.get("spec") or {}
     status = buildrun.get("status") or {}
-    cond = _succeeded(buildrun)
-    created = _time(meta.get("creationTimestamp"))
+    cond = succeeded_condition(buildrun.get("status")) or {}
+    created = parse_time(meta.get("creationTimestamp"))
     rows: list[tuple[str, str]] = [
         ("Build", ((spec.get("build") or {}).get("name")) or "(embedded spec)"),
         ("Succeeded", f"{cond.get('status', 'Unknown')} ({cond.get('reason') or 'no reason yet'})"),
@@ -145,7 +134,7 @@ def render_text(buildrun: JSON, events: list[JSON], out: TextIO) -> None:
         count = int(e.get("count") or 1)
         message = (e.get("message") or "").replace("\n", " ")
         table.append((
-            when.strftime("%Y-%m-%dT%H:%M:%SZ") if when else "",
+            format_time(when) if when else "",
             _offset(when, created),
             e.get("type") or "",
             f"{e['involvedObject'].get('kind', '')}/{e['involvedObject'].get('name', '')}",
@@ -163,7 +152,7 @@ def render_text(buildrun: JSON, events: list[JSON], out: TextIO) -> None:
 def _stamp(text: str | None, created: datetime.datetime | None) -> str:
     if not text:
         return "(not yet)"
-    offset = _offset(_time(text), created)
+    offset = _offset(parse_time(text), created)
     return f"{text} ({offset} after creation)" if offset else text
 
 

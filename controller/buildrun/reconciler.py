@@ -46,6 +46,7 @@ from controller.runtime.events import EventRecorder
 from controller.runtime.kube import JSON, PODS, SERVICEACCOUNTS, ApiError, Kube, Resource, split_key
 from controller.runtime.reconcile import DONE, Result
 from controller.runtime.store import Store
+from controller.runtime.timestamps import format_time, parse_time
 
 log = logging.getLogger(__name__)
 
@@ -57,16 +58,6 @@ Clock = Callable[[], datetime.datetime]
 
 def utcnow() -> datetime.datetime:
     return datetime.datetime.now(datetime.UTC)
-
-
-def _fmt(t: datetime.datetime) -> str:
-    return t.strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
-def _parse_time(text: str | None) -> datetime.datetime | None:
-    if not text:
-        return None
-    return datetime.datetime.fromisoformat(text.replace("Z", "+00:00"))
 
 
 def spec_of(buildrun: JSON) -> JSON:
@@ -256,7 +247,7 @@ class BuildRunReconciler:
         return self._until(completed, retention_ttl(buildrun))
 
     def _until(self, since: str | None, seconds: float | None) -> float | None:
-        start = _parse_time(since)
+        start = parse_time(since)
         if seconds is None or start is None:
             return None
         left = (start + datetime.timedelta(seconds=seconds) - self.clock()).total_seconds()
@@ -345,7 +336,7 @@ class BuildRunReconciler:
                                 f"the TaskRun was rejected: {exc.message}") from exc
             else:
                 raise
-        now = _fmt(self.clock())
+        now = format_time(self.clock())
 
         def started(status: JSON) -> JSON:
             if status.get("taskRunName"):
@@ -372,7 +363,7 @@ class BuildRunReconciler:
         # No Event for a start: the status says it, and one Event per start cost about
         # 15% of the API server's throughput (BENCHMARKS.md). Running and the outcome get one.
         if written is not None and phase_of(buildrun) is Phase.NEW:
-            created_at = _parse_time(buildrun["metadata"].get("creationTimestamp"))
+            created_at = parse_time(buildrun["metadata"].get("creationTimestamp"))
             if created_at is not None:
                 metrics.ESTABLISH.observe(max((self.clock() - created_at).total_seconds(), 0.0))
         return self._requeue_at_deadline(written or buildrun)
@@ -440,12 +431,12 @@ class BuildRunReconciler:
         current = succeeded_condition(buildrun.get("status")) or {}
         if current.get("reason") == reason and current.get("message") == message:
             return None
-        now = _fmt(self.clock())
+        now = format_time(self.clock())
         written = await self._write_status(
             buildrun, lambda s: with_condition(s, "Unknown", reason, message, now)
         )
         if written is not None and reason == reasons.RUNNING and current.get("reason") != reason:
-            start = _parse_time((buildrun.get("status") or {}).get("startTime"))
+            start = parse_time((buildrun.get("status") or {}).get("startTime"))
             if start is not None:
                 metrics.RAMPUP.observe(max((self.clock() - start).total_seconds(), 0.0))
             self.recorder.record(buildrun, "Normal", reasons.RUNNING, message or "running")
@@ -470,7 +461,7 @@ class BuildRunReconciler:
     ) -> bool:
         """Writes the terminal status once; then makes sure the TaskRun stops."""
         now_t = self.clock()
-        now = _fmt(now_t)
+        now = format_time(now_t)
 
         def finished(status: JSON) -> JSON:
             status = with_condition(dict(status), decision.succeeded, decision.reason,
@@ -487,7 +478,7 @@ class BuildRunReconciler:
             return False
         meta = buildrun["metadata"]
         metrics.COMPLETED.labels(decision.reason, meta["namespace"]).inc()
-        created_at = _parse_time(meta.get("creationTimestamp"))
+        created_at = parse_time(meta.get("creationTimestamp"))
         if created_at is not None:
             metrics.COMPLETION.labels(decision.reason).observe(
                 max((now_t - created_at).total_seconds(), 0.0)

@@ -15,12 +15,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import datetime
 import logging
 from typing import NamedTuple
 
 from prometheus_client import Counter
 
+from controller.runtime import timestamps
 from controller.runtime.kube import EVENTS, JSON, Kube
 
 log = logging.getLogger(__name__)
@@ -68,7 +68,7 @@ class EventRecorder:
 
     def record(self, obj: JSON, event_type: str, reason: str, message: str) -> None:
         meta = obj["metadata"]
-        now = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+        now = timestamps.format_time(timestamps.now())
         pending = _Pending(obj.get("apiVersion"), obj.get("kind"), meta["namespace"],
                            meta["name"], meta.get("uid"), event_type, reason, message[:1024], now)
         try:

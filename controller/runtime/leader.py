@@ -11,13 +11,12 @@ another replica may take over `lease_duration` after the last renewal.
 from __future__ import annotations
 
 import asyncio
-import datetime
 import logging
 import time
 from collections.abc import Awaitable
 from dataclasses import dataclass
 
-from controller.runtime import metrics
+from controller.runtime import metrics, timestamps
 from controller.runtime.errors import is_not_found
 from controller.runtime.kube import JSON, LEASES, ApiError, Kube
 
@@ -36,10 +35,6 @@ class LeaderElectionSettings:
 
 class LeadershipLost(Exception):
     pass
-
-
-def _micro_time() -> str:
-    return datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
 class LeaderElector:
@@ -88,14 +83,15 @@ class LeaderElector:
         lease = self._lease
         if lease is None or lease["spec"].get("holderIdentity") != self.s.identity:
             return
-        lease["spec"].update(holderIdentity="", leaseDurationSeconds=1, renewTime=_micro_time())
+        lease["spec"].update(holderIdentity="", leaseDurationSeconds=1,
+                             renewTime=timestamps.format_micro_time(timestamps.now()))
         try:
             await self.kube.request("PUT", LEASES.path(self.s.namespace, self.s.name), body=lease)
         except Exception as exc:
             log.warning("could not release lease", extra={"error": str(exc)})
 
     async def _try_acquire_or_renew(self) -> bool:
-        now = _micro_time()
+        now = timestamps.format_micro_time(timestamps.now())
         try:
             lease = await self.kube.get(LEASES, self.s.namespace, self.s.name)
         except ApiError as exc:

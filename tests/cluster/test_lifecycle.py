@@ -4,7 +4,6 @@ deleted TaskRuns, Build deletion, failure details, lastTransitionTime."""
 from __future__ import annotations
 
 import asyncio
-import datetime
 import time
 
 import pytest
@@ -14,6 +13,7 @@ from controller.buildrun.reconciler import BuildRunReconciler, Caches
 from controller.buildrun.resources import BUILDRUNS, BUILDS, TASKRUNS
 from controller.runtime.events import EventRecorder
 from controller.runtime.kube import ApiError, Kube
+from controller.runtime.timestamps import parse_time
 from devtools.localcluster import LocalCluster
 from devtools.tekton import TektonSimulator
 from tests.harness import World, condition, controller_settings, running_controller, wait_for
@@ -36,7 +36,9 @@ async def deleted_at(world: World, name: str, timeout: float = 30) -> float:
 
 
 def ts(text: str) -> float:
-    return datetime.datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()
+    when = parse_time(text)
+    assert when is not None
+    return when.timestamp()
 
 
 async def test_ttl_after_succeeded_deletes_on_time(
