@@ -29,7 +29,7 @@ import yaml
 from devtools.certs import issue_serving_cert, make_ca, make_signing_key
 from devtools.processes import die_with_parent
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[1]
 BUILD_SCRIPT = REPO / "hack" / "localcluster" / "build"
 CRD_DIRS = (REPO / "manifests" / "crds", REPO / "manifests" / "testing")
 
