@@ -72,7 +72,7 @@ class TerminalError(ReconcileError):
         self.message = message
 
 
-def classify(exc: BaseException) -> ReconcileError:
+def classify(exc: Exception) -> ReconcileError:
     """Maps any exception to user/system/terminal terms.
 
     A ReconcileError is returned as it is; an ApiError by its status (see
@@ -93,8 +93,10 @@ def classify(exc: BaseException) -> ReconcileError:
 
 
 def is_retryable(exc: BaseException) -> bool:
-    """Whether trying the same request again may succeed."""
-    return isinstance(classify(exc), RetryableError)
+    """Whether trying the same request again may succeed. A cancellation (or any other
+    BaseException that is not an Exception) never is: retrying it would keep a task alive
+    that was told to stop."""
+    return isinstance(exc, Exception) and isinstance(classify(exc), RetryableError)
 
 
 def is_not_found(exc: BaseException) -> bool:

@@ -3,6 +3,7 @@ controller.runtime.errors (error classes, API error classification)."""
 
 from __future__ import annotations
 
+import asyncio
 import copy
 import json
 import re
@@ -461,3 +462,10 @@ def test_classify_without_message() -> None:
     error = classify(ApiError(500, "InternalError", ""))
     assert error is not None
     assert "no message" in str(error)
+
+
+def test_a_cancellation_is_never_retryable() -> None:
+    # An informer retries what is_retryable says; a cancelled informer must stop.
+    assert not errors.is_retryable(asyncio.CancelledError())
+    assert errors.is_retryable(ApiError(503, "ServiceUnavailable", "try later"))
+    assert not errors.is_retryable(ApiError(422, "Invalid", "bad"))
