@@ -1,7 +1,7 @@
 """The container image itself: built without Docker, run with podman against the real API server.
 
 hack/image/build (run by `make image`, which `make test` depends on, so a cold
-build of about five minutes happens in setup) builds the Dockerfile with buildah
+build of three to six minutes happens in setup) builds the Dockerfile with buildah
 on a debootstrapped local base and exports an OCI archive. Here it is only
 called again, and returns at once when nothing changed; a cold build still fits
 in these tests' own timeout. The tests skip, with the script's one-line reason,
@@ -49,7 +49,7 @@ from tests.test_dockerfile import env_of, parse_dockerfile
 REPO = next(p for p in Path(__file__).resolve().parents if (p / "pyproject.toml").is_file())
 BUILD = REPO / "hack" / "image" / "build"
 MANIFESTS = REPO / "manifests"
-# A cold build is about five minutes on two idle cores; `make image` does it before
+# A cold build takes three to six minutes on two shared cores; `make image` does it before
 # the tests, but a direct pytest run on a fresh machine must not time out in setup.
 BUILD_TIMEOUT = 1800
 CANNOT = 3  # hack/image/build's exit code when the tools cannot be had
