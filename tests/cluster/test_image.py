@@ -38,9 +38,9 @@ import aiohttp
 import pytest
 import yaml
 
-from controller.devtools.localcluster import LocalCluster, free_port, write_token_kubeconfig
-from controller.devtools.tekton import TektonSimulator
-from controller.kube import LEASES, Kube
+from controller.runtime.kube import LEASES, Kube
+from devtools.localcluster import LocalCluster, free_port, write_token_kubeconfig
+from devtools.tekton import TektonSimulator
 from tests.harness import World, condition, wait_for
 from tests.promtools import parse_exposition
 from tests.test_dockerfile import env_of, parse_dockerfile
