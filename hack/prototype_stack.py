@@ -117,8 +117,9 @@ def base_env(**extra: str) -> dict[str, str]:
 
 
 class Stack:
-    def __init__(self, workdir: Path) -> None:
+    def __init__(self, workdir: Path, webhook_via: str = "url") -> None:
         self.workdir = workdir
+        self.webhook_via = webhook_via
         self.procs: list[Proc] = []
         t = time.monotonic()
         self.lc_bins = build("localcluster")
@@ -183,9 +184,13 @@ class Stack:
         await c.start_apiserver()  # no apply_crds: the repo's permissive TaskRun CRD stays out
         self.timings["etcd+apiserver ready"] = time.monotonic() - t
         log("etcd and kube-apiserver ready")
-        self.start_kube_controllers()
+        self.start_scheduler()
         self.start_kwok()
         await asyncio.gather(self.node_ready(), self.install_tekton())
+        # The garbage collector learns of resources (TaskRuns) from discovery when it
+        # starts and then only every 30 s: start it once every CRD is served, or deleting
+        # a TaskRun leaves its pod for up to 30 s.
+        self.start_controller_manager()
         self.start_tekton()
         await asyncio.gather(self.webhook_admits(), self.default_sa())
         self.timings["stack up"] = time.monotonic() - t
@@ -193,16 +198,18 @@ class Stack:
         for name, addrs in sorted(self.listeners().items()):
             log(f"  {name} listens on {', '.join(sorted(addrs))}")
 
-    def start_kube_controllers(self) -> None:
-        c = self.cluster
-        kc = str(c.kubeconfig)
+    def kube_common_flags(self) -> list[str]:
+        kc = str(self.cluster.kubeconfig)
         # The API server has no client CA, so there is no extension-apiserver-authentication
         # ConfigMap to look up: skip it rather than log its absence every few seconds.
-        common = [f"--kubeconfig={kc}", f"--authentication-kubeconfig={kc}",
-                  f"--authorization-kubeconfig={kc}", "--authentication-skip-lookup=true",
-                  "--bind-address=127.0.0.1", "--leader-elect=false", "-v=1"]
+        return [f"--kubeconfig={kc}", f"--authentication-kubeconfig={kc}",
+                f"--authorization-kubeconfig={kc}", "--authentication-skip-lookup=true",
+                "--bind-address=127.0.0.1", "--leader-elect=false", "-v=1"]
+
+    def start_controller_manager(self) -> None:
+        c = self.cluster
         self.spawn("kube-controller-manager", [
-            str(self.lc_bins / "kube-controller-manager"), *common,
+            str(self.lc_bins / "kube-controller-manager"), *self.kube_common_flags(),
             f"--secure-port={free_port()}", f"--cert-dir={self.workdir / 'kcm-certs'}",
             "--controllers=garbagecollector,serviceaccount,serviceaccount-token,namespace,"
             "root-ca-cert-publisher",
@@ -210,8 +217,10 @@ class Stack:
             f"--root-ca-file={c.ca_file}",
             "--use-service-account-credentials=true",
         ], base_env())
+
+    def start_scheduler(self) -> None:
         self.spawn("kube-scheduler", [
-            str(self.lc_bins / "kube-scheduler"), *common,
+            str(self.lc_bins / "kube-scheduler"), *self.kube_common_flags(),
             f"--secure-port={free_port()}", f"--cert-dir={self.workdir / 'scheduler-certs'}",
         ], base_env())
 
@@ -285,14 +294,21 @@ class Stack:
         for crd in crds:
             conv = crd["spec"].get("conversion")
             if conv and conv.get("strategy") == "Webhook":
-                conv["webhook"]["clientConfig"] = self.client_config("/resource-conversion")
+                if self.webhook_via == "url":
+                    conv["webhook"]["clientConfig"] = self.client_config("/resource-conversion")
+                else:
+                    conv["webhook"]["clientConfig"]["service"]["port"] = self.webhook_port
+                    conv["webhook"]["clientConfig"]["caBundle"] = b64(self.webhook_ca)
         await asyncio.gather(*(c.apply(crd) for crd in crds))
         log(f"  Tekton CRDs applied ({time.monotonic() - t:.2f}s)")
         await self.crds_established([crd["metadata"]["name"] for crd in crds])
         log(f"  Tekton CRDs established ({time.monotonic() - t:.2f}s)")
         for doc in webhook_docs:
             if doc["kind"] != "Secret":
-                await c.apply(self.url_webhook_configuration(doc, crds))
+                await c.apply(self.url_webhook_configuration(doc, crds)
+                              if self.webhook_via == "url" else self.service_webhook(doc))
+        if self.webhook_via == "service":
+            await c.apply(self.external_name_service())
         self.timings["tekton config applied"] = time.monotonic() - t
         log("Tekton namespace, RBAC, config maps, CRDs, webhook configurations applied")
         self.kubeconfigs = {}
@@ -323,6 +339,25 @@ class Stack:
     def client_config(self, path: str) -> dict[str, Any]:
         return {"url": f"https://127.0.0.1:{self.webhook_port}{path}",
                 "caBundle": base64.b64encode(self.webhook_ca).decode()}
+
+    def external_name_service(self) -> dict[str, Any]:
+        """The webhook Service as an ExternalName for 127.0.0.1: the API server resolves an
+        ExternalName Service reference to that name and the Service port, and checks the
+        certificate against tekton-pipelines-webhook.tekton-pipelines.svc."""
+        return {"apiVersion": "v1", "kind": "Service",
+                "metadata": {"name": "tekton-pipelines-webhook", "namespace": TEKTON_NS},
+                "spec": {"type": "ExternalName", "externalName": "127.0.0.1",
+                         "ports": [{"name": "https-webhook", "port": self.webhook_port}]}}
+
+    def service_webhook(self, doc: dict[str, Any]) -> dict[str, Any]:
+        """Tekton's configuration as shipped, its Service port made the webhook's port;
+        Tekton's own reconcilers then fill in rules and path. The caBundle they would set
+        too, but the API server may call before they have (conversion: "bad certificate")."""
+        doc = copy.deepcopy(doc)
+        for wh in doc["webhooks"]:
+            wh["clientConfig"]["service"]["port"] = self.webhook_port
+            wh["clientConfig"]["caBundle"] = b64(self.webhook_ca)
+        return doc
 
     def url_webhook_configuration(self, doc: dict[str, Any], crds: list[dict[str, Any]]) -> Any:
         """What Tekton's webhook would write into its configurations, with a URL client config.
@@ -528,6 +563,47 @@ async def prove(s: Stack) -> list[tuple[str, bool, str]]:
            f"held: {still['reason']}; after evict: {cond['reason']}: "
            f"{cond.get('message', '')[:200]}")
 
+    # Cancel, timeout, and deleting a TaskRun: its pod is deleted (by Tekton, or by the
+    # garbage collector through the owner reference) and kwok confirms the deletion.
+    async def pod_gone(pod_name: str) -> bool:
+        status, _ = await s.call("GET", f"/api/v1/namespaces/default/pods/{pod_name}")
+        return status == 404
+
+    async def pod_of(name: str) -> str:
+        async def has_pod() -> Any:
+            tr = await s.must("GET", f"{path}/{name}")
+            return tr.get("status", {}).get("podName")
+        return str(await s.wait_for(f"a pod for {name}", has_pod))
+
+    hold = {"buildrun-controller.test/fate": "hold"}
+    await s.must("POST", path, taskrun("cancelled", annotations=hold))
+    pod_name = await pod_of("cancelled")
+    await s.must("PATCH", f"{path}/cancelled", {"spec": {"status": "TaskRunCancelled"}},
+                 content_type="application/merge-patch+json")
+    tr = await finished("cancelled")
+    cond = tr["status"]["conditions"][0]
+    gone = await s.wait_for("the cancelled TaskRun's pod to go", lambda: pod_gone(pod_name), 30)
+    record("cancel", cond["reason"] == "TaskRunCancelled" and gone,
+           f"{cond['reason']}; pod deleted")
+
+    timed = taskrun("timeout", annotations=hold)
+    timed["spec"]["timeout"] = "2s"
+    await s.must("POST", path, timed)
+    pod_name = await pod_of("timeout")
+    tr = await finished("timeout", 30)
+    cond = tr["status"]["conditions"][0]
+    gone = await s.wait_for("the timed-out TaskRun's pod to go", lambda: pod_gone(pod_name), 30)
+    record("timeout", cond["reason"] == "TaskRunTimeout" and gone,
+           f"{cond['reason']}: {cond.get('message', '')[:120]}; pod deleted")
+
+    await s.must("POST", path, taskrun("deleted", annotations=hold))
+    pod_name = await pod_of("deleted")
+    await s.must("DELETE", f"{path}/deleted")
+    t = time.monotonic()
+    await s.wait_for("the garbage collector to delete the pod", lambda: pod_gone(pod_name), 60)
+    record("garbage collection", True,
+           f"pod gone {time.monotonic() - t:.2f}s after its TaskRun was deleted")
+
     # 7. No webhook: creates fail with 500 "failed calling webhook"; then it comes back.
     s.webhook.stop(signal.SIGKILL)
     status, body = await s.call("POST", path, taskrun("nowebhook"))
@@ -541,7 +617,8 @@ async def prove(s: Stack) -> list[tuple[str, bool, str]]:
     record("webhook restarted", True, f"admitting again after {time.monotonic() - t:.2f}s")
 
     # 8. Tekton's webhook reconcilers own these objects by name but refuse URL client
-    # configs ("missing service reference"), so they must still hold ours.
+    # configs ("missing service reference"), so they must still hold ours. With a
+    # Service reference they fill in rules, path and caBundle themselves.
     await asyncio.sleep(2)
     urls = []
     for kind, name in (("mutatingwebhookconfigurations", "webhook.pipeline.tekton.dev"),
@@ -549,13 +626,18 @@ async def prove(s: Stack) -> list[tuple[str, bool, str]]:
                         "validation.webhook.pipeline.tekton.dev"),
                        ("validatingwebhookconfigurations", "config.webhook.pipeline.tekton.dev")):
         obj = await s.must("GET", f"/apis/admissionregistration.k8s.io/v1/{kind}/{name}")
-        urls += [(wh["clientConfig"].get("url"), len(wh.get("rules") or []))
-                 for wh in obj["webhooks"]]
+        urls += [(wh["clientConfig"].get("url") or wh["clientConfig"]["service"].get("path"),
+                  len(wh.get("rules") or [])) for wh in obj["webhooks"]]
     crd = await s.must("GET", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions/"
                        "taskruns.tekton.dev")
-    urls.append((crd["spec"]["conversion"]["webhook"]["clientConfig"].get("url"), 0))
-    record("URL client configs kept", all(u and u.startswith("https://127.0.0.1:")
-                                          for u, _ in urls), f"(url, rules)={urls}")
+    conv = crd["spec"]["conversion"]["webhook"]["clientConfig"]
+    urls.append((conv.get("url") or conv["service"].get("path"), 0))
+    if s.webhook_via == "url":
+        record("URL client configs kept", all(u and u.startswith("https://127.0.0.1:")
+                                              for u, _ in urls), f"(url, rules)={urls}")
+    else:
+        record("Tekton reconciled its configurations", all(u for u, _ in urls)
+               and all(n for _, n in urls[:3]), f"(path, rules)={urls}")
     return out
 
 
@@ -563,11 +645,14 @@ async def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--workdir", type=Path)
     ap.add_argument("--keep", action="store_true", help="leave the workdir (logs) behind")
+    ap.add_argument("--webhook-via", choices=("url", "service"), default="url",
+                    help="url: URL client configs, written whole here (default); service: "
+                    "Tekton's own configurations through an ExternalName Service")
     args = ap.parse_args()
     workdir = args.workdir or Path(tempfile.mkdtemp(prefix="prototype-stack-"))
     workdir.mkdir(parents=True, exist_ok=True)
     log(f"workdir {workdir}")
-    stack = Stack(workdir)
+    stack = Stack(workdir, args.webhook_via)
     try:
         await stack.start()
         results = await prove(stack)
