@@ -521,6 +521,16 @@ async def prove(s: Stack) -> list[tuple[str, bool, str]]:
            f"steps={steps}; create->Succeeded {e2e:.2f}s")
     s.timings["first TaskRun create->Succeeded"] = e2e
 
+    # Delays chosen through annotations: 1 s Pending, then 1 s running.
+    t = time.monotonic()
+    await s.must("POST", path, taskrun("slow", annotations={
+        "buildrun-controller.test/start-delay": "1s",
+        "buildrun-controller.test/run-duration": "1s"}))
+    tr = await finished("slow")
+    took = time.monotonic() - t
+    record("delays", tr["status"]["conditions"][0]["status"] == "True" and took >= 2.0,
+           f"create->Succeeded {took:.2f}s with start-delay 1s, run-duration 1s")
+
     # 2. Refused by Tekton's validating webhook.
     status, body = await s.call("POST", path, taskrun("bad", script="echo $(params.nope)"))
     msg = body.get("message", "") if isinstance(body, dict) else str(body)
