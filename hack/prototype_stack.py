@@ -1,19 +1,23 @@
 #!/usr/bin/env python3
 """Throwaway proof that real Tekton runs here: phase 1 of replacing TektonSimulator.
 
-Starts, all on loopback, from the binaries built by hack/{localcluster,kwok,tekton}/build:
+Starts, as local processes talking over loopback, from the binaries built by
+hack/{localcluster,kwok,tekton}/build:
   etcd + kube-apiserver        (controller.devtools.localcluster.LocalCluster's pieces)
-  kube-controller-manager      garbagecollector, serviceaccount(-token), namespace,
-                               root-ca-cert-publisher, each with its own SA credentials
   kube-scheduler
   kwok                         fakes the kubelet of one Node, stages from hack/kwok/stages
+  kube-controller-manager      garbagecollector, serviceaccount(-token), namespace,
+                               root-ca-cert-publisher, each with its own SA credentials
   Tekton webhook + controller  under Tekton's own RBAC (a TokenRequest token of its
                                ServiceAccounts), config read from the Go module cache
 
-then proves it end to end (a TaskRun runs to Succeeded with a result; the webhook
-refuses a bad one; a failing step fails the TaskRun; OOM, eviction and a held pod;
-no webhook -> 500) and prints timings. Not used by the tests; run it with the repo's
-venv:  .venv/bin/python hack/prototype_stack.py [--keep] [--workdir DIR]
+then proves it end to end: a TaskRun runs to Succeeded with results; delays; the
+webhook refuses a bad one; failing and OOM steps fail the TaskRun; a held pod waits
+and is then evicted; cancel, timeout and garbage collection delete pods; without the
+webhook creates get 500. Prints timings and each process's listening sockets (Tekton's
+webhook, probe and pprof servers bind all interfaces: neither Tekton nor knative takes
+a host for them). Not used by the tests; run it with the repo's venv:
+  .venv/bin/python hack/prototype_stack.py [--keep] [--workdir DIR] [--webhook-via service]
 """
 
 from __future__ import annotations
