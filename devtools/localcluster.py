@@ -17,7 +17,7 @@ import socket
 import ssl
 import subprocess
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
@@ -61,10 +61,13 @@ class User:
 class _Process:
     """One child process with its log file; stop() never leaves it behind."""
 
-    def __init__(self, name: str, argv: list[str], log: Path) -> None:
+    def __init__(
+        self, name: str, argv: list[str], log: Path, env: Mapping[str, str] | None = None
+    ) -> None:
         self.name = name
         self.argv = argv
         self.log = log
+        self.env = dict(env) if env is not None else None  # None: inherit ours
         self._popen: subprocess.Popen[bytes] | None = None
         self._log_file: IO[bytes] | None = None
 
@@ -75,11 +78,16 @@ class _Process:
             stdout=self._log_file,
             stderr=subprocess.STDOUT,
             stdin=subprocess.DEVNULL,
+            env=self.env,
             preexec_fn=die_with_parent,
         )
 
     def running(self) -> bool:
         return self._popen is not None and self._popen.poll() is None
+
+    @property
+    def pid(self) -> int | None:
+        return self._popen.pid if self._popen is not None else None
 
     def check_alive(self) -> None:
         if self._popen is not None and self._popen.poll() is not None:
@@ -98,6 +106,10 @@ class _Process:
         if self._log_file is not None:
             self._log_file.close()
             self._log_file = None
+
+
+# The public name, for tools that run more children the same way (devtools.stack).
+ChildProcess = _Process
 
 
 class LocalCluster:
@@ -190,13 +202,27 @@ class LocalCluster:
 
     async def start(self) -> None:
         try:
-            self._etcd.start()
-            await self._wait_etcd()
-            await self.start_apiserver()
+            await self.start_bare()
             await self.apply_crds()
         except BaseException:
             self.stop()
             raise
+
+    async def start_bare(self) -> None:
+        """etcd and kube-apiserver, no CRDs (the caller chooses which to apply)."""
+        self._etcd.start()
+        await self._wait_etcd()
+        await self.start_apiserver()
+
+    @property
+    def service_account_key(self) -> Path:
+        """The key the API server verifies ServiceAccount tokens with, for a token signer
+        (kube-controller-manager's --service-account-private-key-file)."""
+        return self._sa_key
+
+    def pids(self) -> dict[str, int]:
+        """The running children's process ids by name."""
+        return {p.name: p.pid for p in (self._etcd, self._apiserver) if p.pid is not None}
 
     def stop(self) -> None:
         self._apiserver.stop()
@@ -254,8 +280,8 @@ class LocalCluster:
                 raise RuntimeError(f"{method} {path}: {resp.status} {text[:500]!r}")
             return orjson.loads(text) if text else None
 
-    async def apply_crds(self) -> None:
-        for folder in CRD_DIRS:
+    async def apply_crds(self, folders: Iterable[Path] = CRD_DIRS) -> None:
+        for folder in folders:
             for file in sorted(folder.glob("*.yaml")):
                 for doc in yaml.safe_load_all(file.read_text()):
                     await self.apply(doc)

@@ -1,0 +1,530 @@
+"""A small but real Kubernetes with real Tekton Pipelines on loopback, for tests.
+
+`TektonStack` composes `LocalCluster` (etcd + kube-apiserver) with, as local
+processes built by hack/build-all and cached in ~/.cache/buildrun-controller:
+
+  kube-scheduler            binds pods to the one Node
+  kwok                      fakes that Node's kubelet; pods move by the stages in
+                            hack/kwok/stages (README there: annotations pick a fate)
+  kube-controller-manager   garbagecollector, serviceaccount(-token), namespace,
+                            root-ca-cert-publisher, each with its own SA credentials
+  Tekton webhook+controller v1.10.3, under Tekton's own RBAC (TokenRequest tokens of
+                            its ServiceAccounts); CRDs, RBAC and config maps read at
+                            run time from config/ in the Go module cache
+
+Invariants:
+  * Every child runs with die_with_parent: a killed test run leaves nothing behind,
+    and stop() ends each child (reverse start order) and the cluster.
+  * start() either returns with the stack ready or raises after stopping what it
+    started. Ready means: the Node is Ready and untainted, the `default`
+    ServiceAccount of `default` exists (the serviceaccount controller runs), and a
+    dry-run TaskRun comes back *defaulted* (Tekton's mutating webhook answers).
+  * A missing or unbuildable component is one line, `StackError: <component>: why`,
+    never a hang: the build scripts run with check and every wait polls the
+    children, so one that exits is reported with the tail of its log.
+  * Only Tekton's CRDs define TaskRuns here: the repo's permissive stand-in in
+    manifests/testing is never applied; the repo's own CRDs (manifests/crds) are.
+
+Tekton reaches its webhook the way a cluster does, through a Service reference,
+here the ExternalName Service `tekton-pipelines-webhook` -> 127.0.0.1 on the
+webhook's port (the API server resolves ExternalName to that host and checks the
+certificate against the Service's DNS name). Tekton's own reconcilers then keep
+their webhook configurations (rules, paths, caBundle) as they would in a cluster.
+
+Measured on the 2-core dev machine (hack/prototype_stack.py, binaries cached):
+stack up 8-10 s after starting etcd, first TaskRun create->Succeeded under 1 s.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import copy
+import os
+import signal
+import subprocess
+import time
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from devtools.certs import issue_serving_cert, make_ca
+from devtools.localcluster import (
+    REPO,
+    ChildProcess,
+    LocalCluster,
+    free_port,
+    write_token_kubeconfig,
+)
+
+HACK = REPO / "hack"
+STAGES = HACK / "kwok" / "stages"
+TEKTON_NS = "tekton-pipelines"
+NODE = "kwok-node-0"
+WEBHOOK_SERVICE = "tekton-pipelines-webhook"
+CONTROLLER_SA = "tekton-pipelines-controller"
+WEBHOOK_SA = "tekton-pipelines-webhook"
+KCM_CONTROLLERS = (
+    "garbagecollector,serviceaccount,serviceaccount-token,namespace,root-ca-cert-publisher"
+)
+# Only strings: Tekton puts them in pod specs and nothing here ever pulls an image.
+FAKE_IMAGES = {
+    "-entrypoint-image": "registry.invalid/tekton/entrypoint:v1.10.3",
+    "-nop-image": "registry.invalid/tekton/nop:v1.10.3",
+    "-sidecarlogresults-image": "registry.invalid/tekton/sidecarlogresults:v1.10.3",
+    "-workingdirinit-image": "registry.invalid/tekton/workingdirinit:v1.10.3",
+    "-shell-image": "registry.invalid/busybox:latest",
+    "-shell-image-win": "registry.invalid/powershell:nanoserver",
+}
+
+JSON = dict[str, Any]
+
+
+class StackError(RuntimeError):
+    """One line naming the component that is missing, failed to build or did not start."""
+
+
+def _b64(data: bytes) -> str:
+    return base64.b64encode(data).decode()
+
+
+def _base_env(**extra: str) -> dict[str, str]:
+    """A small, explicit environment: a child never picks up the caller's KUBECONFIG."""
+    env = {k: os.environ[k] for k in ("PATH", "HOME", "LANG", "TZ") if k in os.environ}
+    env.update(extra)
+    return env
+
+
+def build(component: str, *args: str) -> Path:
+    """The folder hack/<component>/build prints last: cached builds answer in well under a
+    second, a first build takes minutes (its progress goes to our stderr, so it is not
+    mistaken for a hang). Raises StackError naming the component."""
+    script = HACK / component / "build"
+    if not script.exists():
+        raise StackError(f"{component}: no build script at {script}")
+    proc = subprocess.run([str(script), *args], stdout=subprocess.PIPE, text=True)
+    lines = proc.stdout.strip().splitlines()
+    if proc.returncode != 0 or not lines:
+        raise StackError(
+            f"{component}: hack/{component}/build {' '.join(args)} failed with exit code "
+            f"{proc.returncode} (its stderr says why)"
+        )
+    return Path(lines[-1])
+
+
+def _need(component: str, path: Path) -> Path:
+    if not path.exists():
+        raise StackError(f"{component}: {path} missing (run hack/build-all)")
+    return path
+
+
+def tekton_documents(config_dir: Path, *patterns: str) -> list[JSON]:
+    """Tekton's manifests under `config_dir` matching `patterns`, in file order."""
+    docs: list[JSON] = []
+    for pattern in patterns:
+        for path in sorted(config_dir.glob(pattern)):
+            # libyaml: the CRDs are 1.4 MB, 4.8 s to parse in pure Python, 0.5 s in C.
+            docs += [d for d in yaml.load_all(path.read_text(), Loader=yaml.CSafeLoader) if d]
+    return docs
+
+
+class TektonStack:
+    """kube-apiserver, scheduler, kwok, kube-controller-manager and Tekton in `workdir`.
+
+    Use as `async with TektonStack(dir) as stack:`; `stack.cluster` is the LocalCluster
+    (admin kubeconfig, CA, raw `request`). Logs are `workdir/<component>.log`.
+    """
+
+    def __init__(self, workdir: Path) -> None:
+        self.workdir = workdir
+        workdir.mkdir(parents=True, exist_ok=True)
+        kube_bins = build("localcluster")
+        self._kcm_bin = _need("kube-controller-manager", kube_bins / "kube-controller-manager")
+        self._scheduler_bin = _need("kube-scheduler", kube_bins / "kube-scheduler")
+        self._kwok_bin = _need("kwok", build("kwok") / "kwok")
+        tekton_bins = build("tekton")
+        self._tekton_webhook_bin = _need("tekton webhook", tekton_bins / "webhook")
+        self._tekton_controller_bin = _need("tekton controller", tekton_bins / "controller")
+        self.tekton_config = _need("tekton config", build("tekton", "--config-dir"))
+        self.cluster = LocalCluster(workdir / "cluster")
+        self.webhook_port = free_port()
+        self._children: list[ChildProcess] = []
+        self._webhook: ChildProcess | None = None
+        self._kubeconfigs: dict[str, Path] = {}
+        self._webhook_ca = b""
+        # Seconds from start() to each milestone, for the record.
+        self.timings: dict[str, float] = {}
+
+    async def __aenter__(self) -> TektonStack:
+        await self.start()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        self.stop()
+
+    # -- life cycle -----------------------------------------------------------------
+
+    async def start(self) -> None:
+        t0 = time.monotonic()
+
+        def mark(what: str) -> None:
+            self.timings[what] = round(time.monotonic() - t0, 2)
+
+        try:
+            # Parse Tekton's CRDs (0.5 s) while etcd and the API server boot.
+            crds_parsed = asyncio.ensure_future(
+                asyncio.to_thread(tekton_documents, self.tekton_config, "300-crds/*.yaml")
+            )
+            await self.cluster.start_bare()
+            mark("apiserver ready")
+            self._start_scheduler()
+            self._start_kwok()
+            await asyncio.gather(
+                self._node_ready(),
+                self._install_tekton(crds_parsed),
+                self.cluster.apply_crds([REPO / "manifests" / "crds"]),
+            )
+            mark("CRDs established, node ready")
+            # The garbage collector learns of resources from discovery when it starts and
+            # then only every 30 s: started before the CRDs are served, deleting a TaskRun
+            # left its pod for up to 30 s. So it starts once every CRD is served.
+            self._start_controller_manager()
+            self.start_tekton_webhook()
+            self._start_tekton_controller()
+            await asyncio.gather(self.webhook_admits(), self._default_service_account())
+            mark("stack up")
+        except BaseException:
+            self.stop()
+            raise
+
+    def stop(self) -> None:
+        # SIGTERM, then SIGKILL after 1 s: Tekton's webhook drains for 10 s on SIGTERM
+        # (measured: 10.01 s, every other child under 0.25 s), and nothing here is kept.
+        for child in reversed(self._children):
+            child.stop(timeout=1.0)
+        self._children.clear()
+        self._webhook = None
+        self.cluster.stop()
+
+    def pids(self) -> dict[str, int]:
+        """Each running child's process id by name (the cluster's too)."""
+        out = self.cluster.pids()
+        out.update({c.name: c.pid for c in self._children if c.pid is not None})
+        return out
+
+    def check_alive(self) -> None:
+        """Raises StackError if any child has exited, with the tail of its log."""
+        for child in self._children:
+            try:
+                child.check_alive()
+            except RuntimeError as exc:
+                raise StackError(str(exc)) from None
+
+    # -- Tekton's webhook, stoppable by tests ----------------------------------------
+
+    def stop_tekton_webhook(self) -> None:
+        """Kills the webhook: TaskRun creates then fail with 500 "failed calling webhook"."""
+        if self._webhook is not None:
+            self._webhook.stop(signal.SIGKILL)
+            self._children.remove(self._webhook)
+            self._webhook = None
+
+    def start_tekton_webhook(self) -> None:
+        """Starts the webhook (again) on the same port; await webhook_admits() for ready."""
+        if self._webhook is not None:
+            return
+        self._webhook = self._spawn(
+            "tekton-webhook",
+            [str(self._tekton_webhook_bin)],
+            self._tekton_env(
+                WEBHOOK_SA,
+                "config-leader-election-webhook",
+                WEBHOOK_PORT=str(self.webhook_port),
+                WEBHOOK_ADMISSION_CONTROLLER_NAME="webhook.pipeline.tekton.dev",
+                WEBHOOK_SERVICE_NAME=WEBHOOK_SERVICE,
+                WEBHOOK_SECRET_NAME="webhook-certs",
+            ),
+        )
+
+    async def webhook_admits(self, timeout: float = 60.0) -> None:
+        """Waits until a dry-run TaskRun comes back with a timeout set: defaulted proves the
+        mutating webhook ran, not just the API server."""
+        probe: JSON = {
+            "apiVersion": "tekton.dev/v1",
+            "kind": "TaskRun",
+            "metadata": {"name": "stack-probe", "namespace": "default"},
+            "spec": {"taskSpec": {"steps": [{"name": "s", "image": "busybox", "script": "true"}]}},
+        }
+
+        async def admits() -> bool:
+            try:
+                out = await self.cluster.request(
+                    "POST", "/apis/tekton.dev/v1/namespaces/default/taskruns?dryRun=All", probe
+                )
+            except RuntimeError:  # 500 until the webhook serves, 404 until the CRD does
+                return False
+            return bool(out["spec"].get("timeout"))
+
+        await self._wait("tekton webhook", "to admit a dry-run TaskRun", admits, timeout, 0.2)
+
+    # -- pieces ----------------------------------------------------------------------
+
+    def _spawn(self, name: str, argv: list[str], env: dict[str, str]) -> ChildProcess:
+        child = ChildProcess(name, argv, self.workdir / f"{name}.log", env)
+        try:
+            child.start()
+        except OSError as exc:
+            raise StackError(f"{name}: cannot start {argv[0]}: {exc}") from None
+        self._children.append(child)
+        return child
+
+    async def _wait(
+        self,
+        component: str,
+        what: str,
+        check: Callable[[], Awaitable[bool]],
+        timeout: float = 60.0,
+        every: float = 0.1,
+    ) -> None:
+        deadline = time.monotonic() + timeout
+        while True:
+            self.check_alive()
+            if await check():
+                return
+            if time.monotonic() > deadline:
+                raise StackError(
+                    f"{component}: timed out after {timeout:.0f}s waiting {what} "
+                    f"(log: {self.workdir / component}.log)"
+                )
+            await asyncio.sleep(every)
+
+    def _kube_flags(self) -> list[str]:
+        kubeconfig = str(self.cluster.kubeconfig)
+        # The API server has no client CA, so there is no extension-apiserver-authentication
+        # ConfigMap to look up: skip it rather than log its absence every few seconds.
+        return [
+            f"--kubeconfig={kubeconfig}",
+            f"--authentication-kubeconfig={kubeconfig}",
+            f"--authorization-kubeconfig={kubeconfig}",
+            "--authentication-skip-lookup=true",
+            "--bind-address=127.0.0.1",
+            "--leader-elect=false",
+            "-v=1",
+        ]
+
+    def _start_scheduler(self) -> None:
+        self._spawn(
+            "kube-scheduler",
+            [
+                str(self._scheduler_bin),
+                *self._kube_flags(),
+                f"--secure-port={free_port()}",
+                f"--cert-dir={self.workdir / 'scheduler-certs'}",
+            ],
+            _base_env(),
+        )
+
+    def _start_controller_manager(self) -> None:
+        self._spawn(
+            "kube-controller-manager",
+            [
+                str(self._kcm_bin),
+                *self._kube_flags(),
+                f"--secure-port={free_port()}",
+                f"--cert-dir={self.workdir / 'kcm-certs'}",
+                f"--controllers={KCM_CONTROLLERS}",
+                f"--service-account-private-key-file={self.cluster.service_account_key}",
+                f"--root-ca-file={self.cluster.ca_file}",
+                "--use-service-account-credentials=true",
+            ],
+            _base_env(),
+        )
+
+    def _start_kwok(self) -> None:
+        home = self.workdir / "kwok-home"  # kwok also loads ~/.kwok/kwok.yaml if it exists
+        home.mkdir(exist_ok=True)
+        stages = sorted(STAGES.glob("*.yaml"))
+        if not stages:
+            raise StackError(f"kwok: no stages in {STAGES}")
+        self._spawn(
+            "kwok",
+            [
+                str(self._kwok_bin),
+                f"--kubeconfig={self.cluster.kubeconfig}",
+                "--manage-all-nodes=false",
+                "--manage-nodes-with-annotation-selector=kwok.x-k8s.io/node=fake",
+                "--cidr=10.244.0.0/24",
+                "--node-ip=10.96.0.10",
+                *(f"--config={s}" for s in stages),
+            ],
+            _base_env(HOME=str(home)),
+        )
+
+    async def _node_ready(self) -> None:
+        await self.cluster.request("POST", "/api/v1/nodes", {
+            "apiVersion": "v1",
+            "kind": "Node",
+            "metadata": {
+                "name": NODE,
+                "annotations": {"kwok.x-k8s.io/node": "fake"},
+                "labels": {"kubernetes.io/hostname": NODE, "kubernetes.io/os": "linux",
+                           "kubernetes.io/arch": "amd64", "type": "kwok"},
+            },
+        })
+
+        async def ready() -> bool:
+            node = await self.cluster.request("GET", f"/api/v1/nodes/{NODE}")
+            conditions = {
+                c["type"]: c["status"] for c in (node.get("status") or {}).get("conditions") or []
+            }
+            return conditions.get("Ready") == "True" and not node["spec"].get("taints")
+
+        await self._wait("kwok", "to make the Node Ready and untainted", ready)
+
+    async def _default_service_account(self) -> None:
+        async def exists() -> bool:
+            try:
+                await self.cluster.request(
+                    "GET", "/api/v1/namespaces/default/serviceaccounts/default"
+                )
+            except RuntimeError:
+                return False
+            return True
+
+        await self._wait("kube-controller-manager", "for the default ServiceAccount", exists)
+
+    async def _install_tekton(self, crds_parsed: asyncio.Future[list[JSON]]) -> None:
+        c = self.cluster
+        for doc in tekton_documents(
+            self.tekton_config, "100-namespace/*.yaml", "200-*.yaml", "201-*.yaml",
+            "clusterrole-aggregate-*.yaml", "config-*.yaml",
+        ):
+            await c.apply(doc)
+        # The webhook serves the certificate in its Secret: made for the Service's DNS
+        # names (what the API server checks through the ExternalName Service) and 127.0.0.1.
+        ca = make_ca("tekton-webhook-ca")
+        service = f"{WEBHOOK_SERVICE}.{TEKTON_NS}.svc"
+        serving = issue_serving_cert(
+            ca, ["127.0.0.1", "localhost", service, service + ".cluster.local"]
+        )
+        self._webhook_ca = ca.cert_pem
+        webhooks = tekton_documents(self.tekton_config, "500-webhooks.yaml")
+        for doc in webhooks:
+            if doc["kind"] == "Secret":
+                doc["data"] = {"server-key.pem": _b64(serving.key_pem),
+                               "server-cert.pem": _b64(serving.cert_pem),
+                               "ca-cert.pem": _b64(ca.cert_pem)}
+                await c.apply(doc)
+        crds = await crds_parsed
+        for crd in crds:
+            conversion = crd["spec"].get("conversion") or {}
+            if conversion.get("strategy") == "Webhook":
+                client_config = conversion["webhook"]["clientConfig"]
+                client_config["service"]["port"] = self.webhook_port
+                # Tekton would set it too, but the API server may convert before it has
+                # ("bad certificate").
+                client_config["caBundle"] = _b64(self._webhook_ca)
+        await asyncio.gather(*(c.apply(crd) for crd in crds))
+        await self._crds_established([crd["metadata"]["name"] for crd in crds])
+        for doc in webhooks:
+            if doc["kind"] != "Secret":
+                await c.apply(self._service_webhook(doc))
+        await c.apply({
+            "apiVersion": "v1",
+            "kind": "Service",
+            "metadata": {"name": WEBHOOK_SERVICE, "namespace": TEKTON_NS},
+            "spec": {"type": "ExternalName", "externalName": "127.0.0.1",
+                     "ports": [{"name": "https-webhook", "port": self.webhook_port}]},
+        })
+        for sa in (CONTROLLER_SA, WEBHOOK_SA):
+            token = await c.request(
+                "POST", f"/api/v1/namespaces/{TEKTON_NS}/serviceaccounts/{sa}/token",
+                {"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest",
+                 "spec": {"expirationSeconds": 86400}},
+            )
+            self._kubeconfigs[sa] = write_token_kubeconfig(
+                self.workdir / f"kubeconfig-{sa}", c.url, c.ca_file,
+                f"system:serviceaccount:{TEKTON_NS}:{sa}", token["status"]["token"],
+            )
+
+    async def _crds_established(self, names: list[str]) -> None:
+        """Polls each CRD by name: cheaper than listing all 1.4 MB of them."""
+        pending = set(names)
+
+        async def check() -> bool:
+            for name in sorted(pending):
+                crd = await self.cluster.request(
+                    "GET", f"/apis/apiextensions.k8s.io/v1/customresourcedefinitions/{name}"
+                )
+                conditions = (crd.get("status") or {}).get("conditions") or []
+                if any(x["type"] == "Established" and x["status"] == "True" for x in conditions):
+                    pending.discard(name)
+            return not pending
+
+        await self._wait("kube-apiserver", "for Tekton's CRDs to be established", check, 60, 0.2)
+
+    def _service_webhook(self, doc: JSON) -> JSON:
+        """Tekton's webhook configuration as shipped, its Service port made the webhook's;
+        Tekton's reconcilers fill in rules and path. The caBundle they would set too, but
+        the API server may call before they have."""
+        doc = copy.deepcopy(doc)
+        for webhook in doc["webhooks"]:
+            webhook["clientConfig"]["service"]["port"] = self.webhook_port
+            webhook["clientConfig"]["caBundle"] = _b64(self._webhook_ca)
+        return doc
+
+    def _tekton_env(self, sa: str, leader_election: str, **extra: str) -> dict[str, str]:
+        return _base_env(
+            KUBECONFIG=str(self._kubeconfigs[sa]),
+            SYSTEM_NAMESPACE=TEKTON_NS,
+            KUBERNETES_MIN_VERSION="v1.28.0",
+            CONFIG_LOGGING_NAME="config-logging",
+            CONFIG_OBSERVABILITY_NAME="config-observability",
+            CONFIG_FEATURE_FLAGS_NAME="feature-flags",
+            CONFIG_LEADERELECTION_NAME=leader_election,
+            METRICS_DOMAIN="tekton.dev/pipeline",
+            # Every listener on a free port. Probes and pprof bind ":PORT" (all interfaces:
+            # neither Tekton nor knative takes a host); Prometheus takes one. knative's
+            # hard-coded :8080 probe server may fail to bind when both run: harmless.
+            PROBES_PORT=str(free_port()),
+            PROFILING_PORT=str(free_port()),
+            METRICS_PROMETHEUS_PORT=str(free_port()),
+            METRICS_PROMETHEUS_HOST="127.0.0.1",
+            **extra,
+        )
+
+    def _start_tekton_controller(self) -> None:
+        self._spawn(
+            "tekton-controller",
+            [str(self._tekton_controller_bin), *(a for kv in FAKE_IMAGES.items() for a in kv)],
+            self._tekton_env(
+                CONTROLLER_SA,
+                "config-leader-election-controller",
+                CONFIG_DEFAULTS_NAME="config-defaults",
+                CONFIG_SPIRE="config-spire",
+            ),
+        )
+
+
+async def _main() -> None:
+    """`python -m devtools.stack [DIR]`: start, print the timings, stop."""
+    import sys
+    import tempfile
+
+    workdir = Path(sys.argv[1]) if len(sys.argv) > 1 else Path(tempfile.mkdtemp(prefix="stack-"))
+    t = time.monotonic()
+    stack = TektonStack(workdir)
+    built = time.monotonic() - t
+    async with stack:
+        print(f"build scripts (cached) {built:.2f}s; " + ", ".join(
+            f"{k} {v:.2f}s" for k, v in stack.timings.items()), flush=True)
+        print(f"logs in {workdir}")
+
+
+if __name__ == "__main__":
+    try:
+        asyncio.run(_main())
+    except StackError as exc:
+        raise SystemExit(f"StackError: {exc}") from None
