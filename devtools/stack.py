@@ -107,9 +107,10 @@ def build(component: str, *args: str) -> Path:
     proc = subprocess.run([str(script), *args], stdout=subprocess.PIPE, text=True)
     lines = proc.stdout.strip().splitlines()
     if proc.returncode != 0 or not lines:
+        command = " ".join([f"hack/{component}/build", *args])
         raise StackError(
-            f"{component}: hack/{component}/build {' '.join(args)} failed with exit code "
-            f"{proc.returncode} (its stderr says why)"
+            f"{component}: {command} failed with exit code {proc.returncode} "
+            "(its stderr says why)"
         )
     return Path(lines[-1])
 
@@ -128,6 +129,19 @@ def tekton_documents(config_dir: Path, *patterns: str) -> list[JSON]:
             # libyaml: the CRDs are 1.4 MB, 4.8 s to parse in pure Python, 0.5 s in C.
             docs += [d for d in yaml.load_all(path.read_text(), Loader=yaml.CSafeLoader) if d]
     return docs
+
+
+async def _all(*steps: Awaitable[Any]) -> None:
+    """Runs `steps` concurrently; the first failure cancels the others (plain gather
+    would leave them running against a stack being stopped) and is raised alone."""
+    tasks = [asyncio.ensure_future(s) for s in steps]
+    try:
+        await asyncio.gather(*tasks)
+    except BaseException:
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        raise
 
 
 class TektonStack:
@@ -172,16 +186,16 @@ class TektonStack:
         def mark(what: str) -> None:
             self.timings[what] = round(time.monotonic() - t0, 2)
 
+        # Parse Tekton's CRDs (0.5 s) while etcd and the API server boot.
+        crds_parsed = asyncio.ensure_future(
+            asyncio.to_thread(tekton_documents, self.tekton_config, "300-crds/*.yaml")
+        )
         try:
-            # Parse Tekton's CRDs (0.5 s) while etcd and the API server boot.
-            crds_parsed = asyncio.ensure_future(
-                asyncio.to_thread(tekton_documents, self.tekton_config, "300-crds/*.yaml")
-            )
             await self.cluster.start_bare()
             mark("apiserver ready")
             self._start_scheduler()
             self._start_kwok()
-            await asyncio.gather(
+            await _all(
                 self._node_ready(),
                 self._install_tekton(crds_parsed),
                 self.cluster.apply_crds([REPO / "manifests" / "crds"]),
@@ -193,9 +207,10 @@ class TektonStack:
             self._start_controller_manager()
             self.start_tekton_webhook()
             self._start_tekton_controller()
-            await asyncio.gather(self.webhook_admits(), self._default_service_account())
+            await _all(self.webhook_admits(), self._default_service_account())
             mark("stack up")
         except BaseException:
+            crds_parsed.cancel()
             self.stop()
             raise
 

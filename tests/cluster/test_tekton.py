@@ -35,7 +35,7 @@ from controller.runtime.kube import JSON, PODS, ApiError, Kube, Resource
 from controller.runtime.reconcile import RetryBudget
 from devtools.certs import issue_serving_cert
 from devtools.localcluster import free_port
-from devtools.stack import TektonStack
+from devtools.stack import StackError, TektonStack
 from tests.conftest import api_client_for
 from tests.harness import (
     API,
@@ -223,6 +223,18 @@ async def pods(w: World) -> list[JSON]:
 
 def controller(stack: TektonStack, w: World, **overrides: Any) -> Any:
     return running_controller(controller_settings(stack.cluster, w.ns, **overrides))
+
+
+async def test_a_component_that_exits_is_named_not_waited_for(tmp_path: Path) -> None:
+    """kwok exiting at once (here /bin/false) ends start() with StackError naming it,
+    while the API server and scheduler it already started are stopped."""
+    broken = TektonStack(tmp_path / "broken")
+    broken._kwok_bin = Path("/bin/false")
+    t = time.monotonic()
+    with pytest.raises(StackError, match=r"^kwok exited with 1"):
+        await broken.start()
+    assert time.monotonic() - t < 30
+    assert broken.pids() == {}
 
 
 # -- outcomes of a pod that ran ---------------------------------------------------------
