@@ -52,6 +52,7 @@ pytestmark = pytest.mark.cluster
 FATE = "buildrun-controller.test/"
 NAMESPACES = Resource("", "v1", "namespaces", "Namespace", namespaced=False)
 LIMITRANGES = Resource("", "v1", "limitranges", "LimitRange")
+QUOTAS = Resource("", "v1", "resourcequotas", "ResourceQuota")
 DIGEST = "sha256:" + "ab" * 32
 # A step names its command: without one Tekton asks the image's registry for the
 # entrypoint, and with no network here the pod is never made ("translating TaskSpec to
@@ -406,6 +407,32 @@ async def test_pod_refused_by_a_limit_range_fails_without_a_pod(
     assert "maximum memory usage per Pod is 1Gi" in cond["message"]
     assert condition(tr)["reason"] == "PodCreationFailed"
     assert not (tr["status"].get("podName")) and await pods(tworld) == []
+
+
+async def test_pod_over_quota_keeps_the_buildrun_pending_with_tekton_message(
+    stack: TektonStack, fates: FateWebhook, tworld: World
+) -> None:
+    """Tekton treats "exceeded quota" as passing: the TaskRun waits (retried each minute)."""
+    await tworld.kube.create(QUOTAS, tworld.ns, {
+        "apiVersion": "v1", "kind": "ResourceQuota", "metadata": {"name": "no-pods"},
+        "spec": {"hard": {"pods": "0"}}})
+    # No resourcequota controller runs: write the status it would, or admission answers
+    # "status unknown for quota" (which Tekton would take as a plain failure).
+    await tworld.kube.patch(QUOTAS, tworld.ns, "no-pods", {
+        "status": {"hard": {"pods": "0"}, "used": {"pods": "0"}}}, subresource="status")
+    async with controller(stack, tworld):
+        await tworld.buildrun("q")
+
+        async def pending_on_quota() -> JSON | None:
+            cond = condition(await tworld.get("q"))
+            return cond if "exceeded quota" in cond.get("message", "") else None
+        cond = await wait_for(pending_on_quota, 30, what="a Pending reason naming the quota")
+        tr = await taskrun(tworld, "q")
+    print(f"\nquota: BuildRun {cond['reason']}: {cond['message'][:250]}")
+    assert (cond["status"], cond["reason"]) == ("Unknown", reasons.PENDING), cond
+    assert (condition(tr)["status"], condition(tr)["reason"]) == (
+        "Unknown", "ExceededResourceQuota")
+    assert await pods(tworld) == []
 
 
 async def test_taskrun_refused_by_tekton_webhook_is_generation_failed(
