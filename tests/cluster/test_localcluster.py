@@ -7,12 +7,19 @@ import asyncio
 import pytest
 from kubernetes_asyncio import client, watch
 
-from devtools.localcluster import LocalCluster
+from devtools.localcluster import BUILD_SCRIPT, CRD_DIRS, REPO, LocalCluster
 from tests.conftest import api_client_for
 
 pytestmark = pytest.mark.cluster
 
 GROUP, VERSION = "shipwright.io", "v1beta1"
+
+
+def test_paths_point_into_this_checkout() -> None:
+    """devtools/ sits at the top of the repo: REPO is its parent, not the one above."""
+    assert (REPO / "pyproject.toml").is_file(), REPO
+    assert BUILD_SCRIPT.is_file(), BUILD_SCRIPT
+    assert all(folder.is_dir() and any(folder.glob("*.yaml")) for folder in CRD_DIRS), CRD_DIRS
 
 
 async def test_create_read_and_watch_a_buildrun(api: client.ApiClient, namespace: str) -> None:
