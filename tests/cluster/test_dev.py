@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from devtools.dev import SAMPLES
+from devtools.samples import SAMPLES
 
 pytestmark = pytest.mark.cluster
 
