@@ -53,12 +53,14 @@ from typing import Any
 import aiohttp
 
 from controller.buildrun import reasons
-from controller.buildrun.resources import BUILDRUNS, BUILDS, BUILDSTRATEGIES, TASKRUNS
+from controller.buildrun.resources import BUILDRUNS, TASKRUNS
 from controller.buildrun.status import succeeded_condition
 from controller.runtime.errors import is_already_exists
-from controller.runtime.kube import JSON, ApiError, Kube, Resource, load_api_client
+from controller.runtime.kube import JSON, ApiError, Kube, load_api_client
 from controller.runtime.timestamps import format_time, now
+from devtools import fixtures
 from devtools.localcluster import LocalCluster
+from devtools.polling import wait_until
 from devtools.webhook import Verdict
 from soak.actors import OUTCOMES, AttributedWebhook, Outcome, SecondWriter, Tekton, poisson
 from soak.api import persist
@@ -66,8 +68,6 @@ from soak.replicas import LogSummary, ReplicaSet, Sample, summarize_log
 from soak.watch import Follower, Seen
 
 NS = "soak"
-NAMESPACES = Resource("", "v1", "namespaces", "Namespace", namespaced=False)
-API = "shipwright.io/v1beta1"
 
 OUTCOME_REASON: dict[Outcome, str] = {
     "success": reasons.SUCCEEDED,
@@ -80,12 +80,13 @@ OUTCOME_REASON: dict[Outcome, str] = {
 # User errors: (what the BuildRun's spec gets, the reason it must end with).
 USER_ERRORS: dict[str, tuple[JSON, str]] = {
     "missing-build": ({"build": {"name": "no-such-build"}}, reasons.BUILD_NOT_FOUND),
-    "missing-sa": ({"build": {"name": "app"}, "serviceAccount": "ghost"},
+    "missing-sa": ({"build": {"name": fixtures.BUILD}, "serviceAccount": "ghost"},
                    reasons.SERVICE_ACCOUNT_NOT_FOUND),
-    "undefined-param": ({"build": {"name": "app"},
+    "undefined-param": ({"build": {"name": fixtures.BUILD},
                          "paramValues": [{"name": "colour", "value": "red"}]},
                         reasons.UNDEFINED_PARAMETER),
-    "bad-timeout": ({"build": {"name": "app"}, "timeout": "soon"}, reasons.INVALID_TIMEOUT),
+    "bad-timeout": ({"build": {"name": fixtures.BUILD}, "timeout": "soon"},
+                    reasons.INVALID_TIMEOUT),
 }
 DOOMED = "doomed"
 
@@ -132,11 +133,12 @@ def make_plan(cfg: Config) -> list[Planned]:
             spec, reason = USER_ERRORS[kind]
             plan.append(Planned(name, f"user:{kind}", spec, reason))
         elif r < cfg.user_errors + cfg.doomed:
-            plan.append(Planned(name, DOOMED, {"build": {"name": "app"}},
+            plan.append(Planned(name, DOOMED, {"build": {"name": fixtures.BUILD}},
                                 reasons.RECONCILER_RETRIES_EXHAUSTED))
         else:
             how = rng.choices(OUTCOMES, weights=cfg.outcome_weights)[0]
-            plan.append(Planned(name, how, {"build": {"name": "app"}}, OUTCOME_REASON[how]))
+            plan.append(Planned(name, how, {"build": {"name": fixtures.BUILD}},
+                                OUTCOME_REASON[how]))
     return plan
 
 
@@ -310,28 +312,11 @@ class Soak:
         return report
 
     async def _setup(self, kube: Kube) -> None:
-        await kube.create(NAMESPACES, None, {
-            "apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NS}})
-        await kube.create(BUILDSTRATEGIES, NS, {
-            "apiVersion": API, "kind": "BuildStrategy", "metadata": {"name": "kaniko"},
-            "spec": {
-                "parameters": [{"name": "dockerfile", "type": "string", "default": "Dockerfile"}],
-                "steps": [{"name": "build", "image": "gcr.io/kaniko-project/executor",
-                           "args": ["--dockerfile=$(params.dockerfile)"]}],
-            },
-        })
-        await kube.create(BUILDS, NS, {
-            "apiVersion": API, "kind": "Build", "metadata": {"name": "app"},
-            "spec": {"strategy": {"name": "kaniko", "kind": "BuildStrategy"},
-                     "source": {"git": {"url": "https://example.com/app.git"}},
-                     "output": {"image": "registry.example.com/app:latest"}},
-        })
+        await fixtures.setup_namespace(kube, NS)
 
     async def _create(self, kube: Kube, p: Planned) -> None:
-        body = {"apiVersion": API, "kind": "BuildRun", "metadata": {"name": p.name},
-                "spec": p.spec}
         try:
-            await kube.create(BUILDRUNS, NS, body)
+            await kube.create(BUILDRUNS, NS, fixtures.buildrun(p.name, build=None, **p.spec))
         except ApiError as exc:
             # A create whose answer was lost to a restart, tried again.
             if not is_already_exists(exc):
@@ -418,7 +403,7 @@ class Soak:
                 await creating
                 await replicas.all_running(60)
                 settle_deadline = min(time.monotonic() + cfg.settle_seconds, hard_deadline)
-                await until(self.all_done, settle_deadline)
+                await wait_until(self.all_done, settle_deadline - time.monotonic(), 0.5)
                 # Room for a (wrong) late write to show up on the watch.
                 await asyncio.sleep(3.0)
                 final = await persist(lambda: kube.list(BUILDRUNS, NS), deadline=hard_deadline)
@@ -728,13 +713,6 @@ async def apiserver_requests(cluster: LocalCluster) -> Counter[str] | None:
         if key in wanted and not labels.get("dry_run"):
             counts[wanted[key]] += int(float(m["value"]))
     return counts
-
-
-async def until(done: Callable[[], bool], deadline: float) -> bool:
-    """Polls `done` (state other processes change, seen through a watch) until `deadline`."""
-    while not done() and time.monotonic() < deadline:  # noqa: ASYNC110
-        await asyncio.sleep(0.5)
-    return done()
 
 
 async def soak(cfg: Config, progress: Callable[[str], None] | None = None) -> Report:

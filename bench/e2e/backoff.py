@@ -47,17 +47,16 @@ from bench.e2e.common import (
     Controller,
     Observer,
     bounded,
-    buildrun_body,
     command_line,
     load_kube,
     log,
     machine,
     percentile,
-    setup_namespace,
     wait_quiet,
     write_results,
 )
 from controller.buildrun.resources import BUILDRUNS
+from devtools import fixtures
 from devtools.localcluster import LocalCluster
 from devtools.webhook import FlakyWebhook, Verdict
 
@@ -175,7 +174,7 @@ async def main_async(args: argparse.Namespace) -> None:
             observer = Observer(cluster)
             ctl = None
             try:
-                await setup_namespace(kube)
+                await fixtures.setup_namespace(kube, NS)
                 webhook = LoggingWebhook(cluster, NS, args.error, args.seed)
                 async with webhook:
                     ctl = Controller(cluster.kubeconfig, workdir / "controller.log",
@@ -193,7 +192,8 @@ async def main_async(args: argparse.Namespace) -> None:
                     names = [f"br-{i:06d}" for i in range(args.n)]
                     log(f"creating {args.n} BuildRuns; webhook fails {args.error:.0%} of calls")
                     t0 = time.monotonic()
-                    await bounded(names, lambda nm: kube.create(BUILDRUNS, NS, buildrun_body(nm)),
+                    await bounded(names,
+                                  lambda nm: kube.create(BUILDRUNS, NS, fixtures.buildrun(nm)),
                                   concurrency=args.concurrency, deadline=deadline)
                     await observer.wait("taskrun", names, deadline)
                     seconds = time.monotonic() - t0

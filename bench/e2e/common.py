@@ -32,14 +32,11 @@ import aiohttp
 import orjson
 from prometheus_client.parser import text_string_to_metric_families
 
-from controller.buildrun.resources import BUILDS, BUILDSTRATEGIES
-from controller.runtime.kube import JSON, ApiError, Kube, Resource
+from controller.runtime.kube import JSON, ApiError, Kube
 from devtools.localcluster import REPO, LocalCluster, free_port
 from devtools.processes import die_with_parent
 
 NS = "bench"
-API = "shipwright.io/v1beta1"
-NAMESPACES = Resource("", "v1", "namespaces", "Namespace", namespaced=False)
 RESULTS = REPO / "bench" / "results"
 CLK_TCK = os.sysconf("SC_CLK_TCK")
 
@@ -305,31 +302,6 @@ class Controller:
 
 
 # -- API work ----------------------------------------------------------------------------
-
-def buildrun_body(name: str) -> JSON:
-    return {"apiVersion": API, "kind": "BuildRun", "metadata": {"name": name},
-            "spec": {"build": {"name": "app"}}}
-
-
-async def setup_namespace(kube: Kube, namespace: str = NS) -> None:
-    """The namespace, a BuildStrategy and a Build every BuildRun refers to."""
-    await kube.create(NAMESPACES, None, {
-        "apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}})
-    await kube.create(BUILDSTRATEGIES, namespace, {
-        "apiVersion": API, "kind": "BuildStrategy", "metadata": {"name": "kaniko"},
-        "spec": {
-            "parameters": [{"name": "dockerfile", "type": "string", "default": "Dockerfile"}],
-            "steps": [{"name": "build", "image": "gcr.io/kaniko-project/executor",
-                       "args": ["--dockerfile=$(params.dockerfile)"]}],
-        },
-    })
-    await kube.create(BUILDS, namespace, {
-        "apiVersion": API, "kind": "Build", "metadata": {"name": "app"},
-        "spec": {"strategy": {"name": "kaniko", "kind": "BuildStrategy"},
-                 "source": {"git": {"url": "https://example.com/app.git"}},
-                 "output": {"image": "registry.example.com/app:latest"}},
-    })
-
 
 def _transient(exc: BaseException) -> bool:
     if isinstance(exc, ApiError):
