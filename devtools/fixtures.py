@@ -70,7 +70,7 @@ def build_spec(strategy: str = STRATEGY, *, source_url: str = SOURCE_URL,
     }
 
 
-def build(name: str = BUILD, *, strategy: str = STRATEGY, source_url: str = SOURCE_URL,
+def build(name: str = BUILD, /, *, strategy: str = STRATEGY, source_url: str = SOURCE_URL,
           image: str = IMAGE, **spec: Any) -> JSON:
     """A Build `name` with `build_spec()`'s fields; `spec` adds fields or replaces them."""
     body = build_spec(strategy, source_url=source_url, image=image)
@@ -78,9 +78,9 @@ def build(name: str = BUILD, *, strategy: str = STRATEGY, source_url: str = SOUR
     return {"apiVersion": API, "kind": "Build", "metadata": {"name": name}, "spec": body}
 
 
-def buildrun(name: str, build: str | None = BUILD, **spec: Any) -> JSON:
+def buildrun(name: str, build: str | None = BUILD, /, **spec: Any) -> JSON:
     """A BuildRun `name` of the Build `build` (no `spec.build` when None: then `spec` says
-    everything); `spec` adds fields or replaces them."""
+    everything); `spec` adds fields or replaces them, `build` among them."""
     body: JSON = {"build": {"name": build}} if build is not None else {}
     body.update(spec)
     return {"apiVersion": API, "kind": "BuildRun", "metadata": {"name": name}, "spec": body}

@@ -316,7 +316,7 @@ class Soak:
 
     async def _create(self, kube: Kube, p: Planned) -> None:
         try:
-            await kube.create(BUILDRUNS, NS, fixtures.buildrun(p.name, build=None, **p.spec))
+            await kube.create(BUILDRUNS, NS, fixtures.buildrun(p.name, None, **p.spec))
         except ApiError as exc:
             # A create whose answer was lost to a restart, tried again.
             if not is_already_exists(exc):
