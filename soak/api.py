@@ -6,7 +6,7 @@ import asyncio
 import random
 import time
 from collections.abc import Awaitable, Callable
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import aiohttp
 
@@ -47,3 +47,18 @@ async def persist(
                 on_retry(exc)
         await asyncio.sleep(delay * random.uniform(0.5, 1.0))
         delay = min(delay * 2, 2.0)
+
+
+async def get_text(session: aiohttp.ClientSession, url: str, *, timeout: float,
+                   **kwargs: Any) -> str | None:
+    """The body of a GET of `url` that answered 200 within `timeout` seconds; None for
+    any other status, a timeout or a connection error (a server being killed or started
+    answers so, and the soak asks again later). `kwargs` go to `session.get`."""
+    try:
+        async with session.get(url, timeout=aiohttp.ClientTimeout(total=timeout),
+                               **kwargs) as resp:
+            if resp.status != 200:
+                return None
+            return await resp.text()
+    except (TimeoutError, aiohttp.ClientError, OSError):
+        return None

@@ -63,7 +63,7 @@ from devtools.localcluster import LocalCluster
 from devtools.polling import wait_until
 from devtools.webhook import Verdict
 from soak.actors import OUTCOMES, AttributedWebhook, Outcome, SecondWriter, Tekton, poisson
-from soak.api import persist
+from soak.api import get_text, persist
 from soak.replicas import LogSummary, ReplicaSet, Sample, summarize_log
 from soak.watch import Follower, Seen
 
@@ -693,15 +693,10 @@ WATCHED_REQUESTS = {
 async def apiserver_requests(cluster: LocalCluster) -> Counter[str] | None:
     """apiserver_request_total for WATCHED_REQUESTS; None if the server did not answer."""
     headers = {"Authorization": f"Bearer {cluster.admin.token}"}
-    try:
-        async with aiohttp.ClientSession() as session, session.get(
-            cluster.url + "/metrics", headers=headers, ssl=cluster.ssl_context(),
-            timeout=aiohttp.ClientTimeout(total=10),
-        ) as resp:
-            if resp.status != 200:
-                return None
-            text = await resp.text()
-    except (TimeoutError, aiohttp.ClientError, OSError):
+    async with aiohttp.ClientSession() as session:
+        text = await get_text(session, cluster.url + "/metrics", timeout=10, headers=headers,
+                              ssl=cluster.ssl_context())
+    if text is None:
         return None
     wanted = {v: k for k, v in WATCHED_REQUESTS.items()}
     counts: Counter[str] = Counter()
