@@ -23,10 +23,10 @@ from controller.runtime.errors import RetryableError
 from controller.runtime.kube import JSON, ApiError, Kube
 from controller.runtime.reconcile import Result
 from devtools import fixtures
+from devtools.fixtures import API
 from devtools.localcluster import LocalCluster
 from devtools.tekton import TektonSimulator
 from tests.harness import (
-    API,
     World,
     condition,
     controller_settings,
