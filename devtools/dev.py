@@ -74,6 +74,9 @@ from devtools.simulator import SIMULATOR, SimulatedTekton
 from devtools.terminal import keys_not_signals, restore_terminal
 from devtools.webhook import FlakyWebhook
 
+# SAMPLES is read from here by tests/test_docs.py (it lives in devtools.samples).
+__all__ = ["SAMPLES", "Dev", "main", "parser"]
+
 
 async def _cancel(tasks: list[asyncio.Task[None]]) -> None:
     for task in tasks:
