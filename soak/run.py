@@ -361,11 +361,7 @@ class Soak:
 
             async def restart() -> None:
                 # Its counters die with it: take them first.
-                counts = await apiserver_requests(cluster)
-                if counts is not None:
-                    self.apiserver_counts.update(counts)
-                else:
-                    self.apiserver_scrapes_missed += 1
+                await self._add_apiserver_requests(cluster)
                 t = time.monotonic()
                 self.apiserver_kills.append(t)
                 await cluster.restart_apiserver()
@@ -411,11 +407,7 @@ class Soak:
                     self.recorder.on_object("LISTED", obj)
                 taskruns = (await persist(lambda: kube.list(TASKRUNS, NS),
                                           deadline=hard_deadline))["items"]
-                counts = await apiserver_requests(cluster)
-                if counts is not None:
-                    self.apiserver_counts.update(counts)
-                else:
-                    self.apiserver_scrapes_missed += 1
+                await self._add_apiserver_requests(cluster)
             finally:
                 stop.set()
                 progress.cancel()
@@ -441,6 +433,16 @@ class Soak:
                  "last_scrape": {f"{k[0]}{dict(k[1])}": v for k, v in i.scrape.items()}}
                 for i in replicas.incarnations],
         }, indent=1))
+
+    async def _add_apiserver_requests(self, cluster: LocalCluster) -> None:
+        """Adds what the API server counted since it started to apiserver_counts (taken
+        before each restart, whose process takes its counters along, and at the end),
+        or counts a missed scrape if it did not answer."""
+        counts = await apiserver_requests(cluster)
+        if counts is not None:
+            self.apiserver_counts.update(counts)
+        else:
+            self.apiserver_scrapes_missed += 1
 
     async def _report_progress(self, replicas: ReplicaSet, tekton: Tekton,
                                webhook: AttributedWebhook) -> None:
