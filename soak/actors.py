@@ -16,9 +16,10 @@ from controller.buildrun.taskrun import LABEL_BUILDRUN
 from controller.runtime.errors import is_already_exists
 from controller.runtime.kube import JSON, PODS, ApiError, Kube
 from devtools.localcluster import LocalCluster
+from devtools.polling import transient
 from devtools.tekton import TektonSimulator
 from devtools.webhook import FlakyWebhook, Verdict
-from soak.api import persist, transient
+from soak.api import persist
 
 Outcome = Literal["success", "failure", "timeout", "evicted", "oom"]
 OUTCOMES: tuple[Outcome, ...] = ("success", "failure", "timeout", "evicted", "oom")

@@ -10,21 +10,9 @@ from typing import Any, TypeVar
 
 import aiohttp
 
-from controller.runtime.kube import ApiError
+from devtools.polling import transient
 
 T = TypeVar("T")
-
-
-def transient(exc: BaseException, *, not_found: bool = False) -> bool:
-    """An error that a restarting API server gives and that goes away by itself.
-
-    503 "made before all known HTTP paths have been installed" and 429 are what a
-    fresh kube-apiserver answers for a moment; 404 counts only where the caller
-    knows the object must exist (nothing in the soak deletes TaskRuns or BuildRuns).
-    """
-    if isinstance(exc, ApiError):
-        return exc.status >= 500 or exc.status == 429 or (not_found and exc.status == 404)
-    return isinstance(exc, (aiohttp.ClientError, OSError, asyncio.TimeoutError))
 
 
 async def persist(

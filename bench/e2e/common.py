@@ -32,8 +32,9 @@ import aiohttp
 import orjson
 from prometheus_client.parser import text_string_to_metric_families
 
-from controller.runtime.kube import JSON, ApiError, Kube
+from controller.runtime.kube import JSON, Kube
 from devtools.localcluster import REPO, LocalCluster, free_port
+from devtools.polling import transient
 from devtools.processes import die_with_parent
 
 NS = "bench"
@@ -303,12 +304,6 @@ class Controller:
 
 # -- API work ----------------------------------------------------------------------------
 
-def _transient(exc: BaseException) -> bool:
-    if isinstance(exc, ApiError):
-        return exc.status == 429 or exc.status >= 500
-    return isinstance(exc, (aiohttp.ClientError, OSError, asyncio.TimeoutError))
-
-
 @dataclass
 class Bounded:
     """What `bounded()` did: per item, when its call returned; and transient retries."""
@@ -335,7 +330,7 @@ async def bounded(names: Sequence[str], call: Callable[[str], Awaitable[object]]
                     await call(name)
                     break
                 except Exception as exc:
-                    if not _transient(exc) or attempt == tries - 1:
+                    if not transient(exc) or attempt == tries - 1:
                         raise
                     result.retries += 1
                     await asyncio.sleep(0.05 * 2 ** attempt)
