@@ -35,7 +35,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from controller.runtime.kube import JSON, Kube
 from devtools.localcluster import REPO, LocalCluster, free_port
 from devtools.polling import transient
-from devtools.processes import die_with_parent
+from devtools.processes import command_lines, die_with_parent
 
 NS = "bench"
 RESULTS = REPO / "bench" / "results"
@@ -137,16 +137,7 @@ def usage(pid: int) -> Usage:
 def pid_with_arg(arg: str) -> int | None:
     """The process whose command line has exactly this argument (the cluster's servers)."""
     want = arg.encode()
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            argv = (entry / "cmdline").read_bytes().split(b"\0")
-        except OSError:
-            continue
-        if want in argv:
-            return int(entry.name)
-    return None
+    return next((pid for pid, argv in command_lines() if want in argv), None)
 
 
 def server_pids(cluster: LocalCluster) -> dict[str, int]:
