@@ -3,7 +3,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: test lint typecheck unit dev apiserver image clean
+.PHONY: test lint typecheck unit dev apiserver promtool image clean
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || python3 -m venv $(VENV)
@@ -14,6 +14,11 @@ $(STAMP): pyproject.toml
 # Builds kube-apiserver and etcd once into ~/.cache/buildrun-controller (minutes the first time).
 apiserver:
 	hack/localcluster/build >/dev/null
+
+# Builds promtool once into ~/.cache/buildrun-controller/prometheus (about 4 minutes the
+# first time), so tests/cluster/test_manifests.py only finds it there.
+promtool: $(STAMP)
+	$(PY) -c 'from tests.promtools import prometheus_binary; prometheus_binary("promtool")'
 
 # Builds the container image without Docker into containers-storage and
 # build/image/ (buildah from Debian, needs root; 3-6 minutes the first time,
@@ -26,7 +31,7 @@ lint: $(STAMP)
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/mypy
 
-test: $(STAMP) apiserver image lint
+test: $(STAMP) apiserver promtool image lint
 	$(VENV)/bin/pytest -q $(PYTEST_ARGS)
 
 dev: $(STAMP) apiserver
