@@ -3,7 +3,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: test lint typecheck unit dev apiserver stack image clean
+.PHONY: test lint typecheck unit dev apiserver stack promtool image clean
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || python3 -m venv $(VENV)
@@ -21,6 +21,11 @@ apiserver:
 stack:
 	hack/build-all >/dev/null
 
+# Builds promtool once into ~/.cache/buildrun-controller/prometheus (about 4 minutes the
+# first time), so tests/cluster/test_manifests.py only finds it there.
+promtool: $(STAMP)
+	$(PY) -c 'from tests.promtools import prometheus_binary; prometheus_binary("promtool")'
+
 # Builds the container image without Docker into containers-storage and
 # build/image/ (buildah from Debian, needs root; 3-6 minutes the first time,
 # about a second when nothing changed). Exit code 3 (the tools cannot be had)
@@ -32,7 +37,7 @@ lint: $(STAMP)
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/mypy
 
-test: $(STAMP) apiserver stack image lint
+test: $(STAMP) apiserver stack promtool image lint
 	$(VENV)/bin/pytest -q $(PYTEST_ARGS)
 
 dev: $(STAMP) apiserver

@@ -25,7 +25,13 @@ Verdict = Literal["allow", "timeout", "error"]
 
 
 class FlakyWebhook:
-    """`script(n)` says what the n-th call (from 1) gets: allow, timeout or error."""
+    """`script(n)` says what the n-th call (from 1) gets: allow, timeout or error.
+
+    Invariants: `calls` counts every scripted call, and `verdicts` holds what each got,
+    in order; the webhook's own readiness probes (dry runs) count in `probes` only and
+    are always allowed. A subclass changes how a call is decided (and what it records)
+    by overriding `verdict_for`, never the request handling around it.
+    """
 
     def __init__(self, cluster: LocalCluster, namespace: str | None,
                  script: Callable[[int], Verdict], *, timeout_seconds: int = 1) -> None:
@@ -47,13 +53,19 @@ class FlakyWebhook:
             self.probes += 1
             return self._allow(review)
         self.calls += 1
-        verdict = self.script(self.calls)
+        verdict = self.verdict_for(review["request"])
         self.verdicts.append(verdict)
         if verdict == "timeout":
+            # The API server gives up after timeout_seconds and fails the create.
             await asyncio.sleep(self.timeout_seconds + 1.0)
         if verdict == "error":
             return web.Response(status=500, text="webhook backend unavailable")
         return self._allow(review)
+
+    def verdict_for(self, request: dict[str, Any]) -> Verdict:
+        """What the call `self.calls` gets; `request` is the AdmissionReview's request
+        (the TaskRun is its "object"). Called once per scripted call."""
+        return self.script(self.calls)
 
     @staticmethod
     def _allow(review: dict[str, Any]) -> web.Response:

@@ -12,7 +12,7 @@ Nothing in the picture is made up. The script:
 3. runs a real Prometheus (built once from the Go module proxy, see
    tests/promtools.py) scraping both replicas' /metrics every second;
 4. plays a scripted workload against the API server, moving TaskRuns with the
-   labelled Tekton simulator from `make dev` (devtools.dev):
+   labelled Tekton simulator from `make dev` (devtools.simulator):
    - steady arrivals: a BuildRun every ~1.2 s; most succeed, some fail, a few
      name a Build that does not exist (user errors), a few are cancelled;
    - a webhook outage: the FlakyWebhook times out every TaskRun creation for
@@ -53,16 +53,16 @@ import yaml
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from controller.buildrun.resources import BUILDRUNS, BUILDS, BUILDSTRATEGIES  # noqa: E402
+from controller.buildrun.resources import BUILDRUNS  # noqa: E402
 from controller.runtime.kube import JSON, Kube, load_api_client  # noqa: E402
-from devtools.dev import SimulatedTekton  # noqa: E402
+from devtools import fixtures  # noqa: E402
 from devtools.localcluster import LocalCluster, free_port  # noqa: E402
+from devtools.simulator import SimulatedTekton  # noqa: E402
 from devtools.tekton import Finish  # noqa: E402
 from devtools.webhook import FlakyWebhook, Verdict  # noqa: E402
 from tests.promtools import prometheus_binary  # noqa: E402
 
 NS = "demo"
-API = "shipwright.io/v1beta1"
 DASHBOARD = REPO / "manifests" / "grafana" / "dashboard.json"
 RATE_INTERVAL = "10s"
 
@@ -209,17 +209,8 @@ def plan(taskrun: JSON) -> tuple[float, Finish]:
 
 
 async def setup(kube: Kube) -> None:
-    for name in (NS, "buildrun-controller"):
-        await kube.request("POST", "/api/v1/namespaces", body={
-            "apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}})
-    await kube.create(BUILDSTRATEGIES, NS, {
-        "apiVersion": API, "kind": "BuildStrategy", "metadata": {"name": "kaniko"},
-        "spec": {"steps": [{"name": "build", "image": "gcr.io/kaniko-project/executor"}]}})
-    await kube.create(BUILDS, NS, {
-        "apiVersion": API, "kind": "Build", "metadata": {"name": "app"},
-        "spec": {"strategy": {"name": "kaniko", "kind": "BuildStrategy"},
-                 "source": {"git": {"url": "https://example.com/app.git"}},
-                 "output": {"image": "registry.example.com/app:latest"}}})
+    await fixtures.setup_namespace(kube, NS)
+    await fixtures.create_namespace(kube, "buildrun-controller")
 
 
 async def workload(kube: Kube, phases: Phases, t0: float, replicas: list[Replica]) -> None:
@@ -231,10 +222,8 @@ async def workload(kube: Kube, phases: Phases, t0: float, replicas: list[Replica
         nonlocal counter
         counter += 1
         name = f"br-{counter:04d}"
-        build = "does-not-exist" if rng.random() < 0.07 else "app"
-        await kube.create(BUILDRUNS, NS, {"apiVersion": API, "kind": "BuildRun",
-                                          "metadata": {"name": name},
-                                          "spec": {"build": {"name": build}}})
+        build = "does-not-exist" if rng.random() < 0.07 else fixtures.BUILD
+        await kube.create(BUILDRUNS, NS, fixtures.buildrun(name, build))
         if cancel_after is not None:
             async def cancel() -> None:
                 await asyncio.sleep(cancel_after)

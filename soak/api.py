@@ -6,25 +6,13 @@ import asyncio
 import random
 import time
 from collections.abc import Awaitable, Callable
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import aiohttp
 
-from controller.runtime.kube import ApiError
+from devtools.polling import transient
 
 T = TypeVar("T")
-
-
-def transient(exc: BaseException, *, not_found: bool = False) -> bool:
-    """An error that a restarting API server gives and that goes away by itself.
-
-    503 "made before all known HTTP paths have been installed" and 429 are what a
-    fresh kube-apiserver answers for a moment; 404 counts only where the caller
-    knows the object must exist (nothing in the soak deletes TaskRuns or BuildRuns).
-    """
-    if isinstance(exc, ApiError):
-        return exc.status >= 500 or exc.status == 429 or (not_found and exc.status == 404)
-    return isinstance(exc, (aiohttp.ClientError, OSError, asyncio.TimeoutError))
 
 
 async def persist(
@@ -47,3 +35,18 @@ async def persist(
                 on_retry(exc)
         await asyncio.sleep(delay * random.uniform(0.5, 1.0))
         delay = min(delay * 2, 2.0)
+
+
+async def get_text(session: aiohttp.ClientSession, url: str, *, timeout: float,
+                   **kwargs: Any) -> str | None:
+    """The body of a GET of `url` that answered 200 within `timeout` seconds; None for
+    any other status, a timeout or a connection error (a server being killed or started
+    answers so, and the soak asks again later). `kwargs` go to `session.get`."""
+    try:
+        async with session.get(url, timeout=aiohttp.ClientTimeout(total=timeout),
+                               **kwargs) as resp:
+            if resp.status != 200:
+                return None
+            return await resp.text()
+    except (TimeoutError, aiohttp.ClientError, OSError):
+        return None

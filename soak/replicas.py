@@ -26,6 +26,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from devtools.localcluster import REPO, free_port
 from devtools.processes import die_with_parent
+from soak.api import get_text
 
 LEASE_NAME = "buildrun-controller"
 
@@ -145,15 +146,9 @@ class Incarnation:
     async def fetch_metrics(self, session: aiohttp.ClientSession) -> bool:
         if not self.alive:
             return False
-        try:
-            async with session.get(
-                f"http://127.0.0.1:{self.metrics_port}/metrics",
-                timeout=aiohttp.ClientTimeout(total=3),
-            ) as resp:
-                if resp.status != 200:
-                    return False
-                text = await resp.text()
-        except (TimeoutError, aiohttp.ClientError, OSError):
+        text = await get_text(session, f"http://127.0.0.1:{self.metrics_port}/metrics",
+                              timeout=3)
+        if text is None:
             return False
         self.scrape = parse_metrics(text)
         self.scraped_at = time.monotonic()

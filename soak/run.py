@@ -53,21 +53,21 @@ from typing import Any
 import aiohttp
 
 from controller.buildrun import reasons
-from controller.buildrun.resources import BUILDRUNS, BUILDS, BUILDSTRATEGIES, TASKRUNS
+from controller.buildrun.resources import BUILDRUNS, TASKRUNS
 from controller.buildrun.status import succeeded_condition
 from controller.runtime.errors import is_already_exists
-from controller.runtime.kube import JSON, ApiError, Kube, Resource, load_api_client
+from controller.runtime.kube import JSON, ApiError, Kube, load_api_client
 from controller.runtime.timestamps import format_time, now
+from devtools import fixtures
 from devtools.localcluster import LocalCluster
+from devtools.polling import wait_until
 from devtools.webhook import Verdict
 from soak.actors import OUTCOMES, AttributedWebhook, Outcome, SecondWriter, Tekton, poisson
-from soak.api import persist
+from soak.api import get_text, persist
 from soak.replicas import LogSummary, ReplicaSet, Sample, summarize_log
 from soak.watch import Follower, Seen
 
 NS = "soak"
-NAMESPACES = Resource("", "v1", "namespaces", "Namespace", namespaced=False)
-API = "shipwright.io/v1beta1"
 
 OUTCOME_REASON: dict[Outcome, str] = {
     "success": reasons.SUCCEEDED,
@@ -80,12 +80,13 @@ OUTCOME_REASON: dict[Outcome, str] = {
 # User errors: (what the BuildRun's spec gets, the reason it must end with).
 USER_ERRORS: dict[str, tuple[JSON, str]] = {
     "missing-build": ({"build": {"name": "no-such-build"}}, reasons.BUILD_NOT_FOUND),
-    "missing-sa": ({"build": {"name": "app"}, "serviceAccount": "ghost"},
+    "missing-sa": ({"build": {"name": fixtures.BUILD}, "serviceAccount": "ghost"},
                    reasons.SERVICE_ACCOUNT_NOT_FOUND),
-    "undefined-param": ({"build": {"name": "app"},
+    "undefined-param": ({"build": {"name": fixtures.BUILD},
                          "paramValues": [{"name": "colour", "value": "red"}]},
                         reasons.UNDEFINED_PARAMETER),
-    "bad-timeout": ({"build": {"name": "app"}, "timeout": "soon"}, reasons.INVALID_TIMEOUT),
+    "bad-timeout": ({"build": {"name": fixtures.BUILD}, "timeout": "soon"},
+                    reasons.INVALID_TIMEOUT),
 }
 DOOMED = "doomed"
 
@@ -132,11 +133,12 @@ def make_plan(cfg: Config) -> list[Planned]:
             spec, reason = USER_ERRORS[kind]
             plan.append(Planned(name, f"user:{kind}", spec, reason))
         elif r < cfg.user_errors + cfg.doomed:
-            plan.append(Planned(name, DOOMED, {"build": {"name": "app"}},
+            plan.append(Planned(name, DOOMED, {"build": {"name": fixtures.BUILD}},
                                 reasons.RECONCILER_RETRIES_EXHAUSTED))
         else:
             how = rng.choices(OUTCOMES, weights=cfg.outcome_weights)[0]
-            plan.append(Planned(name, how, {"build": {"name": "app"}}, OUTCOME_REASON[how]))
+            plan.append(Planned(name, how, {"build": {"name": fixtures.BUILD}},
+                                OUTCOME_REASON[how]))
     return plan
 
 
@@ -310,28 +312,11 @@ class Soak:
         return report
 
     async def _setup(self, kube: Kube) -> None:
-        await kube.create(NAMESPACES, None, {
-            "apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NS}})
-        await kube.create(BUILDSTRATEGIES, NS, {
-            "apiVersion": API, "kind": "BuildStrategy", "metadata": {"name": "kaniko"},
-            "spec": {
-                "parameters": [{"name": "dockerfile", "type": "string", "default": "Dockerfile"}],
-                "steps": [{"name": "build", "image": "gcr.io/kaniko-project/executor",
-                           "args": ["--dockerfile=$(params.dockerfile)"]}],
-            },
-        })
-        await kube.create(BUILDS, NS, {
-            "apiVersion": API, "kind": "Build", "metadata": {"name": "app"},
-            "spec": {"strategy": {"name": "kaniko", "kind": "BuildStrategy"},
-                     "source": {"git": {"url": "https://example.com/app.git"}},
-                     "output": {"image": "registry.example.com/app:latest"}},
-        })
+        await fixtures.setup_namespace(kube, NS)
 
     async def _create(self, kube: Kube, p: Planned) -> None:
-        body = {"apiVersion": API, "kind": "BuildRun", "metadata": {"name": p.name},
-                "spec": p.spec}
         try:
-            await kube.create(BUILDRUNS, NS, body)
+            await kube.create(BUILDRUNS, NS, fixtures.buildrun(p.name, None, **p.spec))
         except ApiError as exc:
             # A create whose answer was lost to a restart, tried again.
             if not is_already_exists(exc):
@@ -376,11 +361,7 @@ class Soak:
 
             async def restart() -> None:
                 # Its counters die with it: take them first.
-                counts = await apiserver_requests(cluster)
-                if counts is not None:
-                    self.apiserver_counts.update(counts)
-                else:
-                    self.apiserver_scrapes_missed += 1
+                await self._add_apiserver_requests(cluster)
                 t = time.monotonic()
                 self.apiserver_kills.append(t)
                 await cluster.restart_apiserver()
@@ -418,7 +399,7 @@ class Soak:
                 await creating
                 await replicas.all_running(60)
                 settle_deadline = min(time.monotonic() + cfg.settle_seconds, hard_deadline)
-                await until(self.all_done, settle_deadline)
+                await wait_until(self.all_done, settle_deadline - time.monotonic(), 0.5)
                 # Room for a (wrong) late write to show up on the watch.
                 await asyncio.sleep(3.0)
                 final = await persist(lambda: kube.list(BUILDRUNS, NS), deadline=hard_deadline)
@@ -426,11 +407,7 @@ class Soak:
                     self.recorder.on_object("LISTED", obj)
                 taskruns = (await persist(lambda: kube.list(TASKRUNS, NS),
                                           deadline=hard_deadline))["items"]
-                counts = await apiserver_requests(cluster)
-                if counts is not None:
-                    self.apiserver_counts.update(counts)
-                else:
-                    self.apiserver_scrapes_missed += 1
+                await self._add_apiserver_requests(cluster)
             finally:
                 stop.set()
                 progress.cancel()
@@ -456,6 +433,16 @@ class Soak:
                  "last_scrape": {f"{k[0]}{dict(k[1])}": v for k, v in i.scrape.items()}}
                 for i in replicas.incarnations],
         }, indent=1))
+
+    async def _add_apiserver_requests(self, cluster: LocalCluster) -> None:
+        """Adds what the API server counted since it started to apiserver_counts (taken
+        before each restart, whose process takes its counters along, and at the end),
+        or counts a missed scrape if it did not answer."""
+        counts = await apiserver_requests(cluster)
+        if counts is not None:
+            self.apiserver_counts.update(counts)
+        else:
+            self.apiserver_scrapes_missed += 1
 
     async def _report_progress(self, replicas: ReplicaSet, tekton: Tekton,
                                webhook: AttributedWebhook) -> None:
@@ -708,15 +695,10 @@ WATCHED_REQUESTS = {
 async def apiserver_requests(cluster: LocalCluster) -> Counter[str] | None:
     """apiserver_request_total for WATCHED_REQUESTS; None if the server did not answer."""
     headers = {"Authorization": f"Bearer {cluster.admin.token}"}
-    try:
-        async with aiohttp.ClientSession() as session, session.get(
-            cluster.url + "/metrics", headers=headers, ssl=cluster.ssl_context(),
-            timeout=aiohttp.ClientTimeout(total=10),
-        ) as resp:
-            if resp.status != 200:
-                return None
-            text = await resp.text()
-    except (TimeoutError, aiohttp.ClientError, OSError):
+    async with aiohttp.ClientSession() as session:
+        text = await get_text(session, cluster.url + "/metrics", timeout=10, headers=headers,
+                              ssl=cluster.ssl_context())
+    if text is None:
         return None
     wanted = {v: k for k, v in WATCHED_REQUESTS.items()}
     counts: Counter[str] = Counter()
@@ -728,13 +710,6 @@ async def apiserver_requests(cluster: LocalCluster) -> Counter[str] | None:
         if key in wanted and not labels.get("dry_run"):
             counts[wanted[key]] += int(float(m["value"]))
     return counts
-
-
-async def until(done: Callable[[], bool], deadline: float) -> bool:
-    """Polls `done` (state other processes change, seen through a watch) until `deadline`."""
-    while not done() and time.monotonic() < deadline:  # noqa: ASYNC110
-        await asyncio.sleep(0.5)
-    return done()
 
 
 async def soak(cfg: Config, progress: Callable[[str], None] | None = None) -> Report:

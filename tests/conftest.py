@@ -11,9 +11,9 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
-from kubernetes_asyncio import client, config
+from kubernetes_asyncio import client
 
-from controller.runtime.kube import Kube
+from controller.runtime.kube import Kube, load_api_client
 from devtools.localcluster import LocalCluster
 from tests.harness import World
 
@@ -25,9 +25,8 @@ async def cluster(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Loc
 
 
 async def api_client_for(kubeconfig: Path) -> client.ApiClient:
-    cfg = client.Configuration()
-    await config.load_kube_config(config_file=str(kubeconfig), client_configuration=cfg)
-    return client.ApiClient(configuration=cfg)
+    """A kubernetes_asyncio client for `kubeconfig`, loaded as the controller loads it."""
+    return await load_api_client(str(kubeconfig))
 
 
 @pytest.fixture(scope="session")

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import replace
 from typing import Any
@@ -23,9 +22,9 @@ from controller.buildrun.resources import BUILDRUNS, BUILDS, BUILDSTRATEGIES, TA
 from controller.runtime.kube import JSON, Kube
 from controller.runtime.reconcile import RetryBudget
 from controller.settings import QueueSettings, Settings
+from devtools import fixtures
 from devtools.localcluster import LocalCluster
-
-API = "shipwright.io/v1beta1"
+from devtools.polling import wait_until
 
 
 def controller_settings(cluster: LocalCluster, namespace: str, **overrides: Any) -> Settings:
@@ -59,16 +58,12 @@ async def wait_for(
     interval: float = 0.05,
     what: str = "condition",
 ) -> Any:
-    deadline = time.monotonic() + timeout
-    while True:
-        value = predicate()
-        if asyncio.iscoroutine(value):
-            value = await value
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise TimeoutError(f"timed out after {timeout}s waiting for {what}")
-        await asyncio.sleep(interval)
+    """devtools.polling.wait_until's first truthy value; TimeoutError naming `what` if
+    none came within `timeout`."""
+    value = await wait_until(predicate, timeout, interval)
+    if not value:
+        raise TimeoutError(f"timed out after {timeout}s waiting for {what}")
+    return value
 
 
 class World:
@@ -78,35 +73,23 @@ class World:
         self.kube = kube
         self.ns = namespace
 
-    async def strategy(self, name: str = "kaniko", parameters: list[JSON] | None = None) -> JSON:
-        return await self.kube.create(BUILDSTRATEGIES, self.ns, {
-            "apiVersion": API, "kind": "BuildStrategy", "metadata": {"name": name},
-            "spec": {
-                "parameters": parameters if parameters is not None else [
-                    {"name": "dockerfile", "type": "string", "default": "Dockerfile"},
-                ],
-                "steps": [{"name": "build", "image": "gcr.io/kaniko-project/executor",
-                           "args": ["--dockerfile=$(params.dockerfile)"]}],
-            },
-        })
+    async def strategy(self, name: str = fixtures.STRATEGY,
+                       parameters: list[JSON] | None = None) -> JSON:
+        """devtools.fixtures.strategy(): parameters None means the `dockerfile` one."""
+        return await self.kube.create(BUILDSTRATEGIES, self.ns,
+                                      fixtures.strategy(name, parameters=parameters))
 
-    async def build(self, name: str = "app", strategy: str = "kaniko", **spec: Any) -> JSON:
-        body_spec = {
-            "strategy": {"name": strategy, "kind": "BuildStrategy"},
-            "source": {"git": {"url": "https://example.com/app.git"}},
-            "output": {"image": "registry.example.com/app:latest"},
-            **spec,
-        }
-        return await self.kube.create(BUILDS, self.ns, {
-            "apiVersion": API, "kind": "Build", "metadata": {"name": name}, "spec": body_spec,
-        })
+    async def build(self, name: str = fixtures.BUILD, strategy: str = fixtures.STRATEGY,
+                    **spec: Any) -> JSON:
+        """devtools.fixtures.build(): `spec` adds fields to the default spec or replaces them."""
+        return await self.kube.create(BUILDS, self.ns,
+                                      fixtures.build(name, strategy=strategy, **spec))
 
-    async def buildrun(self, name: str, build_ref: str | None = "app", **spec: Any) -> JSON:
-        body_spec: JSON = {"build": {"name": build_ref}} if build_ref else {}
-        body_spec.update(spec)
-        return await self.kube.create(BUILDRUNS, self.ns, {
-            "apiVersion": API, "kind": "BuildRun", "metadata": {"name": name}, "spec": body_spec,
-        })
+    async def buildrun(self, name: str, build_ref: str | None = fixtures.BUILD,
+                       **spec: Any) -> JSON:
+        """A BuildRun of Build `build_ref` (none when None); `spec` adds fields."""
+        return await self.kube.create(BUILDRUNS, self.ns,
+                                      fixtures.buildrun(name, build_ref, **spec))
 
     async def get(self, name: str) -> JSON:
         return await self.kube.get(BUILDRUNS, self.ns, name)

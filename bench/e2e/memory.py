@@ -48,12 +48,10 @@ from bench.e2e.common import (
     NS,
     Controller,
     bounded,
-    buildrun_body,
     command_line,
     load_kube,
     log,
     machine,
-    setup_namespace,
     wait_quiet,
     write_results,
 )
@@ -63,6 +61,7 @@ from controller.runtime.informers import strip_noise
 from controller.runtime.kube import JSON, Kube
 from controller.runtime.store import Store
 from controller.runtime.timestamps import format_time
+from devtools import fixtures
 from devtools.localcluster import LocalCluster
 
 
@@ -74,9 +73,7 @@ def finished_status(name: str) -> JSON:
         "startTime": start,
         "completionTime": done,
         "taskRunName": f"{name}-1a2b3c4d",
-        "buildSpec": {"strategy": {"name": "kaniko", "kind": "BuildStrategy"},
-                      "source": {"git": {"url": "https://example.com/app.git"}},
-                      "output": {"image": "registry.example.com/app:latest"}},
+        "buildSpec": fixtures.build_spec(),
         "conditions": [{"type": "Succeeded", "status": "True", "reason": "Succeeded",
                         "message": "All Steps have completed executing",
                         "lastTransitionTime": done}],
@@ -87,7 +84,7 @@ def finished_status(name: str) -> JSON:
 async def populate(kube: Kube, start: int, stop: int, concurrency: int,
                    deadline: float) -> float:
     async def one(name: str) -> None:
-        created = await kube.create(BUILDRUNS, NS, buildrun_body(name))
+        created = await kube.create(BUILDRUNS, NS, fixtures.buildrun(name))
         await kube.patch(BUILDRUNS, NS, name, {
             "metadata": {"resourceVersion": created["metadata"]["resourceVersion"]},
             "status": finished_status(name)}, subresource="status")
@@ -242,7 +239,7 @@ async def main_async(args: argparse.Namespace) -> None:
         async with LocalCluster(workdir / "cluster") as cluster:
             kube = await load_kube(cluster)
             try:
-                await setup_namespace(kube)
+                await fixtures.setup_namespace(kube, NS)
                 have = 0
                 for size in sorted(args.sizes):
                     if size > have:

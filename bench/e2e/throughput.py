@@ -54,7 +54,6 @@ import aiohttp
 from kubernetes_asyncio import client as k8s
 
 from bench.e2e.common import (
-    API,
     NS,
     RESULTS,
     Controller,
@@ -62,7 +61,6 @@ from bench.e2e.common import (
     Observer,
     apiserver_requests,
     bounded,
-    buildrun_body,
     command_line,
     load_kube,
     log,
@@ -70,7 +68,6 @@ from bench.e2e.common import (
     per_object,
     percentile,
     server_pids,
-    setup_namespace,
     wait_quiet,
     write_results,
 )
@@ -78,6 +75,8 @@ from controller.buildrun.resources import BUILDRUNS, TASKRUNS
 from controller.buildrun.taskrun import taskrun_name
 from controller.runtime.kube import EVENTS, JSON, Kube
 from controller.runtime.timestamps import format_time, now
+from devtools import fixtures
+from devtools.fixtures import API
 from devtools.localcluster import LocalCluster
 from devtools.tekton import TektonSimulator
 
@@ -91,15 +90,15 @@ def now_text() -> str:
 def taskrun_body(buildrun: JSON) -> JSON:
     """The shape of the TaskRun the controller generates for the bench Build/strategy."""
     meta = buildrun["metadata"]
-    values = {"dockerfile": "Dockerfile", "shp-output-image": "registry.example.com/app:latest",
-              "shp-source-url": "https://example.com/app.git"}
+    values = {"dockerfile": "Dockerfile", "shp-output-image": fixtures.IMAGE,
+              "shp-source-url": fixtures.SOURCE_URL}
     return {
         "apiVersion": "tekton.dev/v1", "kind": "TaskRun",
         "metadata": {
             "name": taskrun_name(buildrun), "namespace": meta["namespace"],
             "labels": {"buildrun.shipwright.io/name": meta["name"],
                        "buildrun.shipwright.io/uid": meta["uid"],
-                       "build.shipwright.io/name": "app"},
+                       "build.shipwright.io/name": fixtures.BUILD},
             "ownerReferences": [{"apiVersion": API, "kind": "BuildRun", "name": meta["name"],
                                  "uid": meta["uid"], "controller": True,
                                  "blockOwnerDeletion": True}],
@@ -107,8 +106,7 @@ def taskrun_body(buildrun: JSON) -> JSON:
         "spec": {
             "taskSpec": {
                 "params": [{"name": k, "type": "string"} for k in values],
-                "steps": [{"name": "build", "image": "gcr.io/kaniko-project/executor",
-                           "args": ["--dockerfile=$(params.dockerfile)"]}],
+                "steps": fixtures.strategy()["spec"]["steps"],
                 "results": [{"name": "shp-image-digest"}, {"name": "shp-error-reason"},
                             {"name": "shp-error-message"}],
             },
@@ -121,9 +119,7 @@ def started_status(taskrun: str, message: str) -> JSON:
     now = now_text()
     return {
         "startTime": now, "taskRunName": taskrun,
-        "buildSpec": {"strategy": {"name": "kaniko", "kind": "BuildStrategy"},
-                      "source": {"git": {"url": "https://example.com/app.git"}},
-                      "output": {"image": "registry.example.com/app:latest"}},
+        "buildSpec": fixtures.build_spec(),
         "conditions": [{"type": "Succeeded", "status": "Unknown", "reason": "Pending",
                         "message": message, "lastTransitionTime": now}],
     }
@@ -250,7 +246,7 @@ async def one_run(mode: str, n: int, workers: int, args: argparse.Namespace,
         ctl: Controller | None = None
         observer = Observer(cluster)
         try:
-            await setup_namespace(kube)
+            await fixtures.setup_namespace(kube, NS)
             pids = server_pids(cluster)
             if mode == "controller":
                 ctl = Controller(cluster.kubeconfig, workdir / "controller.log", workers=workers,
@@ -267,10 +263,10 @@ async def one_run(mode: str, n: int, workers: int, args: argparse.Namespace,
             uids: dict[str, JSON] = {}
 
             async def create(name: str) -> None:
-                await kube.create(BUILDRUNS, NS, buildrun_body(name))
+                await kube.create(BUILDRUNS, NS, fixtures.buildrun(name))
 
             async def bare(name: str) -> None:
-                br = await client.create("buildruns", buildrun_body(name))
+                br = await client.create("buildruns", fixtures.buildrun(name))
                 uids[name] = br
                 tr = await client.create("taskruns", taskrun_body(br))
                 trn = tr["metadata"]["name"]

@@ -22,10 +22,11 @@ from controller.buildrun.resources import BUILDRUNS, BUILDS
 from controller.runtime.errors import RetryableError
 from controller.runtime.kube import JSON, ApiError, Kube
 from controller.runtime.reconcile import Result
+from devtools import fixtures
+from devtools.fixtures import API
 from devtools.localcluster import LocalCluster
 from devtools.tekton import TektonSimulator
 from tests.harness import (
-    API,
     World,
     condition,
     controller_settings,
@@ -209,7 +210,7 @@ async def create(kube: Kube, namespace: str, case: Case) -> ApiError | None:
 async def world(kube: Kube, namespace: str) -> World:
     w = World(kube, namespace)
     await w.strategy(parameters=[
-        {"name": "dockerfile", "type": "string", "default": "Dockerfile"},
+        fixtures.dockerfile_parameter(),
         {"name": "flags", "type": "array", "defaults": []},
     ])
     await w.build()

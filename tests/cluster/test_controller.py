@@ -127,15 +127,16 @@ async def test_leader_hand_over_never_runs_reconciles_on_two_replicas(
     b_settings = replace(settings, leader_election=replace(lease, identity="b"))
     async with running_controller(a_settings, "a") as a:
         record(a, "a")
-        await wait_for(lambda: bool(a.controller.running), what="a to lead")
+        await wait_for(lambda: bool(a.buildrun.controller.running), what="a to lead")
         async with running_controller(b_settings, "b") as b:
             record(b, "b")
             await w.buildrun("one")
             await w.taskrun_of("one")
-            assert not b.controller.running, "the standby started workers"
+            assert not b.buildrun.controller.running, "the standby started workers"
             assert b.synced(), "the standby's caches should be warm"
             a.request_stop()  # releases the lease on the way out
-            await wait_for(lambda: bool(b.controller.running), timeout=10, what="b to lead")
+            await wait_for(lambda: bool(b.buildrun.controller.running), timeout=10,
+                           what="b to lead")
             await w.buildrun("two")
             await TektonSimulator(kube).finish(namespace, await w.taskrun_of("two"))
             done = await w.finished("two")

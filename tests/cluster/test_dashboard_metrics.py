@@ -21,6 +21,7 @@ import yaml
 
 from controller.runtime.kube import Kube
 from controller.runtime.leader import LeaderElectionSettings
+from devtools import fixtures
 from devtools.localcluster import LocalCluster
 from devtools.tekton import TektonSimulator
 from devtools.webhook import FlakyWebhook, Verdict
@@ -101,8 +102,7 @@ def test_dashboard_is_well_formed() -> None:
 
 async def _namespace(kube: Kube) -> str:
     name = f"dash-{uuid.uuid4().hex[:8]}"
-    await kube.request("POST", "/api/v1/namespaces", body={
-        "apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}})
+    await fixtures.create_namespace(kube, name)
     return name
 
 

@@ -18,7 +18,8 @@ from pathlib import Path
 
 import pytest
 
-from devtools.dev import SAMPLES
+from devtools.processes import command_lines
+from devtools.samples import SAMPLES
 
 pytestmark = pytest.mark.cluster
 
@@ -29,17 +30,8 @@ ROW = re.compile(r"^(\S+)\s+(True|False|Unknown)\s+(\S+)\s+(\S+)\s+(\S+)\s+(\S+)
 
 def processes_mentioning(text: str) -> list[str]:
     """Command lines of live processes that mention `text` (our servers name their folder)."""
-    found = []
-    for proc in Path("/proc").iterdir():
-        if not proc.name.isdigit() or int(proc.name) == os.getpid():
-            continue
-        try:
-            cmdline = (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode()
-        except OSError:
-            continue
-        if text in cmdline:
-            found.append(cmdline)
-    return found
+    lines = (b" ".join(argv).decode(errors="replace") for _, argv in command_lines())
+    return [line for line in lines if text in line]
 
 
 def final_rows(output: str) -> dict[str, tuple[str, str]]:

@@ -7,12 +7,19 @@ import asyncio
 import pytest
 from kubernetes_asyncio import client, watch
 
-from devtools.localcluster import LocalCluster
+from devtools.localcluster import BUILD_SCRIPT, CRD_DIRS, REPO, LocalCluster
 from tests.conftest import api_client_for
 
 pytestmark = pytest.mark.cluster
 
 GROUP, VERSION = "shipwright.io", "v1beta1"
+
+
+def test_paths_point_into_this_checkout() -> None:
+    """devtools/ sits at the top of the repo: REPO is its parent, not the one above."""
+    assert (REPO / "pyproject.toml").is_file(), REPO
+    assert BUILD_SCRIPT.is_file(), BUILD_SCRIPT
+    assert all(folder.is_dir() and any(folder.glob("*.yaml")) for folder in CRD_DIRS), CRD_DIRS
 
 
 async def test_create_read_and_watch_a_buildrun(api: client.ApiClient, namespace: str) -> None:
@@ -37,7 +44,9 @@ async def test_create_read_and_watch_a_buildrun(api: client.ApiClient, namespace
     )
     await crd.patch_namespaced_custom_object(
         GROUP, VERSION, namespace, "buildruns", "smoke", {"metadata": {"labels": {"seen": "yes"}}},
-        _content_type="application/merge-patch+json",
+        # The stubs leave out _content_type, which the generated client takes (without
+        # it, it sends a JSON patch, and this body is a merge patch).
+        _content_type="application/merge-patch+json",  # type: ignore[call-arg]
     )
     event = await asyncio.wait_for(stream.__anext__(), 10)
     w.stop()
@@ -68,4 +77,4 @@ async def test_server_prunes_unknown_fields_and_checks_the_schema(
             },
         )
     assert err.value.status == 422
-    assert "spec.state" in err.value.body
+    assert "spec.state" in str(err.value.body)  # typed bytes | None; the text either way

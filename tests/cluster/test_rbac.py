@@ -163,14 +163,6 @@ async def limited_settings(
     return sa, controller_settings(cluster, namespace, kubeconfig=str(kubeconfig), **overrides)
 
 
-@pytest.fixture
-async def world(kube: Kube, namespace: str) -> World:
-    w = World(kube, namespace)
-    await w.strategy()
-    await w.build()
-    return w
-
-
 # -- the manifests, read ------------------------------------------------------------------
 
 

@@ -34,11 +34,11 @@ from controller.buildrun.taskrun import LABEL_BUILDRUN
 from controller.runtime.kube import JSON, PODS, ApiError, Kube, Resource
 from controller.runtime.reconcile import RetryBudget
 from devtools.certs import issue_serving_cert
+from devtools.fixtures import API
 from devtools.localcluster import free_port
 from devtools.stack import StackError, TektonStack
 from tests.conftest import api_client_for
 from tests.harness import (
-    API,
     World,
     condition,
     controller_settings,
@@ -86,6 +86,7 @@ class FateWebhook:
         response: JSON = {"uid": req["uid"], "allowed": True}
         fate = self.fates.get(key)
         if fate:
+            ops: list[JSON]
             if meta.get("annotations"):
                 ops = [{"op": "add", "path": "/metadata/annotations/" + k.replace("/", "~1"),
                         "value": v} for k, v in fate.items()]

@@ -1,0 +1,140 @@
+"""The story `make dev` plays: four sample BuildRuns in namespace "demo", what each must
+end as, and the order and timing that make each one's story happen.
+
+- `flaky-webhook` takes the first WEBHOOK_FAILURES TaskRun creations, which the flaky
+  webhook times out (a system error, retried), then succeeds;
+- `hello` runs and succeeds;
+- `missing-build` names a Build that does not exist (a user error, never retried);
+- `cancel-me` runs for an hour unless cancelled, and is cancelled once Running.
+
+Invariants: SAMPLES' names are unique and each `expect` is the reason its Succeeded
+condition must end with; `play_samples` creates `flaky-webhook` alone and waits for its
+TaskRun before creating the others (the webhook's script counts calls, not BuildRuns),
+and cancels `cancel-me` only after it is Running.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from controller.buildrun.resources import BUILDRUNS
+from controller.buildrun.status import succeeded_condition
+from controller.buildrun.taskrun import LABEL_BUILDRUN
+from controller.runtime.kube import JSON, Kube
+from devtools import fixtures
+from devtools.polling import wait_until
+from devtools.screen import DEV
+from devtools.tekton import Finish
+from devtools.webhook import Verdict
+
+NAMESPACE = "demo"
+CANCELED = "BuildRunCanceled"
+WEBHOOK = "[flaky-webhook]"
+# The webhook times out this many TaskRun creations, then allows every one.
+WEBHOOK_FAILURES = 2
+# How long a TaskRun of no sample runs (none is expected: the namespace is the demo's).
+DEFAULT_RUN_SECONDS = 4.0
+
+
+@dataclass(frozen=True)
+class Sample:
+    name: str
+    build: str
+    expect: str  # the reason its Succeeded condition must end with
+    story: str
+    run_seconds: float = DEFAULT_RUN_SECONDS  # how long its simulated TaskRun runs once started
+
+
+SAMPLES = (
+    Sample("flaky-webhook", "hello", "Succeeded",
+           f"TaskRun creation times out {WEBHOOK_FAILURES}x at a webhook; retried with backoff"),
+    Sample("hello", "hello", "Succeeded", "runs and succeeds"),
+    Sample("missing-build", "does-not-exist", "BuildNotFound",
+           "user error: its Build does not exist, fails at once, never retried"),
+    Sample("cancel-me", "hello", CANCELED,
+           "cancelled (spec.state=BuildRunCanceled) while its TaskRun runs", 3600.0),
+)
+SAMPLE_BY_NAME = {s.name: s for s in SAMPLES}
+
+# The strategy pushes where the Build says (shp-output-image), and the Build "hello" is
+# Shipwright's own sample: what a user would write.
+STRATEGY_ARGS = (*fixtures.DOCKERFILE_ARGS, "--destination=$(params.shp-output-image)")
+HELLO_SOURCE = "https://github.com/shipwright-io/sample-go"
+HELLO_IMAGE = "registry.example.com/demo/hello:latest"
+
+
+async def create_samples_base(kube: Kube) -> None:
+    """Namespace "demo", the BuildStrategy "kaniko" and the Build "hello" that the
+    samples (but `missing-build`) run."""
+    await fixtures.setup_namespace(
+        kube, NAMESPACE,
+        strategy_body=fixtures.strategy(args=STRATEGY_ARGS),
+        build_body=fixtures.build("hello", source_url=HELLO_SOURCE, image=HELLO_IMAGE),
+    )
+
+
+async def create_buildrun(kube: Kube, sample: Sample) -> None:
+    await kube.create(BUILDRUNS, NAMESPACE, fixtures.buildrun(sample.name, sample.build))
+
+
+async def play_samples(kube: Kube, say: Callable[[str], None]) -> None:
+    """Creates the sample BuildRuns in an order that makes each story happen."""
+    flaky, hello, missing, cancel = SAMPLES
+
+    async def get(name: str) -> JSON:
+        return await kube.get(BUILDRUNS, NAMESPACE, name)
+
+    async def has_taskrun(name: str) -> bool:
+        return bool(((await get(name)).get("status") or {}).get("taskRunName"))
+
+    # The webhook's script counts calls, not BuildRuns: let this one take the
+    # failing calls before any other BuildRun creates a TaskRun.
+    say(f"{DEV} creating BuildRun {flaky.name}: {flaky.story}")
+    await create_buildrun(kube, flaky)
+    await wait_until(lambda: has_taskrun(flaky.name), 60)
+    for sample in (hello, missing, cancel):
+        say(f"{DEV} creating BuildRun {sample.name}: {sample.story}")
+        await create_buildrun(kube, sample)
+
+    async def running(name: str) -> bool:
+        cond = succeeded_condition((await get(name)).get("status")) or {}
+        return cond.get("reason") == "Running"
+
+    await wait_until(lambda: running(cancel.name), 60)
+    say(f"{DEV} cancelling BuildRun {cancel.name}: merge patch spec.state={CANCELED}")
+    await kube.patch(BUILDRUNS, NAMESPACE, cancel.name, {"spec": {"state": CANCELED}})
+
+
+def finished(buildruns: list[JSON]) -> dict[str, str | None]:
+    """Name -> the reason of the Succeeded condition, of each BuildRun that has a
+    completionTime (None where it has no such condition)."""
+    return {b["metadata"]["name"]: (succeeded_condition(b.get("status")) or {}).get("reason")
+            for b in buildruns if (b.get("status") or {}).get("completionTime")}
+
+
+def unexpected(done: dict[str, str | None]) -> list[str]:
+    """One line per sample that did not end as it should (`done` as `finished` gives)."""
+    return [f"{s.name}: expected {s.expect}, got {done.get(s.name)}"
+            for s in SAMPLES if done.get(s.name) != s.expect]
+
+
+def plan_for(taskrun: JSON) -> tuple[float, Finish]:
+    """The simulated Tekton's plan: its sample's run time, then success."""
+    owner = (taskrun["metadata"].get("labels") or {}).get(LABEL_BUILDRUN, "")
+    sample = SAMPLE_BY_NAME.get(owner)
+    return (sample.run_seconds if sample else DEFAULT_RUN_SECONDS), "success"
+
+
+def webhook_script(say: Callable[[str], None]) -> Callable[[int], Verdict]:
+    """The flaky webhook's script: the first WEBHOOK_FAILURES calls time out, every later
+    one is allowed; each call is told with `say`, labelled WEBHOOK."""
+
+    def script(call: int) -> Verdict:
+        verdict: Verdict = "timeout" if call <= WEBHOOK_FAILURES else "allow"
+        say(f"{WEBHOOK} TaskRun create #{call}: "
+            + ("timing out (the API server gives up after 1s)"
+               if verdict == "timeout" else "allowed"))
+        return verdict
+
+    return script
