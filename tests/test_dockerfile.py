@@ -186,9 +186,23 @@ PIP = [sys.executable, "-m", "pip", "--disable-pip-version-check", "-q"]
 
 @pytest.fixture(scope="module")
 def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The builder stage's `pip wheel . --no-deps`, once for this module's tests."""
+    """The builder stage's `pip wheel . --no-deps`, once for this module's tests, on the
+    build context the image builder gets: the files the Dockerfile COPYs, less what
+    .dockerignore leaves out. (Built in the checkout itself, setuptools would reuse a
+    stale build/lib and ship modules that no longer exist.)"""
+    patterns = [line.strip() for line in (REPO / ".dockerignore").read_text().splitlines()
+                if line.strip() and not line.startswith("#")]
+    _, stages = parse_dockerfile(DOCKERFILE.read_text())
+    context = tmp_path_factory.mktemp("context")
+    for src in (s for args in stages[0].all("COPY") for s in args.split()[:-1]):
+        top = REPO / src
+        for path in [top] if top.is_file() else sorted(top.rglob("*")):
+            relative = str(path.relative_to(REPO))
+            if path.is_file() and not _ignored(relative, patterns):
+                (context / relative).parent.mkdir(parents=True, exist_ok=True)
+                shutil.copy2(path, context / relative)
     wheels = tmp_path_factory.mktemp("wheels")
-    subprocess.run([*PIP, "wheel", "--no-deps", "--wheel-dir", str(wheels), str(REPO)],
+    subprocess.run([*PIP, "wheel", "--no-deps", "--wheel-dir", str(wheels), str(context)],
                    check=True, timeout=300)
     (built,) = wheels.glob("buildrun_controller-*.whl")
     return built
