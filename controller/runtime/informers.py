@@ -175,10 +175,9 @@ class Informer:
     def _replace(self, items: list[JSON], resource_version: str) -> None:
         # List items carry no kind; handlers and the cache want whole objects.
         seen = set()
-        for obj in items:
+        for obj in items:  # already stripped, page by page, in _list
             obj.setdefault("apiVersion", self.resource.api_version)
             obj.setdefault("kind", self.resource.kind)
-            obj = strip_noise(obj)
             seen.add(key_of(obj))
             old = self.store.upsert(obj)
             if old is None:
