@@ -14,23 +14,13 @@ import asyncio
 import logging
 import time
 from collections.abc import Awaitable
-from dataclasses import dataclass
 
 from controller.runtime import metrics, timestamps
 from controller.runtime.errors import is_not_found
 from controller.runtime.kube import JSON, LEASES, ApiError, Kube
+from controller.runtime.settings import LeaderElectionSettings
 
 log = logging.getLogger(__name__)
-
-
-@dataclass(frozen=True)
-class LeaderElectionSettings:
-    namespace: str
-    name: str = "buildrun-controller"
-    identity: str = ""
-    lease_duration: float = 15.0
-    renew_deadline: float = 10.0
-    retry_period: float = 2.0
 
 
 class LeadershipLost(Exception):

@@ -29,6 +29,7 @@ from typing import Protocol
 
 from controller.runtime import metrics
 from controller.runtime.errors import ReconcileError, RetryableError, classify
+from controller.runtime.settings import RetryBudget
 from workqueue import RateLimitingQueue, ShutDown
 
 log = logging.getLogger(__name__)
@@ -51,14 +52,6 @@ class Reconciler(Protocol):
     async def give_up(self, key: str, error: RetryableError) -> None:
         """Called instead of reconcile once a key's retry budget is spent."""
         ...
-
-
-@dataclass(frozen=True)
-class RetryBudget:
-    """How long a key may keep failing with system errors; 0 means no limit."""
-
-    max_retries: int = 15
-    max_age: float = 900.0
 
 
 @dataclass
