@@ -182,6 +182,10 @@ class Kube:
     async def create(self, resource: Resource, namespace: str | None, body: JSON) -> JSON:
         return await self.request("POST", resource.path(namespace), body=body)
 
+    async def put(self, resource: Resource, namespace: str | None, name: str, body: JSON) -> JSON:
+        """Replaces the object; the resourceVersion in `body` makes it a compare-and-swap."""
+        return await self.request("PUT", resource.path(namespace, name), body=body)
+
     async def patch(
         self,
         resource: Resource,
