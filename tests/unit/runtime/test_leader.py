@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import copy
+import itertools
 import uuid
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -28,8 +29,10 @@ HANG = "hang"  # a scripted step: the call never answers (a stalled connection)
 class LeaseApi:
     """One Lease with the API server's rules: create fails if it exists, PUT is a
     compare-and-swap on resourceVersion. `failing` makes every call raise it; `steps`
-    script the next calls (an exception, or HANG); `before_put` runs just before a PUT
-    is judged, to let another writer win a race."""
+    script the next calls (an exception, or HANG: the request never arrives);
+    `response_delay` holds every answer back after the call took effect (a slow
+    network: the server has written, we have not heard); `before_put` runs just
+    before a PUT is judged, to let another writer win a race."""
 
     def __init__(self, spec: Any = None, *, exists: bool = False) -> None:
         self.lease: JSON | None = None
@@ -38,12 +41,16 @@ class LeaseApi:
         self.steps: list[Any] = []
         self.calls: list[str] = []
         self.before_put: Callable[[], None] | None = None
+        self.response_delay = 0.0
+        self.writes: list[tuple[float, str]] = []  # (loop time, holder) of each write
         if exists or spec is not None:
             self.write(spec)
 
     def write(self, spec: Any) -> None:
         """Someone else (another replica, a human) writes the Lease."""
         self.version += 1
+        holder = spec.get("holderIdentity") if isinstance(spec, dict) else None
+        self.writes.append((asyncio.get_running_loop().time(), str(holder)))
         self.lease = {"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
                       "metadata": {"name": "l", "namespace": "ns",
                                    "resourceVersion": str(self.version)},
@@ -71,14 +78,18 @@ class LeaseApi:
         await self._call("get")
         if self.lease is None:
             raise ApiError(404, "NotFound", "leases.coordination.k8s.io not found")
-        return copy.deepcopy(self.lease)
+        answer = copy.deepcopy(self.lease)
+        await asyncio.sleep(self.response_delay)
+        return answer
 
     async def create(self, resource: Resource, namespace: str | None, body: JSON) -> JSON:
         await self._call("create")
         if self.lease is not None:
             raise ApiError(409, "AlreadyExists", "already exists")
         self.write(body["spec"])
-        return copy.deepcopy(self.lease)  # type: ignore[return-value]
+        answer = copy.deepcopy(self.lease)
+        await asyncio.sleep(self.response_delay)
+        return answer  # type: ignore[return-value]
 
     async def put(self, resource: Resource, namespace: str | None, name: str,
                   body: JSON) -> JSON:
@@ -89,7 +100,9 @@ class LeaseApi:
         if body["metadata"].get("resourceVersion") != self.lease["metadata"]["resourceVersion"]:
             raise ApiError(409, "Conflict", "the object has been modified")
         self.write(body["spec"])
-        return copy.deepcopy(self.lease)
+        answer = copy.deepcopy(self.lease)
+        await asyncio.sleep(self.response_delay)
+        return answer
 
 
 def settings(identity: str = "me", **durations: float) -> LeaderElectionSettings:
@@ -242,6 +255,100 @@ def test_the_leader_loses_once_it_cannot_renew_within_the_renew_deadline() -> No
             await e.hold()
         assert RENEW <= now() - renewed_at <= RENEW + RETRY
         assert metric("leader_election_master_status", name=e.s.name) == 0
+
+    run(main())
+
+
+def test_a_stalled_renewal_is_cancelled_at_the_renew_deadline() -> None:
+    # One renewal hangs (a half-open connection): the leader must not wait out the
+    # request; it gives up renew_deadline after it sent its last successful write,
+    # which is before any standby may take over (lease_duration after that write).
+    async def main() -> None:
+        api = LeaseApi()
+        e = elector(api)
+        await e.acquire()
+        hold = asyncio.create_task(e.hold())
+        await asyncio.sleep(3 * RETRY + 0.5)  # three renewals
+        last_sent = api.writes[-1][0]
+        api.steps = [HANG]
+        with pytest.raises(LeadershipLost, match="within"):
+            await hold
+        assert now() == last_sent + RENEW < last_sent + LEASE
+        assert api.calls.count("put") == 4  # the fourth renewal hung and was cancelled
+
+    run(main())
+
+
+def test_a_renewal_that_stalls_after_the_server_wrote_it_still_loses_in_time() -> None:
+    # The worst case for the leader: its PUT lands, but the answer never comes.
+    async def main() -> None:
+        api = LeaseApi()
+        e = elector(api)
+        await e.acquire()
+        acquired_at = now()
+        api.response_delay = 3600.0
+        with pytest.raises(LeadershipLost):
+            await e.hold()
+        assert now() == acquired_at + RENEW
+        # The standby's clock starts at the last write it could see: the hung renewal.
+        assert now() < api.writes[-1][0] + LEASE
+
+    run(main())
+
+
+@pytest.mark.parametrize(("delay", "keeps"), [(1.0, True), (4.5, True), (5.5, False)])
+def test_slow_answers_keep_the_lease_while_two_round_trips_fit_the_renew_deadline(
+    delay: float, keeps: bool,
+) -> None:
+    # A renewal is sent only after the previous one answered, and the deadline runs
+    # from when that one was sent: so it holds while 2 x delay < renew_deadline.
+    async def main() -> None:
+        api = LeaseApi()
+        api.response_delay = delay
+        e = elector(api)
+        await e.acquire()
+        hold = asyncio.create_task(e.hold())
+        lost_at = None
+        try:
+            await asyncio.wait_for(asyncio.shield(hold), 100.0)
+        except LeadershipLost:
+            lost_at = now()
+        except TimeoutError:
+            hold.cancel()
+        assert (lost_at is None) is keeps
+        # While it led, a standby never could have: its last write (which a standby
+        # would time from) was always less than lease_duration ago.
+        led_until = now() if lost_at is None else lost_at
+        times = [t for t, _ in api.writes] + [led_until]
+        assert max(b - a for a, b in itertools.pairwise(times)) < LEASE
+
+    run(main())
+
+
+def test_renewing_costs_one_put_and_seeing_another_holder_loses_at_once() -> None:
+    async def main() -> None:
+        api = LeaseApi()
+        e = elector(api)
+        await e.acquire()
+        api.calls.clear()
+        hold = asyncio.create_task(e.hold())
+        await asyncio.sleep(5 * RETRY + 0.5)
+        assert api.calls == ["put"] * 5
+        api.write({"holderIdentity": "other", "leaseDurationSeconds": 15, "renewTime": "t"})
+        taken_at = now()
+        with pytest.raises(LeadershipLost, match="held by other"):
+            await hold
+        assert now() - taken_at <= RETRY  # the next renewal, not the renew deadline
+        assert metric("leader_election_master_status", name=e.s.name) == 0
+
+    run(main())
+
+
+def test_a_fractional_lease_duration_is_written_rounded_up() -> None:
+    async def main() -> None:
+        api = LeaseApi()
+        await elector(api, settings(lease=4.5, renew=3.0, retry=1.0)).acquire()
+        assert api.spec()["leaseDurationSeconds"] == 5  # a standby waits >= 4.5 s
 
     run(main())
 
