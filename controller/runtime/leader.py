@@ -15,8 +15,11 @@ difference (lease_duration - renew_deadline > 0, checked at start-up) is the
 time the leader has to cancel its reconciles. So no request may outlive the
 deadline: each try is cancelled when it comes (`asyncio.timeout_at`), and a
 stalled request counts as a failed renewal. Unbounded, one stalled GET or PUT
-waited out the client's 30 s timeout: measured before this bound, a standby
-took the Lease 16.0 s after a stall while the old leader exited only at 31.8 s.
+waited out the client's 30 s timeout: with the default durations a standby took
+the Lease 16.0 s after a stall while the old leader exited only at 31.8 s; in
+tests/cluster/test_partition.py (lease 4 s, renew 3 s, retry 1 s) 3.9 s and
+31.3 s. Bounded, the old leader exits 2.8 s after the stall, the standby
+takes the Lease at 3.9 s.
 
 The leader renews every `retry_period` with one PUT of the Lease it last wrote
 (client-go's optimistic fast path), falling back to GET-then-PUT on a conflict.
