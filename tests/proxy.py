@@ -24,7 +24,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+from collections.abc import Coroutine
 from dataclasses import dataclass, field
+from typing import Any
 
 CHUNK = 65536
 
@@ -93,8 +95,8 @@ class Proxy:
     def open_connections(self) -> int:
         return len(self._conns)
 
-    def _spawn(self, coro: object) -> asyncio.Task[None]:
-        task: asyncio.Task[None] = asyncio.ensure_future(coro)  # type: ignore[arg-type]
+    def _spawn(self, coro: Coroutine[Any, Any, None]) -> asyncio.Task[None]:
+        task = asyncio.create_task(coro)
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
         return task

@@ -8,7 +8,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from controller.runtime.kube import JSON, key_of
-from controller.runtime.store import Store
+from controller.runtime.store import Indexer, Store
 
 NAMES = ["a", "b", "c", "d"]
 VALUES = ["x", "y", "z"]
@@ -23,7 +23,7 @@ def owners(obj: JSON) -> list[str]:
     return list(obj.get("owners", []))
 
 
-INDEXERS = {"label": by_label, "owner": owners}
+INDEXERS: dict[str, Indexer] = {"label": by_label, "owner": owners}
 
 
 def obj(name: str, labels: dict[str, str], owner_list: list[str]) -> JSON:
