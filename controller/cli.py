@@ -14,9 +14,7 @@ from pathlib import Path
 from controller import app
 from controller.runtime import logs
 from controller.runtime.kube import ConfigError
-from controller.runtime.leader import LeaderElectionSettings
-from controller.runtime.reconcile import RetryBudget
-from controller.settings import QueueSettings, Settings
+from controller.settings import LeaderElectionSettings, QueueSettings, RetryBudget, Settings
 
 log = logging.getLogger("controller")
 

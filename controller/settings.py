@@ -1,22 +1,18 @@
-"""Every knob the controller has, as dataclasses; the CLI fills them in."""
+"""Every knob the controller has, as dataclasses; the CLI fills them in.
+
+The generic runtime's knobs (queue backoff, retry budget, leader election) are
+defined in `controller.runtime.settings`, which the runtime may import, and
+re-exported here with the process-level `Settings` that composes them: import
+any of them from this module.
+"""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from controller.runtime.leader import LeaderElectionSettings
-from controller.runtime.reconcile import RetryBudget
+from controller.runtime.settings import LeaderElectionSettings, QueueSettings, RetryBudget
 
-
-@dataclass(frozen=True)
-class QueueSettings:
-    """client-go's DefaultControllerRateLimiter: max(per-item exponential, overall bucket)."""
-
-    base_delay: float = 0.005
-    max_delay: float = 1000.0
-    qps: float = 10.0
-    burst: int = 100
-    jitter: float = 0.0
+__all__ = ["LeaderElectionSettings", "QueueSettings", "RetryBudget", "Settings"]
 
 
 @dataclass(frozen=True)

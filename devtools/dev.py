@@ -55,8 +55,7 @@ from controller.buildrun.resources import BUILDRUNS
 from controller.runtime import logs
 from controller.runtime.kube import JSON, ApiError, Kube
 from controller.runtime.kube import load_api_client as _load_api_client
-from controller.runtime.reconcile import RetryBudget
-from controller.settings import QueueSettings, Settings
+from controller.settings import QueueSettings, RetryBudget, Settings
 from devtools.localcluster import LocalCluster
 from devtools.polling import wait_until
 from devtools.samples import (

@@ -20,8 +20,7 @@ from prometheus_client import REGISTRY
 from controller.app import App
 from controller.buildrun.resources import BUILDRUNS, BUILDS, BUILDSTRATEGIES, TASKRUNS
 from controller.runtime.kube import JSON, Kube
-from controller.runtime.reconcile import RetryBudget
-from controller.settings import QueueSettings, Settings
+from controller.settings import QueueSettings, RetryBudget, Settings
 from devtools import fixtures
 from devtools.localcluster import LocalCluster
 from devtools.polling import wait_until

@@ -96,7 +96,9 @@ class Informer:
         self._handlers: list[Handler] = []
         self._resync_period = resync_period
         self._page_size = page_size
-        self._watch_timeout = watch_timeout
+        # Seconds the server keeps one watch open (each watch picks 1-2x this). Also
+        # bounds how long a silent watch goes unnoticed: see Kube.watch.
+        self.watch_timeout = watch_timeout
         self._rv: str | None = None
         self._synced = asyncio.Event()
 
@@ -175,10 +177,9 @@ class Informer:
     def _replace(self, items: list[JSON], resource_version: str) -> None:
         # List items carry no kind; handlers and the cache want whole objects.
         seen = set()
-        for obj in items:
+        for obj in items:  # already stripped, page by page, in _list
             obj.setdefault("apiVersion", self.resource.api_version)
             obj.setdefault("kind", self.resource.kind)
-            obj = strip_noise(obj)
             seen.add(key_of(obj))
             old = self.store.upsert(obj)
             if old is None:
@@ -195,7 +196,7 @@ class Informer:
     async def _watch(self) -> None:
         assert self._rv is not None
         # Spread watch timeouts so informers do not all reconnect at once.
-        timeout = int(self._watch_timeout * random.uniform(1.0, 2.0))
+        timeout = max(1, int(self.watch_timeout * random.uniform(1.0, 2.0)))
         try:
             async for event in self.kube.watch(
                 self.resource, self.namespace, self._rv, timeout_seconds=timeout

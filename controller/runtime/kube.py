@@ -26,6 +26,12 @@ JSON = dict[str, Any]
 
 MERGE_PATCH = "application/merge-patch+json"
 
+# Seconds a watch may run past the timeoutSeconds it asked for before the client gives
+# up on it as silent. Was 30: a stalled watch could go unnoticed for 330-630 s with the
+# informers' 300-600 s watches; ending a healthy watch a little early costs only a
+# resume from the last resourceVersion.
+WATCH_TIMEOUT_MARGIN = 5.0
+
 
 @dataclass(frozen=True)
 class Resource:
@@ -182,6 +188,10 @@ class Kube:
     async def create(self, resource: Resource, namespace: str | None, body: JSON) -> JSON:
         return await self.request("POST", resource.path(namespace), body=body)
 
+    async def put(self, resource: Resource, namespace: str | None, name: str, body: JSON) -> JSON:
+        """Replaces the object; the resourceVersion in `body` makes it a compare-and-swap."""
+        return await self.request("PUT", resource.path(namespace, name), body=body)
+
     async def patch(
         self,
         resource: Resource,
@@ -228,9 +238,12 @@ class Kube:
         }
         url = self._host + resource.path(namespace) + "?" + urlencode(query)
         headers = await self._headers(None)
-        # The server closes the stream after timeout_seconds; the client allows a margin
-        # and otherwise only guards against a connection that goes silent.
-        timeout = aiohttp.ClientTimeout(total=timeout_seconds + 30, sock_connect=10)
+        # The server ends the stream after timeout_seconds. A connection that went
+        # silent without closing (half-open: a dead peer, a NAT that forgot it) never
+        # ends by itself, so the client ends it a little later, and the informer
+        # resumes on a new connection from the last version it saw.
+        timeout = aiohttp.ClientTimeout(total=timeout_seconds + WATCH_TIMEOUT_MARGIN,
+                                        sock_connect=10)
         async with self._session.get(
             url, headers=headers, timeout=timeout,
             proxy=self._proxy, proxy_auth=self._proxy_auth, auth=self._netrc_auth,

@@ -8,13 +8,18 @@ queue operations and metrics, as controller-runtime's reconcileHandler does:
 |------------------------------|------------------------------------|---------------|
 | Result() (done)              | forget                             | success       |
 | Result(requeue_after=s)      | forget, add_after(s)               | requeue_after |
-| Result(requeue=True)         | add_rate_limited                   | requeue       |
 | RetryableError, budget left  | add_rate_limited (backoff)         | error         |
 | RetryableError, budget spent | add now; next turn calls give_up   | error         |
 | TerminalError                | forget, never requeued             | error         |
 
 Any other exception is a bug: it is logged with its traceback, counted as a
-panic, and retried like a system error, so it never kills a worker.
+panic, and retried like a system error, so it never kills a worker. A reconcile
+that outlives `reconcile_timeout` is cancelled and retried as a "timeout" error.
+
+There is no `Result(requeue=True)`: nothing returned it, and controller-runtime
+deprecated Result.Requeue in v0.21. A reconciler that wants backoff raises a
+RetryableError (which counts against the retry budget); one that wants to look
+again later returns requeue_after.
 """
 
 from __future__ import annotations
@@ -29,6 +34,7 @@ from typing import Protocol
 
 from controller.runtime import metrics
 from controller.runtime.errors import ReconcileError, RetryableError, classify
+from controller.runtime.settings import RetryBudget
 from workqueue import RateLimitingQueue, ShutDown
 
 log = logging.getLogger(__name__)
@@ -39,7 +45,6 @@ class Result:
     """What a successful reconcile asks of the queue; the default means done."""
 
     requeue_after: float | None = None
-    requeue: bool = False
 
 
 DONE = Result()
@@ -51,14 +56,6 @@ class Reconciler(Protocol):
     async def give_up(self, key: str, error: RetryableError) -> None:
         """Called instead of reconcile once a key's retry budget is spent."""
         ...
-
-
-@dataclass(frozen=True)
-class RetryBudget:
-    """How long a key may keep failing with system errors; 0 means no limit."""
-
-    max_retries: int = 15
-    max_age: float = 900.0
 
 
 @dataclass
@@ -99,6 +96,8 @@ class Controller:
         for counter in (metrics.RECONCILE_ERRORS, metrics.TERMINAL_RECONCILE_ERRORS,
                         metrics.RECONCILE_PANICS, metrics.RETRY_BUDGET_EXHAUSTED):
             counter.labels(name)
+        # "requeue" is never counted (see the module docstring); its zero sample keeps
+        # controller-runtime's four series for dashboards that sum by result.
         for result in ("success", "error", "requeue", "requeue_after"):
             metrics.RECONCILE_TOTAL.labels(name, result)
 
@@ -128,12 +127,18 @@ class Controller:
         await asyncio.gather(*self._tasks, return_exceptions=True)
 
     async def _worker(self) -> None:
-        while True:
-            try:
-                key = await self.queue.get()
-            except ShutDown:
-                return
-            await self._process(key)
+        while await self.process_next():
+            pass
+
+    async def process_next(self) -> bool:
+        """One worker turn: waits for a key and reconciles it, with all the queue
+        bookkeeping; False once the queue is shut down and empty."""
+        try:
+            key = await self.queue.get()
+        except ShutDown:
+            return False
+        await self._process(key)
+        return True
 
     async def _process(self, key: str) -> None:
         rid = next(self._ids)
@@ -179,9 +184,6 @@ class Controller:
                 self.queue.forget(key)
                 self.queue.add_after(key, outcome.requeue_after)
                 return self._count("requeue_after")
-            if outcome.requeue:
-                self.queue.add_rate_limited(key)
-                return self._count("requeue")
             self.queue.forget(key)
             return self._count("success")
 

@@ -326,7 +326,7 @@ async def test_webhook_timeouts_are_retried_then_succeed(
 async def test_webhook_failing_forever_ends_in_retries_exhausted(
     cluster: LocalCluster, kube: Kube, world: World
 ) -> None:
-    from controller.runtime.reconcile import RetryBudget
+    from controller.settings import RetryBudget
     from devtools.webhook import FlakyWebhook
 
     exhausted_before = metric("buildrun_retry_exhausted_total")

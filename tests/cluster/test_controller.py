@@ -17,8 +17,8 @@ from controller.buildrun import reasons
 from controller.buildrun.resources import BUILDRUNS
 from controller.runtime.informers import Informer
 from controller.runtime.kube import LEASES, ApiError, Kube, key_of
-from controller.runtime.leader import LeaderElectionSettings
 from controller.runtime.reconcile import Result
+from controller.settings import LeaderElectionSettings
 from devtools.localcluster import LocalCluster
 from devtools.tekton import TektonSimulator
 from tests.harness import (

@@ -20,7 +20,7 @@ import pytest
 import yaml
 
 from controller.runtime.kube import Kube
-from controller.runtime.leader import LeaderElectionSettings
+from controller.settings import LeaderElectionSettings
 from devtools import fixtures
 from devtools.localcluster import LocalCluster
 from devtools.tekton import TektonSimulator

@@ -32,9 +32,7 @@ from controller.app import App
 from controller.buildrun import reasons
 from controller.buildrun.resources import TASKRUNS
 from controller.runtime.kube import EVENTS, LEASES, Kube
-from controller.runtime.leader import LeaderElectionSettings
-from controller.runtime.reconcile import RetryBudget
-from controller.settings import Settings
+from controller.settings import LeaderElectionSettings, RetryBudget, Settings
 from devtools.localcluster import LocalCluster, write_token_kubeconfig
 from devtools.tekton import TektonSimulator
 from tests.harness import (

@@ -16,7 +16,7 @@ import pytest
 
 from controller.app import App
 from controller.runtime.kube import LEASES, Kube
-from controller.runtime.leader import LeaderElectionSettings
+from controller.settings import LeaderElectionSettings
 from devtools.localcluster import LocalCluster
 from soak.run import Config, soak
 from tests.harness import controller_settings, wait_for

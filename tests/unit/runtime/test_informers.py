@@ -1,0 +1,202 @@
+"""The Informer against a scripted Kube (no server), on virtual time: list paging,
+relist after 410 Gone, DELETED for vanished objects exactly once, noise stripped
+once per object, and cancellation that really stops it."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections import deque
+from collections.abc import AsyncIterator
+from typing import Any
+
+import pytest
+
+from controller.runtime import informers
+from controller.runtime.informers import EventType, Informer
+from controller.runtime.kube import JSON, ApiError, Kube, Resource, key_of
+from tests.harness import metric, wait_for
+from tests.virtualtime import run
+
+BLOCK = object()  # a watch step: the stream stays open and silent until cancelled
+
+
+def obj(name: str, rv: str, **extra: Any) -> JSON:
+    return {"metadata": {"name": name, "namespace": "ns", "resourceVersion": rv,
+                         "managedFields": [{"manager": "kubectl"}]}, **extra}
+
+
+class ScriptedKube:
+    """`list` answers page after page from `pages`; each `watch` plays the next script
+    (events, an exception to raise, or BLOCK)."""
+
+    def __init__(self, pages: list[JSON], watches: list[list[Any]]) -> None:
+        self.pages = deque(pages)
+        self.watches = deque(watches)
+        self.list_queries: list[dict[str, Any]] = []
+        self.watched_from: list[str] = []
+
+    async def list(self, resource: Resource, namespace: str | None, **query: Any) -> JSON:
+        self.list_queries.append(query)
+        return self.pages.popleft()
+
+    async def watch(self, resource: Resource, namespace: str | None, resource_version: str,
+                    *, timeout_seconds: int) -> AsyncIterator[JSON]:
+        self.watched_from.append(resource_version)
+        for step in self.watches.popleft():
+            if step is BLOCK:
+                await asyncio.Event().wait()
+            if isinstance(step, BaseException):
+                raise step
+            yield step
+
+
+def page(items: list[JSON], rv: str, token: str = "") -> JSON:
+    return {"items": items, "metadata": {"resourceVersion": rv, "continue": token}}
+
+
+def gone() -> ApiError:
+    return ApiError(410, "Expired", "too old resource version")
+
+
+def resource() -> Resource:
+    # A plural of its own per test, so the informer_* counters start at zero.
+    return Resource("example.com", "v1", f"things{uuid.uuid4().hex[:8]}", "Thing")
+
+
+Event = tuple[EventType, str, str | None]
+
+
+def recording(informer: Informer) -> list[Event]:
+    events: list[Event] = []
+
+    def handler(kind: EventType, new: JSON, old: JSON | None) -> None:
+        events.append((kind, key_of(new), old["metadata"]["resourceVersion"] if old else None))
+
+    informer.add_handler(handler)
+    return events
+
+
+async def stop(task: asyncio.Task[None]) -> None:
+    task.cancel()
+    async with asyncio.timeout(5):
+        await asyncio.gather(task, return_exceptions=True)
+    assert task.cancelled()
+
+
+def test_cancel_stops_run_even_inside_its_retry_loop() -> None:
+    # The retry loop catches BaseException; a cancellation must still end it.
+    async def main() -> None:
+        kube = ScriptedKube([page([], "1")], [[BLOCK]])
+        informer = Informer(kube, resource())  # type: ignore[arg-type]
+        task = asyncio.create_task(informer.run())
+        await informer.wait_synced()
+        await stop(task)
+
+    run(main())
+
+
+def test_relist_after_410_emits_each_vanished_object_once(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    stripped: list[str] = []
+    strip = informers.strip_noise
+
+    def counting_strip(o: JSON) -> JSON:
+        stripped.append(o["metadata"]["name"])
+        return strip(o)
+
+    monkeypatch.setattr(informers, "strip_noise", counting_strip)
+
+    async def main() -> None:
+        res = resource()
+        kube = ScriptedKube(
+            pages=[
+                page([obj("a", "1"), obj("b", "2")], "5", token="next"),
+                page([obj("c", "3")], "5"),
+                # after the first 410: b is gone, c changed, a as the watch left it
+                page([obj("a", "6"), obj("c", "7")], "9"),
+                # after the second 410: nothing changed
+                page([obj("a", "6"), obj("c", "7")], "12"),
+            ],
+            watches=[
+                [{"type": "MODIFIED", "object": obj("a", "6")}, gone()],
+                [{"type": "BOOKMARK", "object": {"metadata": {"resourceVersion": "11"}}},
+                 gone()],
+                [BLOCK],
+            ],
+        )
+        informer = Informer(kube, res, page_size=2)  # type: ignore[arg-type]
+        events = recording(informer)
+        task = asyncio.create_task(informer.run())
+        await wait_for(lambda: len(kube.watched_from) == 3)
+        await stop(task)
+
+        assert events == [
+            ("ADDED", "ns/a", None), ("ADDED", "ns/b", None), ("ADDED", "ns/c", None),
+            ("MODIFIED", "ns/a", "1"),
+            ("MODIFIED", "ns/c", "3"), ("DELETED", "ns/b", "2"),
+        ]
+        assert kube.list_queries[:2] == [{"limit": 2}, {"limit": 2, "continue": "next"}]
+        assert kube.watched_from == ["5", "9", "12"]
+        assert sorted(informer.store.keys()) == ["ns/a", "ns/c"]
+        assert all("managedFields" not in o["metadata"] for o in informer.store.values())
+        assert all(o["kind"] == "Thing" for o in informer.store.values())
+        assert metric("informer_relists_total", resource=res.plural) == 3
+        assert metric("informer_watch_restarts_total", resource=res.plural, cause="gone") == 2
+
+    run(main())
+    # Each listed or watched object stripped once: 3 listed, 1 watched, 2 + 2 relisted.
+    assert sorted(stripped) == sorted(["a", "b", "c", "a", "a", "c", "a", "c"])
+
+
+def test_a_retryable_watch_error_resumes_from_the_last_version_without_a_relist() -> None:
+    async def main() -> None:
+        res = resource()
+        kube = ScriptedKube(
+            pages=[page([obj("a", "1")], "5")],
+            watches=[
+                [{"type": "MODIFIED", "object": obj("a", "6")},
+                 ApiError(500, "InternalError", "etcd leader changed")],
+                [OSError("connection reset")],
+                [BLOCK],
+            ],
+        )
+        informer = Informer(kube, res)  # type: ignore[arg-type]
+        task = asyncio.create_task(informer.run())
+        await wait_for(lambda: len(kube.watched_from) == 3)
+        await stop(task)
+        assert kube.watched_from == ["5", "6", "6"]
+        assert len(kube.list_queries) == 1
+        assert metric("informer_watch_restarts_total", resource=res.plural, cause="error") == 2
+
+    run(main())
+
+
+def test_a_handler_that_raises_does_not_stop_the_cache() -> None:
+    async def main() -> None:
+        kube = ScriptedKube([page([obj("a", "1"), obj("b", "2")], "5")], [[BLOCK]])
+        informer = Informer(kube, resource())  # type: ignore[arg-type]
+
+        def broken(kind: EventType, new: JSON, old: JSON | None) -> None:
+            raise KeyError("bug")
+
+        informer.add_handler(broken)
+        events = recording(informer)
+        task = asyncio.create_task(informer.run())
+        await informer.wait_synced()
+        await stop(task)
+        assert [key for _, key, _ in events] == ["ns/a", "ns/b"]
+        assert len(informer.store) == 2
+
+    run(main())
+
+
+def test_scripted_kube_matches_the_real_signatures() -> None:
+    # The fake stands in for these two methods only; keep their shapes the same.
+    import inspect
+
+    for name in ("list", "watch"):
+        real = inspect.signature(getattr(Kube, name))
+        fake = inspect.signature(getattr(ScriptedKube, name))
+        assert list(real.parameters) == list(fake.parameters), name
