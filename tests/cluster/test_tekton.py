@@ -32,7 +32,7 @@ from controller.buildrun import reasons
 from controller.buildrun.resources import BUILDRUNS, BUILDS, BUILDSTRATEGIES, TASKRUNS
 from controller.buildrun.taskrun import LABEL_BUILDRUN
 from controller.runtime.kube import JSON, PODS, ApiError, Kube, Resource
-from controller.runtime.reconcile import RetryBudget
+from controller.settings import RetryBudget
 from devtools.certs import issue_serving_cert
 from devtools.fixtures import API
 from devtools.localcluster import free_port
