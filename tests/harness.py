@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import time
 from collections.abc import AsyncIterator, Awaitable, Callable
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import Any
 
 import aiohttp
@@ -20,6 +21,7 @@ from prometheus_client import REGISTRY
 from controller.app import App
 from controller.buildrun.resources import BUILDRUNS, BUILDS, BUILDSTRATEGIES, TASKRUNS
 from controller.runtime.kube import JSON, Kube
+from controller.runtime.reconcile import Result
 from controller.settings import QueueSettings, RetryBudget, Settings
 from devtools import fixtures
 from devtools.localcluster import LocalCluster
@@ -128,3 +130,32 @@ async def scrape(app: App) -> str:
         f"http://{app.endpoints.addresses['metrics']}/metrics"
     ) as resp:
         return await resp.text()
+
+
+@dataclass(frozen=True)
+class Interval:
+    """One reconcile as a replica ran it, on the monotonic clock."""
+
+    who: str
+    key: str
+    start: float
+    end: float
+
+
+def record_reconciles(app: App, who: str, into: list[Interval]) -> None:
+    """Wraps the app's BuildRun reconciler so every reconcile's interval is appended to
+    `into` when it ends (however it ends); giving up is passed through unrecorded."""
+    controller = app.buildrun.controller
+    inner = controller.reconciler
+
+    class Recording:
+        async def reconcile(self, key: str) -> Result:
+            start = time.monotonic()
+            try:
+                return await inner.reconcile(key)
+            finally:
+                into.append(Interval(who, key, start, time.monotonic()))
+
+        give_up = inner.give_up
+
+    controller.reconciler = Recording()

@@ -6,7 +6,6 @@ from __future__ import annotations
 import asyncio
 import subprocess
 import sys
-import time
 from dataclasses import replace
 from pathlib import Path
 
@@ -22,10 +21,12 @@ from controller.settings import LeaderElectionSettings
 from devtools.localcluster import LocalCluster
 from devtools.tekton import TektonSimulator
 from tests.harness import (
+    Interval,
     World,
     condition,
     controller_settings,
     metric,
+    record_reconciles,
     running_controller,
     scrape,
     wait_for,
@@ -105,31 +106,16 @@ async def test_leader_hand_over_never_runs_reconciles_on_two_replicas(
     w, namespace = world, world.ns
     lease = LeaderElectionSettings(namespace=namespace, name="hand-over", lease_duration=2.0,
                                    renew_deadline=1.5, retry_period=0.2)
-    intervals: list[tuple[str, float, float]] = []
-
-    def record(app: App, who: str) -> None:
-        inner = app.buildrun.controller.reconciler
-
-        class Recording:
-            async def reconcile(self, key: str) -> Result:
-                start = time.monotonic()
-                try:
-                    return await inner.reconcile(key)
-                finally:
-                    intervals.append((who, start, time.monotonic()))
-
-            give_up = inner.give_up
-
-        app.buildrun.controller.reconciler = Recording()
+    intervals: list[Interval] = []
 
     settings = controller_settings(cluster, namespace)
     a_settings = replace(settings, leader_election=replace(lease, identity="a"))
     b_settings = replace(settings, leader_election=replace(lease, identity="b"))
     async with running_controller(a_settings, "a") as a:
-        record(a, "a")
+        record_reconciles(a, "a", intervals)
         await wait_for(lambda: bool(a.buildrun.controller.running), what="a to lead")
         async with running_controller(b_settings, "b") as b:
-            record(b, "b")
+            record_reconciles(b, "b", intervals)
             await w.buildrun("one")
             await w.taskrun_of("one")
             assert not b.buildrun.controller.running, "the standby started workers"
@@ -141,9 +127,9 @@ async def test_leader_hand_over_never_runs_reconciles_on_two_replicas(
             await TektonSimulator(kube).finish(namespace, await w.taskrun_of("two"))
             done = await w.finished("two")
     assert condition(done)["reason"] == reasons.SUCCEEDED
-    assert {who for who, *_ in intervals} == {"a", "b"}
-    a_end = max(end for who, _, end in intervals if who == "a")
-    b_start = min(start for who, start, _ in intervals if who == "b")
+    assert {i.who for i in intervals} == {"a", "b"}
+    a_end = max(i.end for i in intervals if i.who == "a")
+    b_start = min(i.start for i in intervals if i.who == "b")
     assert a_end <= b_start, "replicas reconciled at the same time"
     held = await kube.get(LEASES, namespace, "hand-over")
     assert held["spec"]["holderIdentity"] in ("", "b")

@@ -33,26 +33,25 @@ from controller.buildrun.resources import BUILDRUNS, TASKRUNS
 from controller.buildrun.taskrun import LABEL_BUILDRUN
 from controller.runtime.kube import EVENTS, JSON, LEASES, ApiError, Kube
 from controller.runtime.leader import LeaderElector
-from controller.runtime.reconcile import Result
 from controller.runtime.timestamps import parse_time
 from controller.settings import LeaderElectionSettings
 from devtools.localcluster import LocalCluster, write_token_kubeconfig
 from devtools.tekton import TektonSimulator
 from tests.conftest import api_client_for
-from tests.harness import World, condition, controller_settings, metric, wait_for
+from tests.harness import (
+    Interval,
+    World,
+    condition,
+    controller_settings,
+    metric,
+    record_reconciles,
+    wait_for,
+)
 from tests.proxy import Proxy
 
 pytestmark = pytest.mark.cluster
 
 LEASE, RENEW, RETRY = 4.0, 3.0, 1.0
-
-
-@dataclass
-class Interval:
-    who: str
-    key: str
-    start: float  # monotonic
-    end: float
 
 
 @dataclass
@@ -97,20 +96,7 @@ class Fleet:
 
     def _record(self, replica: Replica) -> None:
         controller = replica.app.buildrun.controller
-        inner = controller.reconciler
-        intervals = self.intervals
-
-        class Recording:
-            async def reconcile(self, key: str) -> Result:
-                start = time.monotonic()
-                try:
-                    return await inner.reconcile(key)
-                finally:
-                    intervals.append(Interval(replica.who, key, start, time.monotonic()))
-
-            give_up = inner.give_up
-
-        controller.reconciler = Recording()
+        record_reconciles(replica.app, replica.who, self.intervals)
         start = controller.start
 
         def started() -> None:
