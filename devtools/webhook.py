@@ -12,16 +12,32 @@ import asyncio
 import base64
 import ssl
 import tempfile
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any, Literal
 
 from aiohttp import web
 
-from devtools.certs import issue_serving_cert
+from devtools.certs import KeyPair, issue_serving_cert
 from devtools.localcluster import LocalCluster, free_port
 
 Verdict = Literal["allow", "timeout", "error"]
+
+
+async def serve_https(ca: KeyPair, port: int, path: str,
+                      handler: Callable[[web.Request], Awaitable[web.StreamResponse]],
+                      workdir: Path) -> web.AppRunner:
+    """Serves `handler` at POST https://127.0.0.1:PORT/PATH with a certificate the local
+    cluster's CA signed, as an admission webhook must be; `cleanup()` the runner to stop."""
+    cert, key = issue_serving_cert(ca, ["127.0.0.1"]).write(workdir, "webhook")
+    ctx = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    ctx.load_cert_chain(cert, key)
+    app = web.Application()
+    app.add_routes([web.post(path, handler)])
+    runner = web.AppRunner(app, access_log=None, shutdown_timeout=0.1)
+    await runner.setup()
+    await web.TCPSite(runner, "127.0.0.1", port, ssl_context=ctx).start()
+    return runner
 
 
 class FlakyWebhook:
@@ -75,16 +91,9 @@ class FlakyWebhook:
         })
 
     async def __aenter__(self) -> FlakyWebhook:
-        pair = issue_serving_cert(self.cluster.ca, ["127.0.0.1"])
-        folder = Path(tempfile.mkdtemp(prefix="webhook-"))
-        cert, key = pair.write(folder, "webhook")
-        ctx = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
-        ctx.load_cert_chain(cert, key)
-        app = web.Application()
-        app.add_routes([web.post("/validate", self._validate)])
-        self._runner = web.AppRunner(app, access_log=None, shutdown_timeout=0.1)
-        await self._runner.setup()
-        await web.TCPSite(self._runner, "127.0.0.1", self.port, ssl_context=ctx).start()
+        self._runner = await serve_https(self.cluster.ca, self.port, "/validate",
+                                         self._validate,
+                                         Path(tempfile.mkdtemp(prefix="webhook-")))
         selector = (
             {"matchLabels": {"kubernetes.io/metadata.name": self.namespace}}
             if self.namespace else {}

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import base64
 import json
-import ssl
 import time
 import uuid
 from collections.abc import AsyncIterator
@@ -33,10 +32,10 @@ from controller.buildrun.resources import BUILDRUNS, BUILDS, BUILDSTRATEGIES, TA
 from controller.buildrun.taskrun import LABEL_BUILDRUN
 from controller.runtime.kube import JSON, PODS, ApiError, Kube, Resource
 from controller.settings import RetryBudget
-from devtools.certs import issue_serving_cert
 from devtools.fixtures import API
 from devtools.localcluster import free_port
 from devtools.stack import StackError, TektonStack
+from devtools.webhook import serve_https
 from tests.conftest import api_client_for
 from tests.harness import (
     World,
@@ -98,15 +97,8 @@ class FateWebhook:
                                   "kind": "AdmissionReview", "response": response})
 
     async def start(self) -> None:
-        cert, key = issue_serving_cert(self.cluster.ca, ["127.0.0.1"]).write(
-            self.workdir, "fates")
-        ctx = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
-        ctx.load_cert_chain(cert, key)
-        app = web.Application()
-        app.add_routes([web.post("/mutate", self._mutate)])
-        self._runner = web.AppRunner(app, access_log=None, shutdown_timeout=0.1)
-        await self._runner.setup()
-        await web.TCPSite(self._runner, "127.0.0.1", self.port, ssl_context=ctx).start()
+        self._runner = await serve_https(self.cluster.ca, self.port, "/mutate", self._mutate,
+                                         self.workdir)
         await self.cluster.apply({
             "apiVersion": "admissionregistration.k8s.io/v1",
             "kind": "MutatingWebhookConfiguration",
