@@ -3,7 +3,6 @@ controller.runtime.errors (error classes, API error classification)."""
 
 from __future__ import annotations
 
-import asyncio
 import copy
 import json
 import re
@@ -21,16 +20,6 @@ from controller.buildrun.status import (
     truncate,
     with_condition,
 )
-from controller.runtime import errors
-from controller.runtime.errors import (
-    ERROR_CLASSES,
-    RetryableError,
-    TerminalError,
-    UserError,
-    classify,
-    is_not_found,
-)
-from controller.runtime.kube import ApiError
 
 T0 = "2026-01-01T00:00:00Z"
 T1 = "2026-01-01T00:05:00Z"
@@ -365,107 +354,3 @@ def test_user_error_reasons() -> None:
         "BuildRunTooLarge",
         "TaskRunGenerationFailed",
     } == reasons.USER_ERROR_REASONS
-
-
-# --- errors
-
-
-def test_error_classes_carry_their_fields() -> None:
-    user = UserError(reasons.BUILD_NOT_FOUND, "build x not found")
-    assert (user.reason, user.message, str(user)) == (
-        "BuildNotFound",
-        "build x not found",
-        "build x not found",
-    )
-    retry = RetryableError("conflict", "try again")
-    assert (retry.error_class, str(retry)) == ("conflict", "try again")
-    assert str(TerminalError("invalid")) == "invalid"
-    for exc in (user, retry, TerminalError("x")):
-        assert isinstance(exc, errors.ReconcileError)
-
-
-def test_retryable_error_refuses_unknown_class() -> None:
-    with pytest.raises(ValueError, match="not one of"):
-        RetryableError("Timeout", "m")
-
-
-WEBHOOK_TIMEOUT = (
-    'Internal error occurred: failed calling webhook "x.example.com": failed to call webhook: '
-    'Post "https://127.0.0.1:1234/validate?timeout=2s": context deadline exceeded'
-)
-WEBHOOK_BAD_RESPONSE = (
-    'Internal error occurred: failed calling webhook "x.example.com": received invalid webhook '
-    'response: expected response.Content-Type "application/json", got "text/plain"'
-)
-FORBIDDEN = (
-    'taskruns.tekton.dev is forbidden: User "system:serviceaccount:ctl:ctl" cannot create '
-    'resource "taskruns" in API group "tekton.dev" in the namespace "team-a"'
-)
-
-
-@pytest.mark.parametrize(
-    ("status", "reason", "message", "expected"),
-    [
-        (409, "Conflict", "the object has been modified", "conflict"),
-        (409, "AlreadyExists", 'taskruns.tekton.dev "x" already exists', "conflict"),
-        (429, "TooManyRequests", "too many requests", "throttled"),
-        (500, "InternalError", WEBHOOK_TIMEOUT, "webhook"),
-        (500, "InternalError", WEBHOOK_BAD_RESPONSE, "webhook"),
-        (503, "ServiceUnavailable", 'admission webhook "x" is unavailable', "webhook"),
-        (504, "Timeout", 'Internal error: failed calling webhook "x": timeout', "webhook"),
-        (504, "Timeout", "the server was unable to return a response in time", "timeout"),
-        (500, "ServerTimeout", "the server cannot complete the requested operation", "timeout"),
-        (504, "", "gateway timeout", "timeout"),
-        (500, "InternalError", "etcdserver: leader changed", "server_error"),
-        (502, "", "bad gateway", "server_error"),
-        (503, "ServiceUnavailable", "the server is currently unable", "server_error"),
-        (403, "Forbidden", FORBIDDEN, "forbidden"),
-        (401, "Unauthorized", "Unauthorized", "unexpected"),
-        (405, "MethodNotAllowed", "not allowed", "unexpected"),
-    ],
-)
-def test_classify_retryable(status: int, reason: str, message: str, expected: str) -> None:
-    error = classify(ApiError(status, reason, message))
-    assert isinstance(error, RetryableError)
-    assert error.error_class == expected
-    assert expected in ERROR_CLASSES
-    assert message in error.message
-    assert str(status) in error.message
-
-
-def test_classify_forbidden_names_what_was_denied() -> None:
-    error = classify(ApiError(403, "Forbidden", FORBIDDEN))
-    assert error is not None
-    assert 'cannot create resource "taskruns"' in str(error)
-
-
-def test_classify_not_found_is_for_the_caller() -> None:
-    # Whether a 404 is a user error only the caller knows: it branches on is_not_found
-    # first; one that escapes a reconcile is an unexpected system error.
-    exc = ApiError(404, "NotFound", 'buildruns.shipwright.io "x" not found')
-    assert is_not_found(exc)
-    error = classify(exc)
-    assert isinstance(error, RetryableError) and error.error_class == "unexpected"
-
-
-@pytest.mark.parametrize(
-    ("status", "reason"),
-    [(400, "BadRequest"), (422, "Invalid"), (413, "RequestEntityTooLarge")],
-)
-def test_classify_terminal(status: int, reason: str) -> None:
-    error = classify(ApiError(status, reason, "status.conditions[0].reason: Too long"))
-    assert isinstance(error, TerminalError)
-    assert "Too long" in str(error)
-
-
-def test_classify_without_message() -> None:
-    error = classify(ApiError(500, "InternalError", ""))
-    assert error is not None
-    assert "no message" in str(error)
-
-
-def test_a_cancellation_is_never_retryable() -> None:
-    # An informer retries what is_retryable says; a cancelled informer must stop.
-    assert not errors.is_retryable(asyncio.CancelledError())
-    assert errors.is_retryable(ApiError(503, "ServiceUnavailable", "try later"))
-    assert not errors.is_retryable(ApiError(422, "Invalid", "bad"))

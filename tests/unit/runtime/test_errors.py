@@ -10,6 +10,7 @@ import pytest
 
 from controller.runtime.errors import (
     ERROR_CLASSES,
+    ReconcileError,
     RetryableError,
     TerminalError,
     UserError,
@@ -25,6 +26,14 @@ from controller.runtime.errors import (
 from controller.runtime.kube import ApiError
 
 WEBHOOK = 'Internal error occurred: failed calling webhook "v.example.com": timeout'
+WEBHOOK_BAD_RESPONSE = (
+    'Internal error occurred: failed calling webhook "x.example.com": received invalid webhook '
+    'response: expected response.Content-Type "application/json", got "text/plain"'
+)
+FORBIDDEN = (
+    'taskruns.tekton.dev is forbidden: User "system:serviceaccount:ctl:ctl" cannot create '
+    'resource "taskruns" in API group "tekton.dev" in the namespace "team-a"'
+)
 
 
 @pytest.mark.parametrize(
@@ -43,6 +52,8 @@ WEBHOOK = 'Internal error occurred: failed calling webhook "v.example.com": time
         (429, "TooManyRequests", "please try again later", "throttled"),
         (500, "InternalError", "etcdserver: leader changed", "server_error"),
         (500, "InternalError", WEBHOOK, "webhook"),
+        (500, "InternalError", WEBHOOK_BAD_RESPONSE, "webhook"),
+        (503, "ServiceUnavailable", 'admission webhook "x" is unavailable', "webhook"),
         (500, "ServerTimeout", "cannot complete in time", "timeout"),
         (502, "", "bad gateway", "server_error"),
         (503, "ServiceUnavailable", "unavailable", "server_error"),
@@ -110,3 +121,23 @@ def test_predicates() -> None:
     assert is_too_large(ApiError(413, "", ""))
     assert is_too_large(ApiError(500, "", "etcdserver: request is too large"))
     assert not is_too_large(ApiError(500, "", "leader changed"))
+
+
+def test_error_classes_carry_their_fields() -> None:
+    user = UserError("BuildNotFound", "build x not found")
+    assert (user.reason, user.message, str(user)) == (
+        "BuildNotFound", "build x not found", "build x not found")
+    retry = RetryableError("conflict", "try again")
+    assert (retry.error_class, str(retry)) == ("conflict", "try again")
+    assert str(TerminalError("invalid")) == "invalid"
+    for exc in (user, retry, TerminalError("x")):
+        assert isinstance(exc, ReconcileError)
+
+
+def test_forbidden_names_what_was_denied() -> None:
+    error = classify(ApiError(403, "Forbidden", FORBIDDEN))
+    assert 'cannot create resource "taskruns"' in str(error)
+
+
+def test_an_answer_without_a_message_says_so() -> None:
+    assert "no message" in str(classify(ApiError(500, "InternalError", "")))
