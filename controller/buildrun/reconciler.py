@@ -53,7 +53,9 @@ from controller.runtime.timestamps import format_time, parse_time
 
 log = logging.getLogger(__name__)
 
+# spec.state of a BuildRun the user cancels (Shipwright spells the reason the same).
 CANCELED = "BuildRunCanceled"
+# spec.status that cancels a Tekton TaskRun (Tekton spells the reason the same).
 TASKRUN_CANCELLED = "TaskRunCancelled"
 
 Clock = Callable[[], datetime.datetime]
