@@ -1,4 +1,8 @@
-"""`python -m controller` / `buildrun-controller`: flags in, one clear line out on bad setup."""
+"""`python -m controller` / `buildrun-controller`: flags in, one clear line out on bad setup.
+
+With no command it runs the controller; `history NAMESPACE/NAME` prints one
+BuildRun's history (controller/buildrun/history.py) instead.
+"""
 
 from __future__ import annotations
 
@@ -12,6 +16,7 @@ import uuid
 from pathlib import Path
 
 from controller import app
+from controller.buildrun import history
 from controller.runtime import logs
 from controller.runtime.kube import ConfigError
 from controller.settings import LeaderElectionSettings, QueueSettings, RetryBudget, Settings
@@ -29,8 +34,9 @@ def _optional_seconds(text: str) -> float | None:
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="buildrun-controller",
-        description="Runs Shipwright BuildRuns as Tekton TaskRuns, one try each. "
-        "`buildrun-controller history NAMESPACE/NAME` prints a BuildRun's history.",
+        description="Runs Shipwright BuildRuns as Tekton TaskRuns, one try each; the flags "
+        "below configure it. `buildrun-controller history NAMESPACE/NAME` prints a BuildRun's "
+        "history instead.",
     )
     d, q, b = Settings(), QueueSettings(), RetryBudget()
     conn = p.add_argument_group("connection")
@@ -79,6 +85,16 @@ def parser() -> argparse.ArgumentParser:
     out.add_argument("--log-level", default="info",
                      choices=["debug", "info", "warning", "error"])
     out.add_argument("--log-format", default="json", choices=["json", "text"])
+
+    # Optional: without a command the controller runs, as it always has.
+    commands = p.add_subparsers(dest="command", title="commands", metavar="COMMAND",
+                                description="Without a command the controller runs.")
+    history.add_arguments(commands.add_parser(
+        "history", prog=history.PROG, help=history.DESCRIPTION, description=history.DESCRIPTION,
+        # Unset options stay unset in the command's namespace, so a --kubeconfig or
+        # --context given before `history` is used rather than reset to its default.
+        argument_default=argparse.SUPPRESS,
+    ))
     return p
 
 
@@ -116,12 +132,9 @@ def settings_from(args: argparse.Namespace) -> Settings:
 
 
 def main(argv: list[str] | None = None) -> int:
-    argv = sys.argv[1:] if argv is None else argv
-    if argv[:1] == ["history"]:
-        from controller.buildrun import history
-
-        return history.main(argv[1:])
     args = parser().parse_args(argv)
+    if args.command == "history":
+        return history.run(args)
     logs.setup(args.log_level, args.log_format)
     settings = settings_from(args)
     identity = settings.leader_election.identity if settings.leader_election else (

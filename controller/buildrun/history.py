@@ -5,7 +5,10 @@ BuildRun's outcome and timestamps, then every Event recorded on the BuildRun
 and on its TaskRun (by the controller, and by Tekton in a real cluster), in
 the order they happened, with the time since the BuildRun was created.
 
-    python -m controller.buildrun.history demo/hello [--kubeconfig PATH] [--context NAME] [-o json]
+    python -m controller history demo/hello [--kubeconfig PATH] [--context NAME] [-o json]
+
+(`buildrun-controller history ...` once installed; `python -m
+controller.buildrun.history ...` is the same command on its own parser.)
 
 Exit codes: 0 shown, 1 no such BuildRun, 2 bad connection settings.
 """
@@ -23,23 +26,27 @@ import orjson
 
 from controller.buildrun.resources import BUILDRUNS
 from controller.buildrun.status import succeeded_condition
+from controller.runtime.errors import is_not_found
 from controller.runtime.kube import EVENTS, JSON, ApiError, ConfigError, Kube, load_api_client
 from controller.runtime.timestamps import format_time, parse_time
 
 PROG = "buildrun-controller history"
+DESCRIPTION = "Print a BuildRun's status and its Events (and its TaskRun's) in time order."
 
 
-def parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
-        prog=PROG,
-        description="Print a BuildRun's status and its Events (and its TaskRun's) in time order.",
-    )
+def add_arguments(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
+    """The command's arguments, on its own parser (`parser`) or on the `history`
+    subcommand of controller/cli.py's."""
     p.add_argument("buildrun", metavar="NAMESPACE/NAME")
     p.add_argument("--kubeconfig", help="kubeconfig file (default: in-cluster, else "
                    "$KUBECONFIG or ~/.kube/config)")
     p.add_argument("--context", help="kubeconfig context to use")
     p.add_argument("-o", "--output", choices=["text", "json"], default="text")
     return p
+
+
+def parser() -> argparse.ArgumentParser:
+    return add_arguments(argparse.ArgumentParser(prog=PROG, description=DESCRIPTION))
 
 
 def event_time(event: JSON) -> datetime.datetime | None:
@@ -175,7 +182,7 @@ async def history(args: argparse.Namespace, out: TextIO) -> int:
     try:
         buildrun, events = await collect(kube, namespace, name)
     except ApiError as exc:
-        if exc.status == 404:
+        if is_not_found(exc):
             print(f"{PROG}: BuildRun {namespace}/{name} not found", file=sys.stderr)
             return 1
         print(f"{PROG}: {exc}", file=sys.stderr)
@@ -193,9 +200,13 @@ async def history(args: argparse.Namespace, out: TextIO) -> int:
     return 0
 
 
-def main(argv: list[str] | None = None) -> int:
-    args = parser().parse_args(argv)
+def run(args: argparse.Namespace) -> int:
+    """The command, on stdout; the exit code (0 shown, 1 no such BuildRun, 2 bad settings)."""
     return asyncio.run(history(args, sys.stdout))
+
+
+def main(argv: list[str] | None = None) -> int:
+    return run(parser().parse_args(argv))
 
 
 if __name__ == "__main__":

@@ -35,15 +35,19 @@ INVALID_RETENTION = "InvalidRetention"
 INVALID_REFERENCE = "InvalidReference"
 # The BuildRun is too large for its build spec snapshot to fit in its status.
 BUILD_RUN_TOO_LARGE = "BuildRunTooLarge"
+# The API server refused the TaskRun we generated from what the user asked for.
+TASK_RUN_GENERATION_FAILED = "TaskRunGenerationFailed"
 
 RECONCILER_RETRIES_EXHAUSTED = "ReconcilerRetriesExhausted"
-TASK_RUN_GENERATION_FAILED = "TaskRunGenerationFailed"
 
 # Tekton's reasons on a TaskRun's Succeeded condition; read, never written.
 TASK_RUN_CANCELLED = "TaskRunCancelled"
 TASK_RUN_TIMEOUT = "TaskRunTimeout"
 
 # Failures the user caused and only the user can fix: retrying would give the same answer.
+# Exactly the reasons a UserError is raised with (state table row 7), so the set of
+# reasons a BuildRun can fail with stays closed and documented; tests/unit/buildrun/
+# test_reasons.py checks it against every `UserError(...)` in the package, both ways.
 USER_ERROR_REASONS: frozenset[str] = frozenset(
     {
         BUILD_NOT_FOUND,

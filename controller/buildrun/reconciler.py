@@ -1,9 +1,12 @@
 """The BuildRun reconciler: observe, decide with the state table, act.
 
 I/O lives here; what to do lives in `states.decide`, and how specs, TaskRuns
-and statuses are shaped lives in the pure modules beside this one. Every
-status write goes through `_write_status`, which refuses to touch a BuildRun
-whose completionTime is set, re-reading it on conflict.
+and statuses are shaped lives in the pure modules beside this one. Both entry
+points, `reconcile` and `give_up` (the retry budget is spent), run the same
+three steps: `_observe` (or give_up's own smaller look) builds an Observation,
+`decide` picks the row, `_act` carries out its Action, each Action in one
+`case`. Every status write goes through `_write_status`, which refuses to touch
+a BuildRun whose completionTime is set, re-reading it on conflict.
 """
 
 from __future__ import annotations
@@ -11,8 +14,8 @@ from __future__ import annotations
 import datetime
 import logging
 from collections.abc import Callable
-from dataclasses import dataclass, field
-from typing import Any
+from dataclasses import dataclass, field, replace
+from typing import Any, assert_never
 
 from tenacity import AsyncRetrying, retry_if_exception, stop_after_attempt, wait_random
 
@@ -50,7 +53,9 @@ from controller.runtime.timestamps import format_time, parse_time
 
 log = logging.getLogger(__name__)
 
+# spec.state of a BuildRun the user cancels (Shipwright spells the reason the same).
 CANCELED = "BuildRunCanceled"
+# spec.status that cancels a Tekton TaskRun (Tekton spells the reason the same).
 TASKRUN_CANCELLED = "TaskRunCancelled"
 
 Clock = Callable[[], datetime.datetime]
@@ -102,6 +107,26 @@ def _taskrun_finished(taskrun: JSON) -> bool:
 
 
 @dataclass(frozen=True)
+class _Plan:
+    """What row 8 (START) creates and records, resolved while observing a NEW BuildRun."""
+
+    taskrun: JSON
+    snapshot: JSON  # status.buildSpec: the effective Build spec, with its retention
+    build: JSON | None  # the referenced Build; None when spec.build.spec embeds one
+
+
+@dataclass(frozen=True)
+class _Seen:
+    """One reconcile's look at the world: the facts `decide` reads, and the objects the
+    decided action works on (the BuildRun copy, its TaskRun, what START would create)."""
+
+    buildrun: JSON
+    observation: Observation
+    taskrun: JSON | None = None
+    plan: _Plan | None = None
+
+
+@dataclass(frozen=True)
 class Caches:
     """The informers' stores the reconciler reads. A miss is asked of the API server
     (`_read`), so an empty store is slower, never wrong."""
@@ -132,24 +157,48 @@ class BuildRunReconciler:
         buildrun = self.caches.buildruns.get(key)
         if buildrun is None:
             return DONE  # deleted; its TaskRun goes with it (ownerReference)
-        return await self.reconcile_object(buildrun)
+        seen = await self._observe(buildrun)
+        if seen is None:
+            return DONE
+        return await self._act(seen, decide(seen.observation))
 
-    async def reconcile_object(self, buildrun: JSON) -> Result:
+    async def give_up(self, key: str, error: RetryableError) -> None:
+        """The retry budget is spent: observe once more with the last error, and act on
+        the table's decision (a finished TaskRun's outcome, else ReconcilerRetriesExhausted).
+
+        A DONE BuildRun is left alone: its outcome is written already, and another try
+        at cancelling or deleting would only fail the way the spent budget did.
+        """
+        namespace, name = split_key(key)
+        buildrun = await self._get_or_none(BUILDRUNS, namespace, name)
+        if buildrun is None:
+            return
+        phase = phase_of(buildrun)
+        if phase is Phase.DONE:
+            return
+        # Also in NEW: a try may have created the TaskRun and then failed to say so.
+        taskrun, outcome = await self._observe_taskrun(buildrun)
+        observation = Observation(phase, outcome=outcome, retries_exhausted=error)
+        await self._act(_Seen(buildrun, observation, taskrun), decide(observation))
+
+    # -- observing ----------------------------------------------------------------
+
+    async def _observe(self, buildrun: JSON) -> _Seen | None:
+        """What `decide` needs, and what the action will work on; None when the
+        BuildRun turns out to be gone."""
         phase = phase_of(buildrun)
         if phase is Phase.NEW:
-            return await self._reconcile_new(buildrun)
+            return await self._observe_new(buildrun)
         if phase is Phase.DONE:
             # Cache only: a finished BuildRun costs no API call unless there is work.
             taskrun = self._cached_taskrun(buildrun)
-            ttl = self._ttl_remaining(buildrun)
             observation = Observation(
                 phase=phase,
                 taskrun_running=taskrun is not None and not _taskrun_finished(taskrun),
-                ttl_passed=ttl == 0.0,
+                ttl_passed=self._ttl_remaining(buildrun) == 0.0,
             )
-            return await self._act(buildrun, taskrun, decide(observation))
-        taskrun = await self._taskrun(buildrun)
-        outcome = await self._outcome(taskrun) if taskrun is not None else None
+            return _Seen(buildrun, observation, taskrun)
+        taskrun, outcome = await self._observe_taskrun(buildrun)
         observation = Observation(
             phase=phase,
             canceled=spec_of(buildrun).get("state") == CANCELED,
@@ -158,39 +207,7 @@ class BuildRunReconciler:
             taskrun_missing=taskrun is None,
             taskrun_running=taskrun is not None and not _taskrun_finished(taskrun),
         )
-        return await self._act(buildrun, taskrun, decide(observation), outcome)
-
-    async def give_up(self, key: str, error: RetryableError) -> None:
-        """The retry budget is spent: finish the BuildRun with the last error.
-
-        A TaskRun that did finish meanwhile decides the outcome instead, so a
-        built image is never reported as a failure.
-        """
-        namespace, name = split_key(key)
-        try:
-            buildrun = await self.kube.get(BUILDRUNS, namespace, name)
-        except ApiError as exc:
-            if is_not_found(exc):
-                return
-            raise
-        if phase_of(buildrun) is Phase.DONE:
-            return
-        # Also in NEW: a try may have created the TaskRun and then failed to say so.
-        taskrun = await self._taskrun(buildrun)
-        outcome = await self._outcome(taskrun) if taskrun is not None else None
-        if outcome is not None:
-            decision = decide(Observation(Phase.RUNNING, outcome=outcome))
-            await self._act(buildrun, taskrun, decision, outcome)
-            return
-        message = f"gave up after repeated system errors; last error: {error.message}"
-        # Row 0: the give-up path, outside the table (see the module docstring of states).
-        if await self._finish(
-            buildrun, taskrun,
-            Decision(0, Action.FINISH, reasons.RECONCILER_RETRIES_EXHAUSTED, message),
-        ):
-            metrics.RETRY_EXHAUSTED.inc()
-
-    # -- observing ----------------------------------------------------------------
+        return _Seen(buildrun, observation, taskrun)
 
     @staticmethod
     def _taskrun_name(buildrun: JSON) -> str:
@@ -201,10 +218,6 @@ class BuildRunReconciler:
     def _cached_taskrun(self, buildrun: JSON) -> JSON | None:
         name = self._taskrun_name(buildrun)
         return self.caches.taskruns.get(f"{buildrun['metadata']['namespace']}/{name}")
-
-    async def _taskrun(self, buildrun: JSON) -> JSON | None:
-        return await self._read(self.caches.taskruns, TASKRUNS,
-                                buildrun["metadata"]["namespace"], self._taskrun_name(buildrun))
 
     async def _read(
         self, store: Store, resource: Resource, namespace: str, name: str
@@ -217,16 +230,19 @@ class BuildRunReconciler:
             return cached
         return await self._get_or_none(resource, namespace, name)
 
-    async def _outcome(self, taskrun: JSON) -> Outcome | None:
-        if not _taskrun_finished(taskrun):
-            return None
+    async def _observe_taskrun(self, buildrun: JSON) -> tuple[JSON | None, Outcome | None]:
+        """The BuildRun's TaskRun, if it exists, and its outcome, if it finished."""
+        taskrun = await self._read(self.caches.taskruns, TASKRUNS,
+                                   buildrun["metadata"]["namespace"], self._taskrun_name(buildrun))
+        if taskrun is None or not _taskrun_finished(taskrun):
+            return taskrun, None
         pod = None
         pod_name = (taskrun.get("status") or {}).get("podName")
         cond = succeeded_condition(taskrun.get("status")) or {}
         if cond.get("status") == "False" and pod_name:
             # Only a failed TaskRun's pod can tell eviction apart from a plain failure.
             pod = await self._get_or_none(PODS, taskrun["metadata"]["namespace"], pod_name)
-        return outcome_from_taskrun(taskrun, pod)
+        return taskrun, outcome_from_taskrun(taskrun, pod)
 
     async def _get_or_none(self, resource: Resource, namespace: str, name: str) -> JSON | None:
         try:
@@ -255,37 +271,32 @@ class BuildRunReconciler:
 
     # -- NEW: resolve everything, or fail with a user error --------------------------
 
-    async def _reconcile_new(self, buildrun: JSON) -> Result:
+    async def _observe_new(self, buildrun: JSON) -> _Seen | None:
         namespace = buildrun["metadata"]["namespace"]
         existing = self._cached_taskrun(buildrun)
         if existing is not None:
             # Our TaskRun exists, so the cached BuildRun predates our own status write.
             fresh = await self._get_or_none(BUILDRUNS, namespace, buildrun["metadata"]["name"])
             if fresh is None:
-                return DONE
+                return None
             if phase_of(fresh) is not Phase.NEW:
-                return await self.reconcile_object(fresh)
+                return await self._observe(fresh)
         canceled = spec_of(buildrun).get("state") == CANCELED
         user_error = None
+        plan = None
         if not canceled:
             try:
-                taskrun, snapshot, build = await self._prepare(buildrun)
+                plan = await self._prepare(buildrun)
             except UserError as exc:
                 user_error = exc
-        decision = decide(Observation(Phase.NEW, canceled=canceled, user_error=user_error))
-        if decision.action is Action.START:
-            try:
-                if build is not None and (snapshot.get("retention") or {}).get("atBuildDeletion"):
-                    await self._own_by_build(buildrun, build)
-                return await self._start(buildrun, taskrun, snapshot)
-            except UserError as exc:
-                decision = decide(Observation(Phase.NEW, user_error=exc))
-        # A TaskRun left by an earlier try that never got recorded is stopped too.
-        return await self._act(buildrun, existing, decision)
+        observation = Observation(Phase.NEW, canceled=canceled, user_error=user_error)
+        # `existing` is a TaskRun an earlier try created but never recorded: a FINISH
+        # stops it too.
+        return _Seen(buildrun, observation, existing, plan)
 
-    async def _prepare(self, buildrun: JSON) -> tuple[JSON, JSON, JSON | None]:
-        """The TaskRun to create, the Build spec snapshot and the Build (None when
-        embedded); raises UserError for anything the user must fix.
+    async def _prepare(self, buildrun: JSON) -> _Plan:
+        """What row 8 (START) would create and record; raises UserError for anything
+        the user must fix.
 
         Build and BuildStrategy come from the cache, as Shipwright reads them; a
         missing reference is confirmed by a live GET (`_read`).
@@ -320,15 +331,23 @@ class BuildRunReconciler:
         snapshot = dict(effective.spec)
         if effective.retention:
             snapshot["retention"] = effective.retention
-        return generate_taskrun(buildrun, effective, strategy, params), snapshot, build
+        return _Plan(generate_taskrun(buildrun, effective, strategy, params), snapshot, build)
 
-    async def _start(self, buildrun: JSON, taskrun: JSON, snapshot: JSON) -> Result:
+    async def _start(self, buildrun: JSON, plan: _Plan) -> Result:
+        """Row 8: create (or adopt) the TaskRun and record it in one status write.
+
+        Raises UserError when the API server's answer is the user's to fix (the TaskRun
+        is invalid, its name is taken, the snapshot does not fit); the caller decides
+        again with it (row 7)."""
         namespace = buildrun["metadata"]["namespace"]
+        retention = plan.snapshot.get("retention") or {}
+        if plan.build is not None and retention.get("atBuildDeletion"):
+            await self._own_by_build(buildrun, plan.build)
         try:
-            created = await self.kube.create(TASKRUNS, namespace, taskrun)
+            created = await self.kube.create(TASKRUNS, namespace, plan.taskrun)
         except ApiError as exc:
             if is_already_exists(exc):
-                created = await self._adopt(buildrun, taskrun["metadata"]["name"])
+                created = await self._adopt(buildrun, plan.taskrun["metadata"]["name"])
             elif is_invalid(exc):
                 # The TaskRun's own validation (CRD schema or Tekton's webhook) refused
                 # what the user asked for: retrying cannot change the answer.
@@ -344,7 +363,7 @@ class BuildRunReconciler:
             status = dict(status)
             status.setdefault("startTime", now)
             status["taskRunName"] = created["metadata"]["name"]
-            status.setdefault("buildSpec", snapshot)
+            status.setdefault("buildSpec", plan.snapshot)
             # What the first reconcile of the running BuildRun would write, so it
             # finds nothing to change: one status write per start, not two.
             return with_condition(status, "Unknown", *running_reason(created), now)
@@ -362,7 +381,7 @@ class BuildRunReconciler:
                             ) from exc
         # No Event for a start: the status says it, and one Event per start cost about
         # 15% of the API server's throughput (BENCHMARKS.md). Running and the outcome get one.
-        if written is not None and phase_of(buildrun) is Phase.NEW:
+        if written is not None:
             created_at = parse_time(buildrun["metadata"].get("creationTimestamp"))
             if created_at is not None:
                 metrics.ESTABLISH.observe(max((self.clock() - created_at).total_seconds(), 0.0))
@@ -390,28 +409,37 @@ class BuildRunReconciler:
 
     # -- acting on a decision ------------------------------------------------------
 
-    async def _act(
-        self,
-        buildrun: JSON,
-        taskrun: JSON | None,
-        decision: Decision,
-        outcome: Outcome | None = None,
-    ) -> Result:
-        if decision.action is Action.FINISH:
-            await self._finish(buildrun, taskrun, decision,
-                               outcome if decision.from_taskrun else None)
-            return DONE
-        if decision.action is Action.DELETE:
-            await self._delete(buildrun)
-            return DONE
-        if decision.action is Action.STOP_TASKRUN:
-            assert taskrun is not None
-            await self._cancel_taskrun(taskrun)
-        if decision.action is Action.PROGRESS:
-            assert taskrun is not None
-            written = await self._progress(buildrun, taskrun)
-            return self._requeue_at_deadline(written or buildrun)
-        return self._requeue_at(self._ttl_remaining(buildrun))
+    async def _act(self, seen: _Seen, decision: Decision) -> Result:
+        """Carries out the decided row's action; the one place each Action is handled."""
+        buildrun, taskrun = seen.buildrun, seen.taskrun
+        match decision.action:
+            case Action.NOTHING:
+                return self._requeue_at(self._ttl_remaining(buildrun))  # row 2, when due
+            case Action.STOP_TASKRUN:
+                assert taskrun is not None
+                await self._cancel_taskrun(taskrun)
+                return self._requeue_at(self._ttl_remaining(buildrun))
+            case Action.DELETE:
+                await self._delete(buildrun)
+                return DONE
+            case Action.START:
+                assert seen.plan is not None
+                try:
+                    return await self._start(buildrun, seen.plan)
+                except UserError as exc:
+                    # The API server's answer to the start is the user's to fix: the
+                    # table decides again with it (row 7).
+                    observation = replace(seen.observation, user_error=exc)
+                    return await self._act(seen, decide(observation))
+            case Action.FINISH:
+                await self._finish(buildrun, taskrun, decision)
+                return DONE
+            case Action.PROGRESS:
+                assert taskrun is not None
+                written = await self._progress(buildrun, taskrun)
+                return self._requeue_at_deadline(written or buildrun)
+            case _:
+                assert_never(decision.action)
 
     async def _delete(self, buildrun: JSON) -> None:
         """Retention: the preconditions make sure a recreated namesake is never deleted."""
@@ -452,14 +480,9 @@ class BuildRunReconciler:
         # Wake a hair after the deadline so the clock has surely passed it.
         return Result(requeue_after=remaining + 0.05)
 
-    async def _finish(
-        self,
-        buildrun: JSON,
-        taskrun: JSON | None,
-        decision: Decision,
-        outcome: Outcome | None = None,
-    ) -> bool:
+    async def _finish(self, buildrun: JSON, taskrun: JSON | None, decision: Decision) -> None:
         """Writes the terminal status once; then makes sure the TaskRun stops."""
+        outcome = decision.outcome
         now_t = self.clock()
         now = format_time(now_t)
 
@@ -475,9 +498,11 @@ class BuildRunReconciler:
 
         written = await self._write_status(buildrun, finished)
         if written is None:
-            return False
+            return
         meta = buildrun["metadata"]
         metrics.COMPLETED.labels(decision.reason, meta["namespace"]).inc()
+        if decision.reason == reasons.RECONCILER_RETRIES_EXHAUSTED:
+            metrics.RETRY_EXHAUSTED.inc()
         created_at = parse_time(meta.get("creationTimestamp"))
         if created_at is not None:
             metrics.COMPLETION.labels(decision.reason).observe(
@@ -489,7 +514,6 @@ class BuildRunReconciler:
         )
         if taskrun is not None and not _taskrun_finished(taskrun):
             await self._cancel_taskrun(taskrun)
-        return True
 
     async def _cancel_taskrun(self, taskrun: JSON) -> None:
         meta = taskrun["metadata"]

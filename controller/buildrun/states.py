@@ -10,11 +10,17 @@ A BuildRun is in one of three phases, read off its status:
 
 The reconciler observes the world (I/O), `decide` picks the first row of
 TABLE whose phase and guard match (pure), and the reconciler carries out the
-row's action (I/O). System errors (timeouts, 5xx, conflicts, webhooks) are
-not rows: they raise out of the reconciler before any status is written, the
-queue retries with exponential backoff, and when the retry budget is spent
-`give_up` finishes the BuildRun with ReconcilerRetriesExhausted (after
-taking a finished TaskRun's own outcome, if it has one).
+row's action (I/O). TABLE is the whole machine: every status the controller
+writes is some row's decision, and every phase ends in a catch-all row, so
+`decide` answers for any observation.
+
+System errors (timeouts, 5xx, conflicts, webhooks) raise out of the
+reconciler before any status is written and the queue retries with
+exponential backoff. When the retry budget is spent the reconciler observes
+once more, with `retries_exhausted` set to the last error, and the table
+decides as for any other observation: in NEW and RUNNING a finished TaskRun's
+own outcome comes first (rows 4 and 9), so a built image is never reported as
+a failure; otherwise rows 5 and 10 finish with ReconcilerRetriesExhausted.
 
 Whenever a BuildRun finishes while its TaskRun still runs, the TaskRun is
 cancelled after the status is written; DONE row 1 repeats that until it
@@ -27,11 +33,11 @@ from __future__ import annotations
 
 import enum
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from controller.buildrun import reasons
 from controller.buildrun.status import Outcome
-from controller.runtime.errors import UserError
+from controller.runtime.errors import RetryableError, UserError
 
 
 class Phase(enum.Enum):
@@ -52,32 +58,47 @@ class Action(enum.Enum):
 
 @dataclass(frozen=True)
 class Observation:
+    """What one reconcile saw; the only input of `decide`.
+
+    A field a phase's rows do not read may be left at its default.
+    """
+
     phase: Phase
     canceled: bool = False
     deadline_passed: bool = False
     # NEW only: the user error found while resolving Build, strategy, params, SA.
     user_error: UserError | None = None
-    # RUNNING/DONE: the TaskRun's terminal outcome, if it has one.
+    # The TaskRun's terminal outcome, if it finished: in RUNNING that of the recorded
+    # TaskRun; in NEW that of a TaskRun an earlier try created but never recorded
+    # (the reconciler looks for one only when giving up).
     outcome: Outcome | None = None
     taskrun_missing: bool = False
     taskrun_running: bool = False
     # DONE: the retention TTL (ttlAfterSucceeded/ttlAfterFailed) has run out.
     ttl_passed: bool = False
+    # NEW/RUNNING: the retry budget is spent; the last system error, for the message.
+    retries_exhausted: RetryableError | None = None
 
 
 @dataclass(frozen=True)
 class Decision:
-    row: int
+    """A row's verdict. reason/message/succeeded are the Succeeded condition a FINISH
+    writes; `outcome` is set when the TaskRun's own outcome is written (its failure
+    details and digest go into the status too). `row` is the number of the row that
+    decided; `decide` sets it."""
+
     action: Action
     reason: str = ""
     message: str = ""
     succeeded: str = "False"
-    # FINISH with the TaskRun's own outcome (failure details, digest).
-    from_taskrun: bool = False
+    outcome: Outcome | None = None
+    row: int = 0
 
 
 @dataclass(frozen=True)
 class Row:
+    """`when` is the guard in words; README.md's row table shows it (tests/test_docs.py)."""
+
     number: int
     phase: Phase
     when: str
@@ -85,50 +106,74 @@ class Row:
     decide: Callable[[Observation], Decision]
 
 
-def _finish(row: int, reason: str, message: str) -> Callable[[Observation], Decision]:
-    return lambda _: Decision(row, Action.FINISH, reason, message)
+def _just(action: Action) -> Callable[[Observation], Decision]:
+    return lambda _: Decision(action)
+
+
+def _finish(reason: str, message: str) -> Callable[[Observation], Decision]:
+    return lambda _: Decision(Action.FINISH, reason, message)
 
 
 def _finish_with_user_error(o: Observation) -> Decision:
     assert o.user_error is not None
-    return Decision(5, Action.FINISH, o.user_error.reason, o.user_error.message)
+    return Decision(Action.FINISH, o.user_error.reason, o.user_error.message)
 
 
 def _finish_with_outcome(o: Observation) -> Decision:
     assert o.outcome is not None
-    return Decision(7, Action.FINISH, o.outcome.reason, o.outcome.message, o.outcome.status,
-                    from_taskrun=True)
+    return Decision(Action.FINISH, o.outcome.reason, o.outcome.message, o.outcome.status,
+                    outcome=o.outcome)
+
+
+def _give_up(o: Observation) -> Decision:
+    assert o.retries_exhausted is not None
+    return Decision(Action.FINISH, reasons.RECONCILER_RETRIES_EXHAUSTED,
+                    f"gave up after repeated system errors; last error: "
+                    f"{o.retries_exhausted.message}")
+
+
+def _finished(o: Observation) -> bool:
+    return o.outcome is not None
+
+
+def _budget_spent(o: Observation) -> bool:
+    return o.retries_exhausted is not None
 
 
 TABLE: tuple[Row, ...] = (
     Row(1, Phase.DONE, "TaskRun still running", lambda o: o.taskrun_running,
-        lambda _: Decision(1, Action.STOP_TASKRUN)),
+        _just(Action.STOP_TASKRUN)),
     Row(2, Phase.DONE, "retention TTL ran out", lambda o: o.ttl_passed,
-        lambda _: Decision(2, Action.DELETE)),
+        _just(Action.DELETE)),
     Row(3, Phase.DONE, "anything else (wake again at the TTL, if any)", lambda _: True,
-        lambda _: Decision(3, Action.NOTHING)),
-    Row(4, Phase.NEW, "spec.state is BuildRunCanceled", lambda o: o.canceled,
-        _finish(4, reasons.BUILD_RUN_CANCELED, "the BuildRun was canceled before it started")),
-    Row(5, Phase.NEW, "user error (Build/strategy/SA missing, bad params, timeout, ref)",
+        _just(Action.NOTHING)),
+    # In NEW and RUNNING alike: a finished TaskRun's outcome first (its work is done,
+    # report it), then the spent retry budget, then the rest.
+    Row(4, Phase.NEW, "TaskRun of an earlier, unrecorded try finished (looked for when "
+        "giving up)", _finished, _finish_with_outcome),
+    Row(5, Phase.NEW, "retry budget spent", _budget_spent, _give_up),
+    Row(6, Phase.NEW, "spec.state is BuildRunCanceled", lambda o: o.canceled,
+        _finish(reasons.BUILD_RUN_CANCELED, "the BuildRun was canceled before it started")),
+    Row(7, Phase.NEW, "user error (Build/strategy/SA missing, bad params, timeout, ref)",
         lambda o: o.user_error is not None, _finish_with_user_error),
-    Row(6, Phase.NEW, "everything resolves", lambda _: True,
-        lambda _: Decision(6, Action.START)),
-    # A finished TaskRun wins over cancel and timeout: its work is done, report it.
-    Row(7, Phase.RUNNING, "TaskRun finished", lambda o: o.outcome is not None,
-        _finish_with_outcome),
-    Row(8, Phase.RUNNING, "TaskRun deleted before it finished", lambda o: o.taskrun_missing,
-        _finish(8, reasons.TASK_RUN_IS_MISSING, "the TaskRun was deleted before it finished")),
-    Row(9, Phase.RUNNING, "spec.state is BuildRunCanceled", lambda o: o.canceled,
-        _finish(9, reasons.BUILD_RUN_CANCELED, "the BuildRun was canceled")),
-    Row(10, Phase.RUNNING, "timeout deadline passed", lambda o: o.deadline_passed,
-        _finish(10, reasons.BUILD_RUN_TIMEOUT, "the BuildRun ran past its timeout")),
-    Row(11, Phase.RUNNING, "TaskRun in progress", lambda _: True,
-        lambda _: Decision(11, Action.PROGRESS)),
+    Row(8, Phase.NEW, "everything resolves", lambda _: True,
+        _just(Action.START)),
+    Row(9, Phase.RUNNING, "TaskRun finished", _finished, _finish_with_outcome),
+    Row(10, Phase.RUNNING, "retry budget spent", _budget_spent, _give_up),
+    Row(11, Phase.RUNNING, "TaskRun deleted before it finished", lambda o: o.taskrun_missing,
+        _finish(reasons.TASK_RUN_IS_MISSING, "the TaskRun was deleted before it finished")),
+    Row(12, Phase.RUNNING, "spec.state is BuildRunCanceled", lambda o: o.canceled,
+        _finish(reasons.BUILD_RUN_CANCELED, "the BuildRun was canceled")),
+    Row(13, Phase.RUNNING, "timeout deadline passed", lambda o: o.deadline_passed,
+        _finish(reasons.BUILD_RUN_TIMEOUT, "the BuildRun ran past its timeout")),
+    Row(14, Phase.RUNNING, "TaskRun in progress", lambda _: True,
+        _just(Action.PROGRESS)),
 )
 
 
 def decide(observation: Observation) -> Decision:
+    """The decision of the first row whose phase and guard match."""
     for row in TABLE:
         if row.phase is observation.phase and row.guard(observation):
-            return row.decide(observation)
+            return replace(row.decide(observation), row=row.number)
     raise AssertionError(f"no row for {observation}")  # every phase ends in a catch-all row

@@ -15,6 +15,7 @@ from bench.e2e.common import apiserver_requests
 from controller.buildrun import reasons
 from controller.buildrun.reconciler import BuildRunReconciler, Caches
 from controller.buildrun.resources import BUILDRUNS, TASKRUNS
+from controller.runtime.errors import RetryableError
 from controller.runtime.events import EventRecorder
 from controller.runtime.kube import EVENTS, JSON, ApiError, Kube
 from devtools.localcluster import LocalCluster
@@ -37,10 +38,10 @@ async def taskrun_cancelled(kube: Kube, namespace: str, name: str) -> bool:
 
 
 async def unrecorded_taskrun(kube: Kube, buildrun: JSON) -> JSON:
-    """Row 6's first half done by hand (prepare, create the TaskRun), then a "crash"
+    """Row 8's first half done by hand (prepare, create the TaskRun), then a "crash"
     before the status write: the TaskRun exists, the BuildRun does not know it."""
     half = BuildRunReconciler(kube, Caches(), EventRecorder(kube, "t", "t"))
-    taskrun, _, _ = await half._prepare(buildrun)
+    taskrun = (await half._prepare(buildrun)).taskrun
     await kube.create(TASKRUNS, buildrun["metadata"]["namespace"], taskrun)
     return taskrun
 
@@ -54,7 +55,7 @@ async def events_for(kube: Kube, namespace: str, name: str) -> list[str]:
     return [e["reason"] for e in items if e["involvedObject"]["name"] == name]
 
 
-# -- happy path and TaskRun outcomes (rows 5, 6, 10) ------------------------------------
+# -- happy path and TaskRun outcomes (rows 8, 14, 9) ---------------------------------------
 
 
 async def test_success_creates_one_owned_taskrun_and_reports_the_digest(
@@ -136,7 +137,7 @@ async def test_taskrun_failures_map_to_buildrun_reasons(
         assert "kubectl logs" in done["status"]["failureDetails"]["message"]
 
 
-# -- user errors: terminal at once, no TaskRun, no requeue (row 4) -------------------------
+# -- user errors: terminal at once, no TaskRun, no requeue (row 7) -------------------------
 
 
 USER_ERRORS: list[tuple[str, dict[str, Any], str | None, str]] = [
@@ -187,7 +188,7 @@ async def test_user_errors_are_terminal_at_once(
     assert await world.taskruns() == []
 
 
-# -- cancel (rows 3, 8) and the DONE rows (1, 2) ----------------------------------------
+# -- cancel (rows 6, 12), a deleted TaskRun (11), the DONE rows (1, 3) ---------------------
 
 
 async def test_cancel_before_start_and_while_running(
@@ -256,7 +257,7 @@ async def test_deleted_taskrun_ends_the_buildrun(
     assert condition(done)["reason"] == reasons.TASK_RUN_IS_MISSING
 
 
-# -- the API server enforces the one-try shot too ----------------------------------------
+# -- the API server enforces the one-try shot too ------------------------------------------
 
 
 async def test_api_server_rejects_spec_changes_and_status_flips(kube: Kube, world: World) -> None:
@@ -290,7 +291,7 @@ async def test_api_server_rejects_spec_changes_and_status_flips(kube: Kube, worl
     assert "completionTime is immutable" in err.value.message
 
 
-# -- system errors: retried with backoff, outcome left open, then given up -------------
+# -- system errors: retried with backoff, outcome left open, then given up (5, 10) ---------
 
 
 async def test_webhook_timeouts_are_retried_then_succeed(
@@ -341,6 +342,47 @@ async def test_webhook_failing_forever_ends_in_retries_exhausted(
     assert metric("buildrun_retry_exhausted_total") - exhausted_before == 1
     assert "ReconcilerRetriesExhausted" in await events_for(kube, world.ns, "doomed")
     assert await world.taskruns() == []
+
+
+async def test_giving_up_takes_a_finished_unrecorded_taskruns_outcome(
+    kube: Kube, world: World
+) -> None:
+    """Row 4: a try created the TaskRun, then every try failed; the TaskRun built the
+    image meanwhile, so the image is reported, not ReconcilerRetriesExhausted."""
+    taskrun = await unrecorded_taskrun(kube, await world.buildrun("br"))
+    await TektonSimulator(kube).finish(world.ns, taskrun["metadata"]["name"], "success",
+                                       digest="sha256:" + "ef" * 32)
+    reconciler = BuildRunReconciler(kube, Caches(), EventRecorder(kube, "t", "t"))
+    await reconciler.give_up(f"{world.ns}/br", RetryableError("webhook", "failed calling"))
+    done = await world.get("br")
+    assert condition(done)["reason"] == reasons.SUCCEEDED
+    assert done["status"]["output"]["digest"] == "sha256:" + "ef" * 32
+
+
+async def test_giving_up_finishes_new_and_running_buildruns_and_stops_their_taskruns(
+    cluster: LocalCluster, kube: Kube, world: World
+) -> None:
+    """Rows 5 and 10: the last error is the message, and no TaskRun runs on."""
+    async with running_controller(controller_settings(cluster, world.ns)):
+        await world.buildrun("running")
+        running = await world.taskrun_of("running")
+    new = (await unrecorded_taskrun(kube, await world.buildrun("new")))["metadata"]["name"]
+    exhausted_before = metric("buildrun_retry_exhausted_total")
+    reconciler = BuildRunReconciler(kube, Caches(), EventRecorder(kube, "t", "t"))
+    for name in ("new", "running"):
+        await reconciler.give_up(f"{world.ns}/{name}",
+                                 RetryableError("server_error", "HTTP 500: etcd is sad"))
+        cond = condition(await world.get(name))
+        assert cond["reason"] == reasons.RECONCILER_RETRIES_EXHAUSTED, name
+        assert cond["message"].endswith("last error: HTTP 500: etcd is sad"), cond
+    assert await taskrun_cancelled(kube, world.ns, new)
+    assert await taskrun_cancelled(kube, world.ns, running)
+    assert metric("buildrun_retry_exhausted_total") - exhausted_before == 2
+    # Giving up on a finished BuildRun changes nothing.
+    before = await world.get("new")
+    await reconciler.give_up(f"{world.ns}/new", RetryableError("timeout", "again"))
+    assert (await world.get("new"))["metadata"]["resourceVersion"] == \
+        before["metadata"]["resourceVersion"]
 
 
 async def test_controller_restart_mid_run_creates_no_second_taskrun(

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from controller import cli
 from controller.buildrun.history import history, parser
 from controller.runtime.kube import Kube
 from devtools.localcluster import LocalCluster
@@ -79,13 +80,49 @@ async def test_history_of_a_missing_buildrun_says_so(cluster: LocalCluster, worl
     assert code == 1 and text == ""
 
 
-def test_history_runs_as_a_module_and_reports_bad_settings(tmp_path: Path) -> None:
-    result = subprocess.run(
-        [sys.executable, "-m", "controller.buildrun.history", "demo/x", "--kubeconfig",
-         str(tmp_path / "missing")], cwd=REPO, capture_output=True, text=True, timeout=60)
+# The three ways to run the command: the controller's CLI (module and installed
+# script) and history.py on its own parser.
+ENTRY_POINTS = {
+    "python -m controller": [sys.executable, "-m", "controller", "history"],
+    "buildrun-controller": [str(Path(sys.executable).with_name("buildrun-controller")),
+                            "history"],
+    "python -m controller.buildrun.history": [sys.executable, "-m",
+                                              "controller.buildrun.history"],
+}
+
+
+@pytest.mark.parametrize("entry", ENTRY_POINTS)
+def test_history_runs_from_every_entry_point_and_reports_bad_settings(
+    entry: str, tmp_path: Path
+) -> None:
+    command = ENTRY_POINTS[entry]
+    if not Path(command[0]).exists():
+        pytest.skip(f"{command[0]} is not installed")
+    result = subprocess.run([*command, "demo/x", "--kubeconfig", str(tmp_path / "missing")],
+                            cwd=REPO, capture_output=True, text=True, timeout=60)
     assert result.returncode == 2
     assert result.stderr.strip() == (f"buildrun-controller history: kubeconfig "
                                      f"{tmp_path / 'missing'} does not exist")
-    bad = subprocess.run([sys.executable, "-m", "controller.buildrun.history", "no-slash"],
+    bad = subprocess.run([*command, "no-slash"],
                          cwd=REPO, capture_output=True, text=True, timeout=60)
     assert bad.returncode == 2 and "expected NAMESPACE/NAME" in bad.stderr
+    usage = subprocess.run(command, cwd=REPO, capture_output=True, text=True, timeout=60)
+    assert usage.returncode == 2
+    assert usage.stderr.splitlines()[-1] == ("buildrun-controller history: error: the "
+                                             "following arguments are required: NAMESPACE/NAME")
+
+
+def test_the_history_subcommand_parses_as_history_does() -> None:
+    """`history` is an argparse subcommand of the controller's CLI; without it the
+    controller's flags parse as they always did."""
+    args = ["demo/x", "--context", "kind", "-o", "json"]
+    sub = vars(cli.parser().parse_args(["history", *args]))
+    assert sub.pop("command") == "history"
+    assert vars(parser().parse_args(args)).items() <= sub.items()
+    # Connection flags given before the command are not reset by the command's defaults.
+    before = cli.parser().parse_args(["--kubeconfig", "/k", "--context", "c", "history",
+                                      "demo/x"])
+    assert (before.kubeconfig, before.context, before.output) == ("/k", "c", "text")
+    run = cli.parser().parse_args(["--max-retries", "3"])
+    assert run.command is None
+    assert cli.settings_from(run).budget.max_retries == 3

@@ -2,16 +2,21 @@
 
 from __future__ import annotations
 
+import itertools
+from dataclasses import replace
+from typing import Any
+
 import pytest
 
 from controller.buildrun import reasons
 from controller.buildrun.states import TABLE, Action, Observation, Phase, decide
 from controller.buildrun.status import Outcome
-from controller.runtime.errors import UserError
+from controller.runtime.errors import RetryableError, UserError
 
 SUCCESS = Outcome("True", reasons.SUCCEEDED, "done", None, "sha256:1")
 FAILURE = Outcome("False", reasons.FAILED, "boom", {"reason": "Failed"}, None)
 USER = UserError(reasons.BUILD_NOT_FOUND, "Build 'x' not found")
+WEBHOOK = RetryableError("webhook", "failed calling webhook \"x\": timeout")
 
 CASES = [
     # (row, observation, action, reason)
@@ -20,20 +25,34 @@ CASES = [
     (3, Observation(Phase.DONE, outcome=SUCCESS, canceled=True, deadline_passed=True),
      Action.NOTHING, ""),
     (3, Observation(Phase.DONE, taskrun_missing=True), Action.NOTHING, ""),
-    (4, Observation(Phase.NEW, canceled=True, user_error=USER), Action.FINISH,
+    (4, Observation(Phase.NEW, outcome=SUCCESS, retries_exhausted=WEBHOOK), Action.FINISH,
+     reasons.SUCCEEDED),
+    (4, Observation(Phase.NEW, outcome=FAILURE, retries_exhausted=WEBHOOK, canceled=True),
+     Action.FINISH, reasons.FAILED),
+    (5, Observation(Phase.NEW, retries_exhausted=WEBHOOK), Action.FINISH,
+     reasons.RECONCILER_RETRIES_EXHAUSTED),
+    (5, Observation(Phase.NEW, retries_exhausted=WEBHOOK, canceled=True, user_error=USER),
+     Action.FINISH, reasons.RECONCILER_RETRIES_EXHAUSTED),
+    (6, Observation(Phase.NEW, canceled=True, user_error=USER), Action.FINISH,
      reasons.BUILD_RUN_CANCELED),
-    (5, Observation(Phase.NEW, user_error=USER), Action.FINISH, reasons.BUILD_NOT_FOUND),
-    (6, Observation(Phase.NEW), Action.START, ""),
-    (7, Observation(Phase.RUNNING, outcome=SUCCESS, canceled=True, deadline_passed=True),
+    (7, Observation(Phase.NEW, user_error=USER), Action.FINISH, reasons.BUILD_NOT_FOUND),
+    (8, Observation(Phase.NEW), Action.START, ""),
+    (9, Observation(Phase.RUNNING, outcome=SUCCESS, canceled=True, deadline_passed=True),
      Action.FINISH, reasons.SUCCEEDED),
-    (7, Observation(Phase.RUNNING, outcome=FAILURE), Action.FINISH, reasons.FAILED),
-    (8, Observation(Phase.RUNNING, taskrun_missing=True, canceled=True), Action.FINISH,
+    (9, Observation(Phase.RUNNING, outcome=FAILURE, retries_exhausted=WEBHOOK), Action.FINISH,
+     reasons.FAILED),
+    (10, Observation(Phase.RUNNING, retries_exhausted=WEBHOOK, taskrun_running=True),
+     Action.FINISH, reasons.RECONCILER_RETRIES_EXHAUSTED),
+    (10, Observation(Phase.RUNNING, retries_exhausted=WEBHOOK, taskrun_missing=True,
+                     canceled=True, deadline_passed=True),
+     Action.FINISH, reasons.RECONCILER_RETRIES_EXHAUSTED),
+    (11, Observation(Phase.RUNNING, taskrun_missing=True, canceled=True), Action.FINISH,
      reasons.TASK_RUN_IS_MISSING),
-    (9, Observation(Phase.RUNNING, canceled=True, deadline_passed=True, taskrun_running=True),
+    (12, Observation(Phase.RUNNING, canceled=True, deadline_passed=True, taskrun_running=True),
      Action.FINISH, reasons.BUILD_RUN_CANCELED),
-    (10, Observation(Phase.RUNNING, deadline_passed=True, taskrun_running=True), Action.FINISH,
+    (13, Observation(Phase.RUNNING, deadline_passed=True, taskrun_running=True), Action.FINISH,
      reasons.BUILD_RUN_TIMEOUT),
-    (11, Observation(Phase.RUNNING, taskrun_running=True), Action.PROGRESS, ""),
+    (14, Observation(Phase.RUNNING, taskrun_running=True), Action.PROGRESS, ""),
 ]
 
 
@@ -48,20 +67,61 @@ def test_every_row_is_covered_and_numbered_in_order() -> None:
     assert {c[0] for c in CASES} == {r.number for r in TABLE}
 
 
+def test_every_phase_ends_in_a_catch_all_row() -> None:
+    for phase in Phase:
+        last = [r for r in TABLE if r.phase is phase][-1]
+        assert last.guard(Observation(phase)), phase
+
+
 def test_outcome_carries_its_status() -> None:
-    assert decide(Observation(Phase.RUNNING, outcome=SUCCESS)).succeeded == "True"
-    assert decide(Observation(Phase.RUNNING, outcome=SUCCESS)).from_taskrun
-    assert decide(Observation(Phase.RUNNING, outcome=FAILURE)).succeeded == "False"
+    for phase in (Phase.NEW, Phase.RUNNING):
+        assert decide(Observation(phase, outcome=SUCCESS)).succeeded == "True"
+        assert decide(Observation(phase, outcome=SUCCESS)).outcome == SUCCESS
+        assert decide(Observation(phase, outcome=FAILURE)).succeeded == "False"
     assert decide(Observation(Phase.RUNNING, deadline_passed=True)).succeeded == "False"
+    assert decide(Observation(Phase.RUNNING, deadline_passed=True)).outcome is None
+
+
+def test_giving_up_names_the_last_error() -> None:
+    for phase in (Phase.NEW, Phase.RUNNING):
+        d = decide(Observation(phase, retries_exhausted=WEBHOOK))
+        assert (d.succeeded, d.outcome) == ("False", None)
+        assert d.message == ("gave up after repeated system errors; last error: "
+                             "failed calling webhook \"x\": timeout")
+
+
+def _flags(names: tuple[str, ...], values: tuple[bool, ...]) -> dict[str, Any]:
+    return dict(zip(names, values, strict=True))
+
+
+def _observations(phase: Phase) -> list[Observation]:
+    """Every combination of the observed facts, in one phase."""
+    flags = ("canceled", "deadline_passed", "taskrun_missing", "taskrun_running", "ttl_passed")
+    return [
+        replace(Observation(phase), **_flags(flags, values), outcome=outcome,
+                user_error=user_error, retries_exhausted=exhausted)
+        for values in itertools.product((False, True), repeat=len(flags))
+        for outcome in (None, SUCCESS, FAILURE)
+        for user_error in (None, USER)
+        for exhausted in (None, WEBHOOK)
+    ]
 
 
 def test_done_never_writes_status() -> None:
     """Whatever is observed, a DONE BuildRun gets no FINISH/START/PROGRESS."""
-    for canceled in (False, True):
-        for deadline in (False, True):
-            for outcome in (None, SUCCESS, FAILURE):
-                for running in (False, True):
-                    d = decide(Observation(Phase.DONE, canceled=canceled,
-                                           deadline_passed=deadline, outcome=outcome,
-                                           taskrun_running=running))
-                    assert d.action in (Action.NOTHING, Action.STOP_TASKRUN, Action.DELETE)
+    for obs in _observations(Phase.DONE):
+        assert decide(obs).action in (Action.NOTHING, Action.STOP_TASKRUN, Action.DELETE), obs
+
+
+@pytest.mark.parametrize("phase", [Phase.NEW, Phase.RUNNING])
+def test_a_finished_taskrun_wins_then_the_spent_budget(phase: Phase) -> None:
+    """Before DONE: a finished TaskRun's outcome beats everything else observed (its work
+    is done, so it is reported); a spent retry budget beats everything but that."""
+    for obs in _observations(phase):
+        d = decide(obs)
+        if obs.outcome is not None:
+            assert (d.action, d.outcome) == (Action.FINISH, obs.outcome), obs
+        elif obs.retries_exhausted is not None:
+            assert d.reason == reasons.RECONCILER_RETRIES_EXHAUSTED, obs
+        else:
+            assert d.reason != reasons.RECONCILER_RETRIES_EXHAUSTED, obs

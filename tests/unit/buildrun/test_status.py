@@ -1,11 +1,10 @@
-"""controller.buildrun.status (conditions, TaskRun outcomes), the reason constants, and
-controller.runtime.errors (error classes, API error classification)."""
+"""controller.buildrun.status (conditions, TaskRun outcomes) and controller.runtime.errors
+(error classes, API error classification). The reason constants: test_reasons.py."""
 
 from __future__ import annotations
 
 import copy
 import json
-import re
 from typing import Any
 
 import pytest
@@ -309,48 +308,3 @@ def test_running_reason(tr: dict[str, Any], expected: tuple[str, str]) -> None:
     assert running_reason(tr) == expected
 
 
-# --- reasons
-
-
-def test_reason_constants_are_named_after_their_values() -> None:
-    constants = {k: v for k, v in vars(reasons).items() if k.isupper() and isinstance(v, str)}
-    assert set(constants.values()) == {
-        *reasons.USER_ERROR_REASONS,
-        "Succeeded",
-        "Failed",
-        "Pending",
-        "Running",
-        "BuildRunTimeout",
-        "BuildRunCanceled",
-        "TaskRunIsMissing",
-        "PodEvicted",
-        "StepOutOfMemory",
-        "ReconcilerRetriesExhausted",
-        "TaskRunGenerationFailed",
-        "TaskRunCancelled",
-        "TaskRunTimeout",
-    }
-    for name, value in constants.items():
-        assert name == re.sub(r"(?<!^)(?=[A-Z])", "_", value).upper(), name
-
-
-def test_user_error_reasons() -> None:
-    assert {
-        "BuildNotFound",
-        "BuildStrategyNotFound",
-        "ServiceAccountNotFound",
-        "BuildRunAmbiguousBuild",
-        "BuildRunNoRefOrSpec",
-        "BuildRunBuildFieldOverrideForbidden",
-        "UndefinedParameter",
-        "RestrictedParametersInUse",
-        "InconsistentParameterValues",
-        "WrongParameterValueType",
-        "MissingParameterValues",
-        "EmptyArrayItemParameterValues",
-        "InvalidTimeout",
-        "InvalidRetention",
-        "InvalidReference",
-        "BuildRunTooLarge",
-        "TaskRunGenerationFailed",
-    } == reasons.USER_ERROR_REASONS
