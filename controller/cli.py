@@ -136,10 +136,10 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "history":
         return history.run(args)
     logs.setup(args.log_level, args.log_format)
-    settings = settings_from(args)
-    identity = settings.leader_election.identity if settings.leader_election else (
-        f"{socket.gethostname()}_{os.getpid()}")
     try:
+        settings = settings_from(args)  # refuses hostile durations with a ConfigError
+        identity = settings.leader_election.identity if settings.leader_election else (
+            f"{socket.gethostname()}_{os.getpid()}")
         return asyncio.run(app.run(settings, identity))
     except ConfigError as exc:
         print(f"buildrun-controller: {exc}", file=sys.stderr)

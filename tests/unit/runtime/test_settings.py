@@ -46,10 +46,6 @@ def test_client_gos_defaults_and_short_test_durations_are_accepted(
                            retry_period=retry)
 
 
-@pytest.mark.xfail(strict=True, raises=AssertionError, reason=(
-    "controller/cli.py builds Settings (settings_from) before its `except ConfigError` "
-    "block, so a refused duration is a traceback with exit 1; moving settings_from into "
-    "that try makes this pass: then drop this marker"))
 def test_the_cli_refuses_hostile_durations_with_one_line_and_exit_2() -> None:
     result = subprocess.run(
         [sys.executable, "-m", "controller", "--leader-elect", "--lease-duration", "0",
