@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 import aiohttp
 
 from controller.buildrun.resources import TASKRUNS
+from controller.buildrun.status import taskrun_finished
 from controller.buildrun.taskrun import LABEL_BUILDRUN
 from controller.runtime.kube import JSON, ApiError, Kube
 from devtools.tekton import Finish, TektonSimulator
@@ -87,9 +88,7 @@ class SimulatedTekton:
 
     def _observe(self, taskrun: JSON) -> None:
         name = taskrun["metadata"]["name"]
-        status = taskrun.get("status") or {}
-        finished = any(c.get("type") == "Succeeded" and c.get("status") in ("True", "False")
-                       for c in status.get("conditions") or [])
+        finished = taskrun_finished(taskrun)
         run = self._runs.get(name)
         if run is None:
             if finished:

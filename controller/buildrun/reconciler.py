@@ -33,6 +33,7 @@ from controller.buildrun.status import (
     outcome_from_taskrun,
     running_reason,
     succeeded_condition,
+    taskrun_finished,
     with_condition,
 )
 from controller.buildrun.taskrun import generate_taskrun, taskrun_name
@@ -99,11 +100,6 @@ def retention_ttl(buildrun: JSON) -> float | None:
             except ValueError:
                 return None  # reported as InvalidRetention when the run started
     return None
-
-
-def _taskrun_finished(taskrun: JSON) -> bool:
-    cond = succeeded_condition(taskrun.get("status"))
-    return cond is not None and cond.get("status") in ("True", "False")
 
 
 @dataclass(frozen=True)
@@ -194,7 +190,7 @@ class BuildRunReconciler:
             taskrun = self._cached_taskrun(buildrun)
             observation = Observation(
                 phase=phase,
-                taskrun_running=taskrun is not None and not _taskrun_finished(taskrun),
+                taskrun_running=taskrun is not None and not taskrun_finished(taskrun),
                 ttl_passed=self._ttl_remaining(buildrun) == 0.0,
             )
             return _Seen(buildrun, observation, taskrun)
@@ -205,7 +201,7 @@ class BuildRunReconciler:
             deadline_passed=self._remaining(buildrun) == 0.0,
             outcome=outcome,
             taskrun_missing=taskrun is None,
-            taskrun_running=taskrun is not None and not _taskrun_finished(taskrun),
+            taskrun_running=taskrun is not None and not taskrun_finished(taskrun),
         )
         return _Seen(buildrun, observation, taskrun)
 
@@ -234,7 +230,7 @@ class BuildRunReconciler:
         """The BuildRun's TaskRun, if it exists, and its outcome, if it finished."""
         taskrun = await self._read(self.caches.taskruns, TASKRUNS,
                                    buildrun["metadata"]["namespace"], self._taskrun_name(buildrun))
-        if taskrun is None or not _taskrun_finished(taskrun):
+        if taskrun is None or not taskrun_finished(taskrun):
             return taskrun, None
         pod = None
         pod_name = (taskrun.get("status") or {}).get("podName")
@@ -512,7 +508,7 @@ class BuildRunReconciler:
             buildrun, "Normal" if decision.succeeded == "True" else "Warning",
             decision.reason, decision.message or decision.reason,
         )
-        if taskrun is not None and not _taskrun_finished(taskrun):
+        if taskrun is not None and not taskrun_finished(taskrun):
             await self._cancel_taskrun(taskrun)
 
     async def _cancel_taskrun(self, taskrun: JSON) -> None:

@@ -44,6 +44,12 @@ def succeeded_condition(status: dict[str, Any] | None) -> dict[str, Any] | None:
     return None
 
 
+def taskrun_finished(taskrun: dict[str, Any]) -> bool:
+    """Whether Tekton has decided the TaskRun's outcome (Succeeded is True or False)."""
+    cond = succeeded_condition(taskrun.get("status"))
+    return cond is not None and cond.get("status") in ("True", "False")
+
+
 def with_condition(
     status: dict[str, Any], cond_status: str, reason: str, message: str, now: str
 ) -> dict[str, Any]:

@@ -16,6 +16,7 @@ from controller.buildrun.status import (
     outcome_from_taskrun,
     running_reason,
     succeeded_condition,
+    taskrun_finished,
     truncate,
     with_condition,
 )
@@ -308,3 +309,15 @@ def test_running_reason(tr: dict[str, Any], expected: tuple[str, str]) -> None:
     assert running_reason(tr) == expected
 
 
+
+
+@pytest.mark.parametrize(("status", "finished"), [
+    (None, False),
+    ({}, False),
+    ({"conditions": [{"type": "Succeeded", "status": "Unknown"}]}, False),
+    ({"conditions": [{"type": "Succeeded", "status": "True"}]}, True),
+    ({"conditions": [{"type": "Succeeded", "status": "False"}]}, True),
+    ({"conditions": [{"type": "Ready", "status": "True"}]}, False),
+])
+def test_taskrun_finished(status: dict[str, Any] | None, finished: bool) -> None:
+    assert taskrun_finished({"status": status}) is finished
