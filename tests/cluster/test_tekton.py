@@ -309,7 +309,12 @@ async def test_timeout_tekton_stops_the_taskrun_and_deletes_its_pod(
     assert condition(done)["reason"] == reasons.BUILD_RUN_TIMEOUT, condition(done)
     tr = await taskrun(tworld, "slow")
     assert tr["spec"]["timeout"] == "3s"
-    tekton = condition(tr)
+
+    # As with cancel: the pod may be gone a moment before Tekton writes the condition.
+    async def tekton_finished() -> bool:
+        return condition(await taskrun(tworld, "slow")).get("status") == "False"
+    await wait_for(tekton_finished, 30, 0.1, what="Tekton to end the TaskRun")
+    tekton = condition(await taskrun(tworld, "slow"))
     # Who noticed first: Tekton (TaskRunTimeout) or our deadline (then we cancel it).
     assert (tekton["status"], tekton["reason"]) in (
         ("False", "TaskRunTimeout"), ("False", "TaskRunCancelled")), tekton
@@ -329,7 +334,12 @@ async def test_cancel_makes_tekton_delete_the_pod(
     assert condition(done)["reason"] == reasons.BUILD_RUN_CANCELED, condition(done)
     tr = await taskrun(tworld, "c")
     assert tr["spec"]["status"] == "TaskRunCancelled"
-    assert condition(tr)["reason"] == "TaskRunCancelled"
+
+    # Tekton deletes the pod first and writes the TaskRun's status when that reconcile
+    # ends, so the pod can be gone a moment before the condition says so.
+    async def tekton_says_cancelled() -> bool:
+        return condition(await taskrun(tworld, "c")).get("reason") == "TaskRunCancelled"
+    await wait_for(tekton_says_cancelled, 30, 0.1, what="Tekton's TaskRunCancelled")
 
 
 async def test_deleted_taskrun_is_missing_and_its_pod_collected(
