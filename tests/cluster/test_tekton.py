@@ -29,6 +29,7 @@ from aiohttp import web
 
 from controller.buildrun import reasons
 from controller.buildrun.resources import BUILDRUNS, BUILDS, BUILDSTRATEGIES, TASKRUNS
+from controller.buildrun.status import taskrun_finished
 from controller.buildrun.taskrun import LABEL_BUILDRUN
 from controller.runtime.kube import JSON, PODS, ApiError, Kube, Resource
 from controller.settings import RetryBudget
@@ -186,6 +187,16 @@ async def taskrun(w: World, buildrun: str) -> JSON:
     return await w.kube.get(TASKRUNS, w.ns, await w.taskrun_of(buildrun, 30))
 
 
+async def tekton_verdict(w: World, buildrun: str) -> JSON:
+    """The TaskRun's Succeeded condition once Tekton has decided it. Tekton deletes a
+    stopped TaskRun's pod first and writes the status when that reconcile ends, so the
+    pod can be gone a moment before the condition says why."""
+    async def decided() -> bool:
+        return taskrun_finished(await taskrun(w, buildrun))
+    await wait_for(decided, 30, 0.1, what=f"Tekton to decide the TaskRun of {buildrun}")
+    return condition(await taskrun(w, buildrun))
+
+
 async def running_pod(w: World, buildrun: str) -> JSON:
     async def running() -> JSON | None:
         pod_name = ((await taskrun(w, buildrun)).get("status") or {}).get("podName")
@@ -310,11 +321,7 @@ async def test_timeout_tekton_stops_the_taskrun_and_deletes_its_pod(
     tr = await taskrun(tworld, "slow")
     assert tr["spec"]["timeout"] == "3s"
 
-    # As with cancel: the pod may be gone a moment before Tekton writes the condition.
-    async def tekton_finished() -> bool:
-        return condition(await taskrun(tworld, "slow")).get("status") == "False"
-    await wait_for(tekton_finished, 30, 0.1, what="Tekton to end the TaskRun")
-    tekton = condition(await taskrun(tworld, "slow"))
+    tekton = await tekton_verdict(tworld, "slow")
     # Who noticed first: Tekton (TaskRunTimeout) or our deadline (then we cancel it).
     assert (tekton["status"], tekton["reason"]) in (
         ("False", "TaskRunTimeout"), ("False", "TaskRunCancelled")), tekton
@@ -334,12 +341,7 @@ async def test_cancel_makes_tekton_delete_the_pod(
     assert condition(done)["reason"] == reasons.BUILD_RUN_CANCELED, condition(done)
     tr = await taskrun(tworld, "c")
     assert tr["spec"]["status"] == "TaskRunCancelled"
-
-    # Tekton deletes the pod first and writes the TaskRun's status when that reconcile
-    # ends, so the pod can be gone a moment before the condition says so.
-    async def tekton_says_cancelled() -> bool:
-        return condition(await taskrun(tworld, "c")).get("reason") == "TaskRunCancelled"
-    await wait_for(tekton_says_cancelled, 30, 0.1, what="Tekton's TaskRunCancelled")
+    assert (await tekton_verdict(tworld, "c"))["reason"] == "TaskRunCancelled"
 
 
 async def test_deleted_taskrun_is_missing_and_its_pod_collected(
