@@ -3,7 +3,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: test lint typecheck unit dev apiserver stack promtool image clean
+.PHONY: test lint typecheck unit dev apiserver stack shipwright promtool image clean
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || python3 -m venv $(VENV)
@@ -21,6 +21,11 @@ apiserver:
 stack:
 	hack/build-all >/dev/null
 
+# Puts Shipwright's source (the reference for drop-in: CRDs, samples, docs) into the Go
+# module cache; devtools/shipwright.py finds it there. About 3 s the first time.
+shipwright:
+	hack/shipwright/source >/dev/null
+
 # Builds promtool once into ~/.cache/buildrun-controller/prometheus (about 4 minutes the
 # first time), so tests/cluster/test_manifests.py only finds it there.
 promtool: $(STAMP)
@@ -37,7 +42,7 @@ lint: $(STAMP)
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/mypy
 
-test: $(STAMP) apiserver stack promtool image lint
+test: $(STAMP) apiserver stack shipwright promtool image lint
 	$(VENV)/bin/pytest -q $(PYTEST_ARGS)
 
 dev: $(STAMP) apiserver

@@ -1,0 +1,41 @@
+"""Shipwright itself, as the reference for "drop-in": its source at the pinned version.
+
+`hack/shipwright/source` (run by `make shipwright`) puts github.com/shipwright-io/build
+into the Go module cache; tests read its CRDs (`deploy/crds/`), samples
+(`samples/v1beta1/`) and docs from there. Nothing of it is copied into this repo.
+"""
+
+from __future__ import annotations
+
+import functools
+import subprocess
+from pathlib import Path
+
+from devtools.stack import HACK, StackError
+
+VERSION = "v0.20.13"
+
+
+@functools.cache
+def source_dir() -> Path:
+    """The folder of github.com/shipwright-io/build@VERSION in the Go module cache;
+    StackError (one line) when it cannot be had."""
+    script = HACK / "shipwright" / "source"
+    proc = subprocess.run([str(script)], stdout=subprocess.PIPE, text=True)
+    lines = proc.stdout.strip().splitlines()
+    if proc.returncode != 0 or not lines:
+        raise StackError(f"shipwright: hack/shipwright/source failed with exit code "
+                         f"{proc.returncode} (its stderr says why)")
+    folder = Path(lines[-1])
+    if VERSION not in folder.name:
+        raise StackError(f"shipwright: {folder} is not {VERSION}: "
+                         "hack/shipwright/source and devtools/shipwright.py disagree")
+    return folder
+
+
+def crds_dir() -> Path:
+    return source_dir() / "deploy" / "crds"
+
+
+def samples_dir() -> Path:
+    return source_dir() / "samples" / "v1beta1"
