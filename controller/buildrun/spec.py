@@ -91,6 +91,30 @@ def format_duration(seconds: float) -> str:
     return f"{whole}.{frac:09d}".rstrip("0").rstrip(".") + "s"
 
 
+def go_duration(seconds: float) -> str:
+    """Go's time.Duration.String() of `seconds`: "1h0m0s", "1m30s", "1.5s", "300ms", "0s"."""
+    nanos = min(round(seconds * 1_000_000_000), _DURATION_MAX_NS)
+    if nanos == 0:
+        return "0s"
+    if nanos < 1_000_000_000:
+        for unit, size in (("ms", 1_000_000), ("µs", 1_000), ("ns", 1)):
+            if nanos >= size:
+                whole, frac = divmod(nanos, size)
+                digits = len(str(size)) - 1
+                if not digits:
+                    return f"{whole}{unit}"
+                return f"{whole}.{frac:0{digits}d}".rstrip("0").rstrip(".") + unit
+    whole_s, frac = divmod(nanos, 1_000_000_000)
+    hours, rest = divmod(whole_s, 3600)
+    minutes, secs = divmod(rest, 60)
+    sec_text = f"{secs}.{frac:09d}".rstrip("0").rstrip(".") + "s"
+    if hours:
+        return f"{hours}h{minutes}m{sec_text}"
+    if minutes:
+        return f"{minutes}m{sec_text}"
+    return sec_text
+
+
 def build_name(buildrun: dict[str, Any]) -> str | None:
     """The Build to fetch, or None when the BuildRun embeds spec.build.spec."""
     build = (buildrun.get("spec") or {}).get("build") or {}

@@ -29,6 +29,14 @@ DIGEST_MAX = 256
 RESULT_IMAGE_DIGEST = "shp-image-digest"
 RESULT_ERROR_REASON = "shp-error-reason"
 RESULT_ERROR_MESSAGE = "shp-error-message"
+RESULT_IMAGE_SIZE = "shp-image-size"
+RESULT_IMAGE_VULNERABILITIES = "shp-image-vulnerabilities"
+# The source step's results (Shipwright names its one source "default").
+RESULT_SOURCE_COMMIT_SHA = "shp-source-default-commit-sha"
+RESULT_SOURCE_COMMIT_AUTHOR = "shp-source-default-commit-author"
+RESULT_SOURCE_BRANCH_NAME = "shp-source-default-branch-name"
+RESULT_SOURCE_IMAGE_DIGEST = "shp-source-default-image-digest"
+RESULT_SOURCE_TIMESTAMP = "shp-source-default-source-timestamp"
 
 
 def truncate(text: str, limit: int) -> str:
