@@ -20,12 +20,13 @@ from typing import Any, assert_never
 from tenacity import AsyncRetrying, retry_if_exception, stop_after_attempt, wait_random
 
 from controller.buildrun import metrics, reasons
+from controller.buildrun.config import ShipwrightConfig
+from controller.buildrun.params import validate_params
 from controller.buildrun.resources import BUILDRUNS, BUILDS, BUILDSTRATEGIES, TASKRUNS
 from controller.buildrun.spec import (
     build_name,
     effective_build,
     parse_duration,
-    resolve_params,
 )
 from controller.buildrun.states import Action, Decision, Observation, Phase, decide
 from controller.buildrun.status import (
@@ -141,7 +142,9 @@ class BuildRunReconciler:
         recorder: EventRecorder,
         *,
         clock: Clock = utcnow,
+        taskrun_config: ShipwrightConfig | None = None,
     ) -> None:
+        self.taskrun_config = taskrun_config or ShipwrightConfig.from_env()
         self.kube = kube
         self.caches = caches
         self.recorder = recorder
@@ -315,9 +318,11 @@ class BuildRunReconciler:
             raise UserError(reasons.BUILD_STRATEGY_NOT_FOUND,
                             f"BuildStrategy {effective.strategy_name!r} not found in namespace "
                             f"{namespace!r}")
-        params = resolve_params(
-            effective.param_values, (strategy.get("spec") or {}).get("parameters") or []
-        )
+        build_obj = build if build is not None else {
+            "metadata": {"namespace": namespace}, "spec": build_spec}
+        validate_params((build_obj.get("spec") or {}).get("paramValues") or [],
+                        spec_of(buildrun).get("paramValues") or [],
+                        (strategy.get("spec") or {}).get("parameters") or [])
         if effective.service_account and await self._get_or_none(
             SERVICEACCOUNTS, namespace, effective.service_account
         ) is None:
@@ -327,7 +332,9 @@ class BuildRunReconciler:
         snapshot = dict(effective.spec)
         if effective.retention:
             snapshot["retention"] = effective.retention
-        return _Plan(generate_taskrun(buildrun, effective, strategy, params), snapshot, build)
+        taskrun = generate_taskrun(buildrun, build_obj, strategy,
+                                   effective.service_account or "default", self.taskrun_config)
+        return _Plan(taskrun, snapshot, build)
 
     async def _start(self, buildrun: JSON, plan: _Plan) -> Result:
         """Row 8: create (or adopt) the TaskRun and record it in one status write.

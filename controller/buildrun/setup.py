@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from controller.buildrun import metrics as buildrun_metrics
+from controller.buildrun.config import ShipwrightConfig
 from controller.buildrun.reconciler import BuildRunReconciler, Caches
 from controller.buildrun.resources import BUILDRUNS, BUILDS, BUILDSTRATEGIES, TASKRUNS
 from controller.buildrun.taskrun import LABEL_BUILDRUN
@@ -77,6 +78,7 @@ def setup(kube: Kube, settings: Settings, recorder: EventRecorder) -> BuildRunCo
         Caches(buildruns=buildruns.store, taskruns=taskruns.store, builds=builds.store,
                strategies=strategies.store),
         recorder,
+        taskrun_config=ShipwrightConfig.from_env(),
     )
     controller = Controller(
         NAME, reconciler, queue,

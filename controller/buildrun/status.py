@@ -25,6 +25,8 @@ REASON_MAX = 256
 NAME_MAX = 253
 DIGEST_MAX = 256
 
+STEP_IMAGE_PROCESSING = "image-processing"
+
 # TaskRun results the generated TaskRun declares and a strategy's steps may write.
 RESULT_IMAGE_DIGEST = "shp-image-digest"
 RESULT_ERROR_REASON = "shp-error-reason"
