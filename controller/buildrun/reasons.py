@@ -43,6 +43,8 @@ INCOMPLETE_CONFIG_MAP_VALUE_PARAMETER_VALUES = "IncompleteConfigMapValueParamete
 INCOMPLETE_SECRET_VALUE_PARAMETER_VALUES = "IncompleteSecretValueParameterValues"
 UNDEFINED_VOLUME = "UndefinedVolume"
 VOLUME_NOT_OVERRIDABLE = "VolumeNotOverridable"
+# image-processing found more vulnerabilities than allowed (its exit code 22), as Shipwright.
+VULNERABILITIES_FOUND = "VulnerabilitiesFound"
 
 RECONCILER_RETRIES_EXHAUSTED = "ReconcilerRetriesExhausted"
 

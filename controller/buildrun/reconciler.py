@@ -495,8 +495,10 @@ class BuildRunReconciler:
             status["completionTime"] = now
             if outcome is not None and outcome.failure_details:
                 status["failureDetails"] = outcome.failure_details
-            if outcome is not None and outcome.digest:
-                status["output"] = {"digest": outcome.digest}
+            if outcome is not None and outcome.output:
+                status["output"] = outcome.output
+            if outcome is not None and outcome.source:
+                status["source"] = outcome.source
             return status
 
         written = await self._write_status(buildrun, finished)
