@@ -163,3 +163,21 @@ def test_defaults_are_left_to_tekton() -> None:
     tr = taskrun(USES_S)
     apply_param_values(tr, [{"name": "d"}, {"name": "ad"}], [], PARAMS)
     assert tr["spec"]["params"] == []
+
+
+def test_an_empty_string_item_is_a_value_as_in_shipwright() -> None:
+    validate_params([*REQUIRED, {"name": "ad", "values": [{"value": "-x"}, {"value": ""}]}],
+                    [], PARAMS)
+    tr = taskrun(USES_A)
+    apply_param_values(tr, [{"name": "a", "values": [{"value": "-x"}, {"value": ""}]}], [],
+                       PARAMS)
+    assert tr["spec"]["params"] == [{"name": "a", "value": ["-x", ""]}]
+
+
+def test_inputs_are_not_modified() -> None:
+    build = [{"name": "s", "secretValue": SECRET}, {"name": "a", "values": [{"value": "1"}]}]
+    run = [{"name": "d", "value": "2"}]
+    before = copy.deepcopy((build, run, PARAMS))
+    validate_params(build, run, PARAMS)
+    apply_param_values(taskrun(USES_S, USES_A), build, run, PARAMS)
+    assert (build, run, PARAMS) == before

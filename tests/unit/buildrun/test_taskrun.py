@@ -453,6 +453,8 @@ def from_schema(schema: dict[str, Any], key: str = "") -> st.SearchStrategy[Any]
     """Values a structural OpenAPI schema admits (the subset our CRDs use)."""
     if "enum" in schema:
         return st.sampled_from(schema["enum"])
+    if schema.get("x-kubernetes-int-or-string"):
+        return st.one_of(st.integers(min_value=0, max_value=2**31), st.text(max_size=MAX_TEXT))
     kind = schema["type"]
     if kind == "string":
         max_length = schema.get("maxLength", MAX_TEXT)
@@ -468,6 +470,9 @@ def from_schema(schema: dict[str, Any], key: str = "") -> st.SearchStrategy[Any]
         items = from_schema(schema["items"])
         return st.lists(items, max_size=min(schema.get("maxItems", MAX_ITEMS), MAX_ITEMS))
     assert kind == "object", schema
+    if isinstance(schema.get("additionalProperties"), dict):  # a map
+        return st.dictionaries(st.text(max_size=MAX_TEXT),
+                               from_schema(schema["additionalProperties"]), max_size=MAX_ITEMS)
     properties = schema.get("properties", {})
     required = set(schema.get("required", []))
     return st.fixed_dictionaries(
@@ -514,7 +519,7 @@ def check_taskrun(taskrun: dict[str, Any], buildrun: dict[str, Any]) -> None:
     assert set(given) <= set(declared)
 
 
-@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(buildrun=buildruns, build=builds, strategy=strategies,
        service_account=st.text(max_size=MAX_TEXT))
 def test_generate_taskrun_raises_only_user_errors_on_admitted_input(
@@ -533,7 +538,7 @@ def test_generate_taskrun_raises_only_user_errors_on_admitted_input(
     assert (buildrun, build, strategy) == inputs
 
 
-@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(buildrun=buildruns, build=builds, strategy=strategies)
 def test_pipeline_rejects_with_user_error_or_generates_valid_taskrun(
     buildrun: dict[str, Any], build: dict[str, Any], strategy: dict[str, Any]
