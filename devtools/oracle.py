@@ -3,8 +3,9 @@ Tekton's own SetDefaults + Validate, in one Go process answering a batch of case
 
 `ask(cases)` sends every case at once on stdin (one JSON object a line) and reads one
 answer a line, in order; see hack/oracle/main.go for the fields. The binary is built
-by `hack/oracle/build` (`make oracle`), never by a test: `binary()` only finds it in
-the cache, building only when it is missing (minutes on two cores).
+by `hack/oracle/build` (`make oracle`, which `make test` runs first); `binary()` asks
+that script for it as devtools.stack asks for every component, which answers from the
+cache at once.
 """
 
 from __future__ import annotations
@@ -15,21 +16,18 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
-from devtools.stack import HACK, StackError
+from devtools.stack import StackError, build
 
 JSON = dict[str, Any]
 
 
 @functools.cache
 def binary() -> Path:
-    """The oracle's path (built into the cache by hack/oracle/build when missing)."""
-    script = HACK / "oracle" / "build"
-    proc = subprocess.run([str(script)], stdout=subprocess.PIPE, text=True)
-    lines = proc.stdout.strip().splitlines()
-    if proc.returncode != 0 or not lines:
-        raise StackError(f"oracle: hack/oracle/build failed with exit code {proc.returncode} "
-                         "(its stderr says why)")
-    return Path(lines[-1])
+    """The oracle's path, as devtools.stack finds every built component."""
+    path = build("oracle") / "oracle"
+    if not path.exists():
+        raise StackError(f"oracle: {path} missing (run make oracle)")
+    return path
 
 
 def case(strategy: JSON, build: JSON, buildrun: JSON, *, service_account: str = "default",
