@@ -110,14 +110,13 @@ CORPUS: list[Case] = [
     # -- missing or empty fields ---------------------------------------------------------
     Case("null-build-name", {"build": {"name": None}}, reasons.BUILD_RUN_NO_REF_OR_SPEC),
     Case("empty-build-name", {"build": {"name": ""}}, reasons.BUILD_RUN_NO_REF_OR_SPEC),
-    Case("param-without-value", params({"name": "dockerfile"}),
-         reasons.INCONSISTENT_PARAMETER_VALUES, "'dockerfile'"),
-    Case("param-null-value", params({"name": "dockerfile", "value": None}),
-         reasons.INCONSISTENT_PARAMETER_VALUES, "'dockerfile'"),
+    # As in Shipwright: no value for a parameter with a default leaves the default.
+    Case("param-without-value", params({"name": "dockerfile"}), succeeds=True),
+    Case("param-null-value", params({"name": "dockerfile", "value": None}), succeeds=True),
     # -- wrong shapes the schema lets through ---------------------------------------------
     Case("value-and-values", params({"name": "dockerfile", "value": "a",
                                      "values": [{"value": "b"}]}),
-         reasons.INCONSISTENT_PARAMETER_VALUES, "exactly one of 'value' and 'values'"),
+         reasons.WRONG_PARAMETER_VALUE_TYPE, "'dockerfile'"),  # Shipwright checks type first
     Case("values-for-string", params({"name": "dockerfile", "values": [{"value": "a"}]}),
          reasons.WRONG_PARAMETER_VALUE_TYPE, "'dockerfile'"),
     Case("value-for-array", params({"name": "flags", "value": "-v"}),
