@@ -243,6 +243,33 @@ FIELD_CASES: list[Case] = [
             env={"WAITER_CONTAINER_TEMPLATE": '{"args": ["start"]}'}),
 ]
 
+def embedded(case_id: str, **run: Any) -> Case:
+    """The BuildRun embeds our Build's spec (spec.build.spec); the Build object handed to
+    both generators is what Shipwright's GetBuildObject makes of it: no name."""
+    _, strategy, build, buildrun, env = variant(case_id)
+    buildrun["spec"] = {"build": {"spec": copy.deepcopy(build["spec"])}, **run}
+    anonymous = {"apiVersion": build["apiVersion"], "kind": "Build",
+                 "metadata": {"namespace": build["metadata"]["namespace"]},
+                 "spec": build["spec"]}
+    return case_id, strategy, anonymous, buildrun, env
+
+
+def cluster_strategy(case_id: str) -> Case:
+    _, strategy, build, buildrun, env = variant(case_id)
+    strategy = copy.deepcopy(strategy)
+    strategy["kind"] = "ClusterBuildStrategy"
+    del strategy["metadata"]["namespace"]
+    return case_id, strategy, build, buildrun, env
+
+
+FIELD_CASES += [
+    embedded("embedded/plain"),
+    embedded("embedded/stepResources-in-spec"),
+    cluster_strategy("clusterbuildstrategy"),
+]
+FIELD_CASES[-2][3]["spec"]["build"]["spec"]["strategy"]["stepResources"] = [
+    {"name": "report", "resources": {"limits": {"memory": "64Mi"}}}]
+
 # Cases where Shipwright's generator itself refuses: we must refuse too (a UserError).
 REFUSED = {
     "output/timestamp-garbage",
