@@ -16,7 +16,9 @@ Pure: no I/O. What Shipwright's generator refuses raises a UserError with its re
 from __future__ import annotations
 
 import copy
+import datetime
 import hashlib
+import json
 import posixpath
 import re
 from typing import Any
@@ -552,8 +554,6 @@ def image_processing_args(build_output: JSON, run_output: JSON, config: Shipwrig
 
 def _vuln_settings(scan: JSON) -> str:
     """Shipwright's VulnerabilityScanOptions as Go's encoding/json writes it."""
-    import json
-
     body: JSON = {"enabled": bool(scan.get("enabled"))}
     if scan.get("failOnFinding"):
         body["failOnFinding"] = True
@@ -567,12 +567,14 @@ def _vuln_settings(scan: JSON) -> str:
         ignored["unfixed"] = ignore["unfixed"]
     if scan.get("ignore") is not None:
         body["ignore"] = ignored
-    return json.dumps(body, separators=(",", ":"))
+    text = json.dumps(body, separators=(",", ":"), ensure_ascii=False)
+    # Go's encoding/json also escapes these (HTML safety, JavaScript line separators).
+    for char in "<>&\u2028\u2029":
+        text = text.replace(char, f"\\u{ord(char):04x}")
+    return text
 
 
 def _unix(timestamp: str | None) -> int:
-    import datetime
-
     if not timestamp:
         return int(datetime.datetime(1, 1, 1, tzinfo=datetime.UTC).timestamp())
     moment = datetime.datetime.fromisoformat(timestamp.replace("Z", "+00:00"))
@@ -725,8 +727,6 @@ def _go_path_join(*parts: str) -> str:
 
 def _go_quote(text: object) -> str:
     """Go's %q for the plain strings in these messages."""
-    import json
-
     return json.dumps(str(text), ensure_ascii=False)
 
 

@@ -159,6 +159,9 @@ FIELD_CASES: list[Case] = [
         "image": "registry.example.com/app", "vulnerabilityScan": {
             "enabled": True, "failOnFinding": True,
             "ignore": {"id": ["CVE-1", "GHSA-2"], "severity": "low", "unfixed": True}}}}),
+    variant("output/vulnerability-scan-odd-ids", build={"output": {
+        "image": "registry.example.com/app", "vulnerabilityScan": {
+            "enabled": True, "ignore": {"id": ["a<b>&c", "é\u2028", '"q"\\']}}}}),
     variant("output/vulnerability-limit", env={"VULNERABILITY_COUNT_LIMIT": "7"},
             build={"output": {"image": "registry.example.com/app",
                               "vulnerabilityScan": {"enabled": True}}}),
