@@ -32,9 +32,13 @@ def binary() -> Path:
 
 def case(strategy: JSON, build: JSON, buildrun: JSON, *, service_account: str = "default",
          env: dict[str, str] | None = None, ours: JSON | None = None,
-         case_id: str = "") -> JSON:
-    """One request: the strategy's kind is read from the object itself."""
+         case_id: str = "", results: list[JSON] | None = None) -> JSON:
+    """One request: the strategy's kind is read from the object itself. With `results`
+    (a finished TaskRun's status.results) the answer also has Shipwright's status
+    from them."""
+    extra = {} if results is None else {"results": results}
     return {
+        **extra,
         "id": case_id,
         "strategyKind": strategy.get("kind") or "BuildStrategy",
         "strategy": strategy,

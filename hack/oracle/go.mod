@@ -9,6 +9,7 @@ go 1.26.3
 require (
 	github.com/shipwright-io/build v0.20.13
 	github.com/tektoncd/pipeline v1.12.0
+	sigs.k8s.io/controller-runtime v0.24.1
 )
 
 require (
@@ -93,7 +94,6 @@ require (
 	k8s.io/kube-openapi v0.0.0-20260317180543-43fb72c5454a // indirect
 	k8s.io/utils v0.0.0-20260210185600-b8788abfbbc2 // indirect
 	knative.dev/pkg v0.0.0-20260318013857-98d5a706d4fd // indirect
-	sigs.k8s.io/controller-runtime v0.24.1 // indirect
 	sigs.k8s.io/json v0.0.0-20250730193827-2d320260d730 // indirect
 	sigs.k8s.io/randfill v1.0.0 // indirect
 	sigs.k8s.io/structured-merge-diff/v6 v6.3.2 // indirect

@@ -9,11 +9,17 @@
 //	in:  {"id", "strategyKind": "BuildStrategy"|"ClusterBuildStrategy",
 //	      "strategy", "build", "buildRun", "serviceAccountName",
 //	      "env": {NAME: value}   (Shipwright's controller settings, e.g. GIT_CONTAINER_IMAGE),
-//	      "ours": TaskRun or null}
+//	      "ours": TaskRun or null,
+//	      "results": [TaskRunResult] or absent}
 //	out: {"id", "shipwright": TaskRun|null, "shipwrightError": "",
 //	      "shipwrightDefaulted": TaskRun|null, "shipwrightInvalid": "",
 //	      "oursDecoded": TaskRun|null, "oursDefaulted": TaskRun|null,
-//	      "oursInvalid": "", "error": ""}
+//	      "oursInvalid": "", "error": "",
+//	      "statusFromResults": {"output", "source"} | null, "resultsPanic": ""}
+//
+// With "results", the BuildRun's status is also filled from them by Shipwright's
+// own UpdateBuildRunUsingTaskResults (status.buildSpec set to the Build's spec, as
+// Shipwright's reconciler has it by then); a panic there is reported, not fatal.
 //
 // "ours" is decoded strictly: a field Tekton's Go types do not have is an
 // error in oursInvalid, never silently dropped. oursDecoded is ours as Go
@@ -33,17 +39,24 @@ import (
 	"github.com/shipwright-io/build/pkg/config"
 	"github.com/shipwright-io/build/pkg/reconciler/buildrun/resources"
 	pipelineapi "github.com/tektoncd/pipeline/pkg/apis/pipeline/v1"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 )
 
 type request struct {
-	ID                 string            `json:"id"`
-	StrategyKind       string            `json:"strategyKind"`
-	Strategy           json.RawMessage   `json:"strategy"`
-	Build              json.RawMessage   `json:"build"`
-	BuildRun           json.RawMessage   `json:"buildRun"`
-	ServiceAccountName string            `json:"serviceAccountName"`
-	Env                map[string]string `json:"env"`
-	Ours               json.RawMessage   `json:"ours"`
+	ID                 string                      `json:"id"`
+	StrategyKind       string                      `json:"strategyKind"`
+	Strategy           json.RawMessage             `json:"strategy"`
+	Build              json.RawMessage             `json:"build"`
+	BuildRun           json.RawMessage             `json:"buildRun"`
+	ServiceAccountName string                      `json:"serviceAccountName"`
+	Env                map[string]string           `json:"env"`
+	Ours               json.RawMessage             `json:"ours"`
+	Results            []pipelineapi.TaskRunResult `json:"results"`
+}
+
+type statusFromResults struct {
+	Output *buildapi.Output       `json:"output"`
+	Source *buildapi.SourceResult `json:"source"`
 }
 
 type response struct {
@@ -56,6 +69,22 @@ type response struct {
 	OursDefaulted       *pipelineapi.TaskRun `json:"oursDefaulted"`
 	OursInvalid         string               `json:"oursInvalid"`
 	Error               string               `json:"error"`
+	StatusFromResults   *statusFromResults   `json:"statusFromResults"`
+	ResultsPanic        string               `json:"resultsPanic"`
+}
+
+// fromResults is Shipwright's status update from a finished TaskRun's results.
+func fromResults(build *buildapi.Build, buildRun *buildapi.BuildRun,
+	results []pipelineapi.TaskRunResult) (out *statusFromResults, panicked string) {
+	defer func() {
+		if r := recover(); r != nil {
+			out, panicked = nil, fmt.Sprint(r)
+		}
+	}()
+	run := buildRun.DeepCopy()
+	run.Status.BuildSpec = build.Spec.DeepCopy()
+	resources.UpdateBuildRunUsingTaskResults(context.Background(), run, results, reconcile.Request{})
+	return &statusFromResults{Output: run.Status.Output, Source: run.Status.Source}, ""
 }
 
 func strict(raw []byte, into any) error {
@@ -133,6 +162,9 @@ func answer(req *request) response {
 	if err := strict(req.BuildRun, buildRun); err != nil {
 		resp.Error = "buildRun: " + err.Error()
 		return resp
+	}
+	if req.Results != nil {
+		resp.StatusFromResults, resp.ResultsPanic = fromResults(build, buildRun, req.Results)
 	}
 	cfg, err := shipwrightConfig(req.Env)
 	if err != nil {
