@@ -149,8 +149,13 @@ def effective_build(buildrun: dict[str, Any], build_spec: dict[str, Any]) -> Eff
     where = "spec.build.spec" if embedded else "the Build's spec"
     if embedded:
         # An embedded spec already says everything; a second place to say it is ambiguous.
-        fields = ("output", "paramValues", "timeout")
-        overrides = [f"spec.{f}" for f in fields if run.get(f) not in (None, [])]
+        # Shipwright's validate.BuildRunFields: set (pointers) or non-empty (lists, maps).
+        pointers = ("output", "timeout", "schedulerName", "runtimeClassName")
+        collections = ("paramValues", "env", "nodeSelector", "tolerations", "stepResources")
+        overrides = [f"spec.{f}" for f in (*pointers, *collections)
+                     if run.get(f) is not None and (f in pointers or len(run[f]) > 0)]
+        if (run.get("build") or {}).get("spec", {}).get("trigger") is not None:
+            overrides.append("spec.build.spec.trigger (allowed in a Build only)")
         if overrides:
             raise UserError(
                 BUILD_RUN_BUILD_FIELD_OVERRIDE_FORBIDDEN,

@@ -261,6 +261,13 @@ def test_effective_build_embedded_spec() -> None:
         ("paramValues", [{"name": "a", "value": "1"}]),
         ("timeout", "1m"),
         ("timeout", ""),
+        # The rest of Shipwright's validate.BuildRunFields list.
+        ("env", [{"name": "A", "value": "1"}]),
+        ("nodeSelector", {"disk": "ssd"}),
+        ("tolerations", [{"key": "k", "operator": "Exists"}]),
+        ("schedulerName", ""),
+        ("runtimeClassName", "kata"),
+        ("stepResources", [{"name": "build", "resources": {}}]),
     ],
 )
 def test_effective_build_forbids_overrides_of_embedded_spec(field: str, value: Any) -> None:
@@ -270,6 +277,21 @@ def test_effective_build_forbids_overrides_of_embedded_spec(field: str, value: A
     reason, message = user_error(exc_info)
     assert reason == reasons.BUILD_RUN_BUILD_FIELD_OVERRIDE_FORBIDDEN
     assert f"spec.{field}" in message
+
+
+def test_effective_build_forbids_a_trigger_in_an_embedded_spec() -> None:
+    run = buildrun({"build": {"spec": {**BUILD_SPEC, "trigger": {"when": []}}}})
+    with pytest.raises(UserError) as exc_info:
+        effective_build(run, run["spec"]["build"]["spec"])
+    reason, message = user_error(exc_info)
+    assert reason == reasons.BUILD_RUN_BUILD_FIELD_OVERRIDE_FORBIDDEN
+    assert "spec.build.spec.trigger" in message
+
+
+def test_effective_build_allows_empty_lists_with_embedded_spec() -> None:
+    run = buildrun({"build": {"spec": BUILD_SPEC}, "env": [], "nodeSelector": {},
+                    "tolerations": [], "stepResources": []})
+    effective_build(run, BUILD_SPEC)
 
 
 def test_effective_build_allows_empty_param_values_with_embedded_spec() -> None:
