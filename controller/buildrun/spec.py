@@ -19,6 +19,8 @@ from controller.buildrun.reasons import (
     INVALID_REFERENCE,
     INVALID_RETENTION,
     INVALID_TIMEOUT,
+    SPEC_ENV_NAME_CAN_NOT_BE_BLANK,
+    SPEC_ENV_ONLY_ONE_OF_VALUE_OR_VALUE_FROM_MUST_BE_SPECIFIED,
 )
 from controller.buildrun.status import truncate
 from controller.runtime.errors import UserError
@@ -191,6 +193,10 @@ def effective_build(buildrun: dict[str, Any], build_spec: dict[str, Any]) -> Eff
             raise UserError(INVALID_TIMEOUT, f"{field}: timeout {_quote(text)} must be positive")
         spec["timeout"] = text
 
+    for env, field in ((build_spec.get("env") or [], f"{where}.env"),
+                       (run.get("env") or [], "spec.env")):
+        _check_env(env, field)
+
     strategy_name = (spec.get("strategy") or {}).get("name") or ""
     _check_reference(f"{where}.strategy.name", strategy_name)
     service_account = run.get("serviceAccount") or None
@@ -238,6 +244,19 @@ def _override(
     if build.get(key) is not None:
         return str(build[key]), build_field
     return None
+
+
+def _check_env(env: list[dict[str, Any]], field: str) -> None:
+    """Shipwright's validate.Env on a Build's env (the pod would be refused otherwise);
+    applied to the BuildRun's env too."""
+    for index, var in enumerate(env):
+        if not var.get("name"):
+            raise UserError(SPEC_ENV_NAME_CAN_NOT_BE_BLANK,
+                            f"{field}[{index}]: name for environment variable must not be blank")
+        if var.get("value") and var.get("valueFrom") is not None:
+            raise UserError(SPEC_ENV_ONLY_ONE_OF_VALUE_OR_VALUE_FROM_MUST_BE_SPECIFIED,
+                            f"{field}[{index}] ({_quote(var['name'])}): only one of value or "
+                            "valueFrom must be specified")
 
 
 def _check_reference(field: str, name: str) -> None:

@@ -279,6 +279,26 @@ def test_effective_build_forbids_overrides_of_embedded_spec(field: str, value: A
     assert f"spec.{field}" in message
 
 
+@pytest.mark.parametrize(("where", "env", "reason"), [
+    ("build", [{"name": "", "value": "1"}], reasons.SPEC_ENV_NAME_CAN_NOT_BE_BLANK),
+    ("run", [{"name": "A", "value": "1"}, {"value": "2"}], reasons.SPEC_ENV_NAME_CAN_NOT_BE_BLANK),
+    ("build", [{"name": "A", "value": "1", "valueFrom": {"fieldRef": {"fieldPath": "x"}}}],
+     reasons.SPEC_ENV_ONLY_ONE_OF_VALUE_OR_VALUE_FROM_MUST_BE_SPECIFIED),
+])
+def test_effective_build_checks_env_as_shipwright(where: str, env: list[Any],
+                                                  reason: str) -> None:
+    build_spec = {**BUILD_SPEC, "env": env} if where == "build" else BUILD_SPEC
+    run = buildrun({"build": {"name": "b"}, **({"env": env} if where == "run" else {})})
+    with pytest.raises(UserError) as exc_info:
+        effective_build(run, build_spec)
+    assert exc_info.value.reason == reason
+
+
+def test_effective_build_accepts_empty_value_with_value_from() -> None:
+    env = [{"name": "A", "value": "", "valueFrom": {"fieldRef": {"fieldPath": "x"}}}]
+    effective_build(buildrun({"build": {"name": "b"}}), {**BUILD_SPEC, "env": env})
+
+
 def test_effective_build_forbids_a_trigger_in_an_embedded_spec() -> None:
     run = buildrun({"build": {"spec": {**BUILD_SPEC, "trigger": {"when": []}}}})
     with pytest.raises(UserError) as exc_info:
