@@ -43,6 +43,8 @@ INCOMPLETE_CONFIG_MAP_VALUE_PARAMETER_VALUES = "IncompleteConfigMapValueParamete
 INCOMPLETE_SECRET_VALUE_PARAMETER_VALUES = "IncompleteSecretValueParameterValues"
 UNDEFINED_VOLUME = "UndefinedVolume"
 VOLUME_NOT_OVERRIDABLE = "VolumeNotOverridable"
+# stepResources names a step the strategy does not have.
+UNDEFINED_STEP_RESOURCE = "UndefinedStepResource"
 # A Build's (or BuildRun's) env var without a name, or with both value and valueFrom.
 SPEC_ENV_NAME_CAN_NOT_BE_BLANK = "SpecEnvNameCanNotBeBlank"
 SPEC_ENV_ONLY_ONE_OF_VALUE_OR_VALUE_FROM_MUST_BE_SPECIFIED = (
@@ -84,6 +86,7 @@ USER_ERROR_REASONS: frozenset[str] = frozenset(
         INCOMPLETE_SECRET_VALUE_PARAMETER_VALUES,
         UNDEFINED_VOLUME,
         VOLUME_NOT_OVERRIDABLE,
+        UNDEFINED_STEP_RESOURCE,
         SPEC_ENV_NAME_CAN_NOT_BE_BLANK,
         SPEC_ENV_ONLY_ONE_OF_VALUE_OR_VALUE_FROM_MUST_BE_SPECIFIED,
     }

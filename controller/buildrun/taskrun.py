@@ -27,6 +27,7 @@ from controller.buildrun.config import ShipwrightConfig
 from controller.buildrun.params import apply_param_values, references_param
 from controller.buildrun.reasons import (
     TASK_RUN_GENERATION_FAILED,
+    UNDEFINED_STEP_RESOURCE,
     UNDEFINED_VOLUME,
     VOLUME_NOT_OVERRIDABLE,
 )
@@ -400,11 +401,19 @@ def _add_strategy(task_spec: JSON, build: JSON, buildrun: JSON, strategy: JSON) 
     combined, _ = _merge_env(run_spec.get("env") or [], build_spec.get("env") or [], True)
     overrides: dict[str, JSON] = {}
     embedded = (run_spec.get("build") or {}).get("spec") or {}
-    for source in (build_spec, embedded):
-        for entry in (source.get("strategy") or {}).get("stepResources") or []:
-            overrides[entry.get("name") or ""] = entry.get("resources") or {}
-    for entry in run_spec.get("stepResources") or []:
-        overrides[entry.get("name") or ""] = entry.get("resources") or {}
+    step_names = {step.get("name") for step in strategy_spec.get("steps") or []}
+    for entries, field in (
+        ((build_spec.get("strategy") or {}).get("stepResources"), "strategy.stepResources"),
+        ((embedded.get("strategy") or {}).get("stepResources"),
+         "spec.build.spec.strategy.stepResources"),
+        (run_spec.get("stepResources"), "spec.stepResources"),
+    ):
+        for entry in entries or []:
+            name = entry.get("name") or ""
+            if name not in step_names:  # Shipwright's validate.BuildRunStepResources
+                raise UserError(UNDEFINED_STEP_RESOURCE, f"{field} references step "
+                                f"{_go_quote(name)} which does not exist in the build strategy")
+            overrides[name] = entry.get("resources") or {}
 
     declared = {v.get("name") for v in strategy_spec.get("volumes") or []}
     mounts: dict[str, bool] = {}

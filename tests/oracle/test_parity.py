@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 
+from controller.buildrun import reasons
 from controller.runtime.errors import UserError
 from devtools import oracle
 from tests.oracle.parity import (
@@ -197,6 +198,8 @@ FIELD_CASES: list[Case] = [
             "limits": {"memory": "2Gi"}}}]}}),
     variant("stepResources/buildrun", run={"stepResources": [{"name": "report", "resources": {
         "requests": {"cpu": "1"}}}]}),
+    variant("stepResources/unknown-step", run={"stepResources": [{"name": "nope",
+                                                                   "resources": {}}]}),
     variant("securityContext", strategy={"securityContext": {"runAsUser": 1001,
                                                              "runAsGroup": 1002}}),
     variant("volumes/build-override", build={"volumes": [
@@ -286,6 +289,14 @@ REFUSED = {
 }
 
 
+# Cases Shipwright's reconciler refuses before it calls its generator (its
+# validate.BuildRun* checks), with the reason it fails the BuildRun with: its generator
+# would make a TaskRun, we refuse in ours with that reason.
+REFUSED_BEFORE_GENERATION = {
+    "stepResources/unknown-step": reasons.UNDEFINED_STEP_RESOURCE,
+}
+
+
 @pytest.fixture(scope="module")
 def results() -> dict[str, tuple[JSON, JSON | UserError]]:
     """Every case through the oracle in one process (about a second for all of them)."""
@@ -298,7 +309,8 @@ def test_there_are_eleven_sample_builds() -> None:
 
 
 @pytest.mark.parametrize("case_id", [c[0] for c in sample_cases()] +
-                         [c[0] for c in FIELD_CASES if c[0] not in REFUSED])
+                         [c[0] for c in FIELD_CASES
+                          if c[0] not in REFUSED and c[0] not in REFUSED_BEFORE_GENERATION])
 def test_ours_is_valid_and_equals_shipwrights(
     results: dict[str, tuple[JSON, JSON | UserError]], case_id: str
 ) -> None:
@@ -319,6 +331,16 @@ def test_we_refuse_what_shipwright_refuses(
     answer, mine = results[case_id]
     assert answer["shipwrightError"], "Shipwright generated a TaskRun here"
     assert isinstance(mine, UserError), "we generated a TaskRun where Shipwright refused"
+
+
+@pytest.mark.parametrize("case_id", sorted(REFUSED_BEFORE_GENERATION))
+def test_we_refuse_what_shipwrights_reconciler_refuses_before_generating(
+    results: dict[str, tuple[JSON, JSON | UserError]], case_id: str
+) -> None:
+    answer, mine = results[case_id]
+    assert answer["shipwright"], "Shipwright's generator refused: move the case to REFUSED"
+    assert isinstance(mine, UserError), "we generated a TaskRun"
+    assert mine.reason == REFUSED_BEFORE_GENERATION[case_id]
 
 
 def test_the_comparison_sees_a_difference(

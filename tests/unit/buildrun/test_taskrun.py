@@ -261,6 +261,23 @@ def test_strategy_steps_carry_env_resources_security_and_mounts() -> None:
     assert built["imagePullPolicy"] == "Always"
 
 
+@pytest.mark.parametrize("where", ["build", "embedded", "run"])
+def test_step_resources_for_an_unknown_step_are_refused(where: str) -> None:
+    entry = [{"name": "nope", "resources": {}}]
+    build, buildrun = copy.deepcopy(BUILD), copy.deepcopy(BUILDRUN)
+    if where == "build":
+        build["spec"]["strategy"]["stepResources"] = entry
+    elif where == "embedded":
+        buildrun["spec"]["build"] = {"spec": {**BUILD_SPEC, "strategy": {
+            "name": "kaniko", "stepResources": entry}}}
+    else:
+        buildrun["spec"]["stepResources"] = entry
+    with pytest.raises(UserError) as exc:
+        generate(buildrun, build)
+    assert exc.value.reason == reasons.UNDEFINED_STEP_RESOURCE
+    assert '"nope"' in exc.value.message
+
+
 def test_env_named_twice_by_build_and_step_is_refused() -> None:
     strategy = copy.deepcopy(STRATEGY)
     strategy["spec"]["steps"][0]["env"] = [{"name": "X", "value": "1"}]
