@@ -64,6 +64,10 @@ DIFFERENCES: list[Difference] = [
                "a BuildRun is one try: its spec is immutable once created, except that "
                "spec.state may be set to BuildRunCanceled (Shipwright says so in its docs; "
                "the API server enforces it here)"),
+    Difference(("Build", "BuildRun"), "*.source", "x-kubernetes-validations",
+               "a source's type must match the one source given (Git with git, OCI with "
+               "ociArtifact, Local with local): Shipwright's Build validation refuses a "
+               "mismatch after admission (pkg/validate/sources.go), the API server does here"),
     Difference(("BuildRun",), ".status", "x-kubernetes-validations",
                "a BuildRun's outcome is frozen once status.completionTime is set: neither a "
                "user nor a buggy controller can change completionTime or the Succeeded "
@@ -94,5 +98,5 @@ DIFFERENCES: list[Difference] = [
               "*.pod", "*.container", "*.image", "*.url", "*.revision", "*.contextDir",
               "*.value", "*.timeout", "*.ttlAfterFailed", "*.ttlAfterSucceeded",
               "*.digest", "*.reason", "*.message", "*.type"),
-    *_bounded(ALL, "*.paramValues", "*.values", "*.paramValues[].values", what="maxItems"),
+    *_bounded(ALL, "*.paramValues", "*.values", what="maxItems"),
 ]

@@ -300,7 +300,26 @@ def source() -> Schema:  # source.go Source
         "git": obj({"url": string(maxLength=4096), "revision": string(maxLength=1024),
                     "cloneSecret": string(), "depth": integer()}, required=("url",)),
         "local": local(),
-    }, required=("type",))
+    }, required=("type",), rules=_source_rules())
+
+
+def _source_rules() -> list[Schema]:
+    """Ours: Shipwright's Build validation (pkg/validate/sources.go validateSourceEntry)
+    refuses a source whose type does not match the one source given; here the API server
+    does. As there, an unknown type is left alone and an empty one is refused only when a
+    source is given."""
+    only = {"Git": "git", "OCI": "ociArtifact", "Local": "local"}
+    matches = " : ".join(
+        f"self.type == '{kind}' ? has(self.{field}) && "
+        + " && ".join(f"!has(self.{other})" for other in only.values() if other != field)
+        for kind, field in only.items())
+    return [
+        {"rule": f"{matches} : true",
+         "message": "type does not match the source: type Git needs git, OCI needs "
+                    "ociArtifact, Local needs local, and no other source"},
+        {"rule": "self.type != '' || " + " && ".join(f"!has(self.{f})" for f in only.values()),
+         "message": "type definition is missing"},
+    ]
 
 
 def local() -> Schema:  # source.go Local

@@ -106,8 +106,9 @@ async def test_every_sample_is_admitted_strictly_and_stored_as_written(
 
 
 # Objects Shipwright refuses: each is a sample with one thing wrong, and the fragment of
-# the API server's answer that names it. All but the strategy kind are Shipwright's own
-# schema; the kind is our enum (Shipwright's Build validation refuses it after admission).
+# the API server's answer that names it. All but the strategy kind and the source type
+# rules are Shipwright's own schema; those two are ours (devtools/crd_differences.py), for
+# what Shipwright's Build validation refuses after admission.
 Mutation = Callable[[JSON], object]
 
 
@@ -134,6 +135,15 @@ def _delete(path: str) -> Mutation:
 REFUSED: list[tuple[str, str, str, Mutation, str]] = [
     ("source without type", "Build", "kaniko-golang-build",
      _delete("spec.source.type"), "spec.source.type: Required value"),
+    ("type Git with an OCI artifact", "Build", "kaniko-golang-build",
+     _set("spec.source.ociArtifact", {"image": "ghcr.io/x/source:latest"}),
+     "spec.source: Invalid value: \"object\": type does not match the source"),
+    ("type OCI without an OCI artifact", "BuildRun", "kaniko-golang-buildrun",
+     _set("spec.build", {"spec": {"source": {"type": "OCI", "git": {"url": "https://x"}},
+                                  "strategy": {"name": "kaniko"}, "output": {"image": "x"}}}),
+     "spec.build.spec.source: Invalid value: \"object\": type does not match the source"),
+    ("empty type with a source", "Build", "kaniko-golang-build",
+     _set("spec.source.type", ""), "type definition is missing"),
     ("git source without url", "Build", "kaniko-golang-build",
      _delete("spec.source.git.url"), "spec.source.git.url: Required value"),
     ("unknown strategy kind", "Build", "kaniko-golang-build",
