@@ -48,9 +48,8 @@ def _bounded(kinds: tuple[str, ...], *paths: str, what: str = "maxLength") -> li
 
 DIFFERENCES: list[Difference] = [
     Difference(ALL, "*", "description",
-               "field descriptions are not carried over: we describe fields in README, and "
-               "leaving Shipwright's text out keeps our CRDs our own (`kubectl explain` lists "
-               "fields and types only)"),
+               "field descriptions are left out: Shipwright's text is theirs and these CRDs "
+               "are written by us (`kubectl explain` lists fields and types only)"),
     Difference(ALL, "", "crd:versions",
                "only v1beta1 is served: v1alpha1 needs Shipwright's conversion webhook, which "
                "this controller does not run"),
@@ -62,8 +61,8 @@ DIFFERENCES: list[Difference] = [
     # Our CEL rules.
     Difference(("BuildRun",), ".spec", "x-kubernetes-validations",
                "a BuildRun is one try: its spec is immutable once created, except that "
-               "spec.state may be set to BuildRunCanceled (Shipwright says so in its docs; "
-               "the API server enforces it here)"),
+               "spec.state may be set to BuildRunCanceled; Shipwright's CRD lets a user edit "
+               "a running BuildRun's spec, which its controller then partly ignores"),
     Difference(("Build", "BuildRun"), "*.source", "x-kubernetes-validations",
                "a source's type must match the one source given (Git with git, OCI with "
                "ociArtifact, Local with local): Shipwright's Build validation refuses a "
@@ -82,7 +81,7 @@ DIFFERENCES: list[Difference] = [
     # Our enums.
     Difference(("BuildRun",), ".spec.state", "enum",
                "BuildRunCanceled is the one state a user may ask for; Shipwright's CRD takes "
-               "any string and ignores the rest"),
+               "any string and its controller acts only on BuildRunCanceled (IsCanceled)"),
     Difference(("Build",), ".spec.strategy.kind", "enum",
                "BuildStrategy or ClusterBuildStrategy: Shipwright's CRD takes any kind and its "
                "Build validation then refuses an unknown one (UnknownBuildStrategyKind, "
@@ -100,3 +99,16 @@ DIFFERENCES: list[Difference] = [
               "*.digest", "*.reason", "*.message", "*.type"),
     *_bounded(ALL, "*.paramValues", "*.values", what="maxItems"),
 ]
+
+
+def markdown_table() -> str:
+    """DIFFERENCES as README's table: entries that differ only in path share a row."""
+    rows: dict[tuple[tuple[str, ...], str, str], list[str]] = {}
+    for d in DIFFERENCES:
+        rows.setdefault((d.kinds, d.what, d.reason), []).append(d.path)
+    lines = ["| kinds | where | what | why |", "|-------|-------|------|-----|"]
+    for (kinds, what, reason), paths in rows.items():
+        shown_kinds = "all four" if kinds == ALL else ", ".join(kinds)
+        where = ", ".join(f"`{p}`" if p else "the CRD" for p in paths)
+        lines.append(f"| {shown_kinds} | {where} | `{what}` | {reason} |")
+    return "\n".join(lines) + "\n"
