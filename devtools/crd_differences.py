@@ -67,6 +67,17 @@ DIFFERENCES: list[Difference] = [
                "a source's type must match the one source given (Git with git, OCI with "
                "ociArtifact, Local with local): Shipwright's Build validation refuses a "
                "mismatch after admission (pkg/validate/sources.go), the API server does here"),
+    Difference(("Build", "BuildRun"), "*.env[]", "x-kubernetes-validations",
+               "an env var needs a name and not both value and valueFrom: Shipwright's Build "
+               "validation refuses these after admission (pkg/validate/envvars.go), the API "
+               "server does here, with the same words"),
+    Difference(("Build", "BuildRun"), "*.output.timestamp", "x-kubernetes-validations",
+               "Zero, SourceTimestamp, BuildTimestamp or a number (OutputTimestampNotValid in "
+               "Shipwright's pkg/validate/output.go); a number is up to 19 digits here, where "
+               "Shipwright's ParseInt also refuses those beyond int64"),
+    Difference(("Build", "BuildRun"), "*.trigger.when[]", "x-kubernetes-validations",
+               "a trigger has a name, a type GitHub, Image or Pipeline and that type's fields, "
+               "as Shipwright's Build validation requires (pkg/validate/trigger.go)"),
     Difference(("BuildRun",), ".status", "x-kubernetes-validations",
                "a BuildRun's outcome is frozen once status.completionTime is set: neither a "
                "user nor a buggy controller can change completionTime or the Succeeded "

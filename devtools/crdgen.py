@@ -190,8 +190,11 @@ def core(name: str, seen: tuple[str, ...] = ()) -> Schema:
 # --- building blocks for Shipwright's types ------------------------------------------------
 
 
-def string(**extra: Any) -> Schema:
-    return {"type": "string", **extra}
+def string(*, rules: list[Schema] | None = None, **extra: Any) -> Schema:
+    out: Schema = {"type": "string", **extra}
+    if rules:
+        out["x-kubernetes-validations"] = rules
+    return out
 
 
 def boolean() -> Schema:
@@ -280,7 +283,7 @@ def image() -> Schema:  # build_types.go Image
                            "severity": string(enum=["low", "medium", "high"]),
                            "unfixed": boolean()}),
         }),
-        "timestamp": string(),
+        "timestamp": string(rules=_TIMESTAMP_RULES),
         "platforms": array(obj({"os": string(), "arch": string()}, required=("arch", "os")),
                            **_list_map("os", "arch")),
     }, required=("image",))
@@ -335,9 +338,50 @@ def trigger() -> Schema:  # trigger.go, trigger_when.go, trigger_types.go
             "image": obj({"names": array(string())}),
             "objectRef": obj({"name": string(), "status": array(string()),
                               "selector": string_map()}),
-        }, required=("name", "type"))),
+        }, required=("name", "type"), rules=_TRIGGER_WHEN_RULES)),
         "triggerSecret": string(),
     })
+
+
+# Ours: what Shipwright's Build validation (pkg/validate/output.go) refuses as
+# OutputTimestampNotValid; "a number" is strconv.ParseInt's, up to 19 digits here.
+_TIMESTAMP_RULES = [{
+    "rule": ("self in ['', 'Zero', 'SourceTimestamp', 'BuildTimestamp'] || "
+             "self.matches('^[+-]?[0-9]{1,19}$')"),
+    "message": "output timestamp value is invalid, must be Zero, SourceTimestamp, BuildTimestamp, "
+               "or number",
+}]
+
+# Ours: what Shipwright's Build validation (pkg/validate/trigger.go) refuses, with its words.
+_TRIGGER_WHEN_RULES = [
+    {"rule": "self.name != ''", "message": "name is not set on when trigger condition"},
+    {"rule": "self.type in ['GitHub', 'Image', 'Pipeline']",
+     "message": "contains an invalid type: must be GitHub, Image or Pipeline"},
+    {"rule": "self.type != 'GitHub' || (has(self.github) && has(self.github.events))",
+     "message": "is missing required attribute `.github.events`"},
+    {"rule": "self.type != 'Image' || (has(self.image) && has(self.image.names) && "
+             "size(self.image.names) > 0)",
+     "message": "is missing required attribute `.image.names`"},
+    {"rule": "self.type != 'Pipeline' || (has(self.objectRef) && has(self.objectRef.status) && "
+             "size(self.objectRef.status) > 0)",
+     "message": "is missing required attribute `.objectRef.status`"},
+    {"rule": "self.type != 'Pipeline' || !has(self.objectRef) || "
+             "((has(self.objectRef.name) && self.objectRef.name != '') != "
+             "(has(self.objectRef.selector) && size(self.objectRef.selector) > 0))",
+     "message": "needs exactly one of `.objectRef.name` and `.objectRef.selector`"},
+]
+
+
+def env() -> Schema:
+    """A Build's or BuildRun's env: corev1.EnvVar items with Shipwright's Build validation
+    (pkg/validate/envvars.go) as our CEL rules, in its words."""
+    item = core("EnvVar")
+    item["x-kubernetes-validations"] = [
+        {"rule": "self.name != ''", "message": "name for environment variable must not be blank"},
+        {"rule": "!has(self.value) || self.value == '' || !has(self.valueFrom)",
+         "message": "only one of value or valueFrom must be specified"},
+    ]
+    return array(item)
 
 
 def build_spec() -> Schema:  # build_types.go BuildSpec
@@ -354,7 +398,7 @@ def build_spec() -> Schema:  # build_types.go BuildSpec
         "paramValues": param_values(),
         "output": image(),
         "timeout": duration(),
-        "env": array(core("EnvVar")),
+        "env": env(),
         "retention": obj({
             "failedLimit": integer(minimum=1, maximum=10000),
             "succeededLimit": integer(minimum=1, maximum=10000),
@@ -380,7 +424,7 @@ def build_run_spec() -> Schema:  # buildrun_types.go BuildRunSpec
         "output": image(),
         # The enum is ours: the one state a user may ask for.
         "state": string(enum=["", "BuildRunCanceled"]),
-        "env": array(core("EnvVar")),
+        "env": env(),
         "retention": obj({"ttlAfterFailed": duration(), "ttlAfterSucceeded": duration()}),
         "volumes": array(volume_source({})),
         "stepResources": step_resources(),

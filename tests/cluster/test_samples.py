@@ -106,9 +106,10 @@ async def test_every_sample_is_admitted_strictly_and_stored_as_written(
 
 
 # Objects Shipwright refuses: each is a sample with one thing wrong, and the fragment of
-# the API server's answer that names it. All but the strategy kind and the source type
-# rules are Shipwright's own schema; those two are ours (devtools/crd_differences.py), for
-# what Shipwright's Build validation refuses after admission.
+# the API server's answer that names it. Most are Shipwright's own schema; the strategy
+# kind, source type, env, timestamp and trigger cases are our rules
+# (devtools/crd_differences.py), for what Shipwright's Build validation refuses after
+# admission, in its words.
 Mutation = Callable[[JSON], object]
 
 
@@ -144,6 +145,25 @@ REFUSED: list[tuple[str, str, str, Mutation, str]] = [
      "spec.build.spec.source: Invalid value: \"object\": type does not match the source"),
     ("empty type with a source", "Build", "kaniko-golang-build",
      _set("spec.source.type", ""), "type definition is missing"),
+    ("env var without name", "Build", "kaniko-golang-build",
+     _set("spec.env", [{"name": "", "value": "x"}]),
+     "name for environment variable must not be blank"),
+    ("env var with value and valueFrom", "BuildRun", "kaniko-golang-buildrun",
+     _set("spec.env", [{"name": "A", "value": "x",
+                        "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}}]),
+     "only one of value or valueFrom must be specified"),
+    ("output timestamp neither keyword nor number", "Build", "kaniko-golang-build",
+     _set("spec.output.timestamp", "yesterday"), "output timestamp value is invalid"),
+    ("trigger of an unknown type", "Build", "kaniko-golang-build",
+     _set("spec.trigger", {"when": [{"name": "nightly", "type": "Cron"}]}),
+     "contains an invalid type"),
+    ("GitHub trigger without events", "Build", "kaniko-golang-build",
+     _set("spec.trigger", {"when": [{"name": "push", "type": "GitHub"}]}),
+     "is missing required attribute `.github.events`"),
+    ("Pipeline trigger with name and selector", "Build", "kaniko-golang-build",
+     _set("spec.trigger", {"when": [{"name": "p", "type": "Pipeline", "objectRef": {
+         "name": "p", "selector": {"a": "b"}, "status": ["Succeeded"]}}]}),
+     "needs exactly one of `.objectRef.name` and `.objectRef.selector`"),
     ("git source without url", "Build", "kaniko-golang-build",
      _delete("spec.source.git.url"), "spec.source.git.url: Required value"),
     ("unknown strategy kind", "Build", "kaniko-golang-build",
@@ -186,6 +206,43 @@ async def test_what_shipwright_refuses_is_refused(
         await create(kube, namespace, obj)
     assert err.value.status == 422, (what, err.value)
     assert fragment in err.value.message, (what, err.value.message)
+
+
+# Valid uses of the fields our rules look at, so that the rules refuse only what Shipwright's
+# validation refuses.
+ADMITTED: list[tuple[str, str, str, Mutation]] = [
+    ("env var from a field", "Build", "kaniko-golang-build",
+     _set("spec.env", [{"name": "A", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}},
+                       {"name": "B", "value": ""}, {"name": "C", "value": "c"}])),
+    ("numeric timestamp", "Build", "kaniko-golang-build",
+     _set("spec.output.timestamp", "1691650396")),
+    ("timestamp keyword", "BuildRun", "kaniko-golang-buildrun",
+     _set("spec.output", {"image": "x", "timestamp": "SourceTimestamp"})),
+    ("triggers of every type", "Build", "kaniko-golang-build", _set("spec.trigger", {"when": [
+        {"name": "push", "type": "GitHub", "github": {"events": ["Push"], "branches": ["main"]}},
+        {"name": "base", "type": "Image", "image": {"names": ["ghcr.io/x/base:latest"]}},
+        {"name": "p1", "type": "Pipeline", "objectRef": {"name": "p", "status": ["Succeeded"]}},
+        {"name": "p2", "type": "Pipeline",
+         "objectRef": {"selector": {"app": "x"}, "status": ["Succeeded"]}},
+    ]})),
+    ("OCI source", "Build", "kaniko-golang-build",
+     _set("spec.source", {"type": "OCI", "ociArtifact": {"image": "ghcr.io/x/src:1"}})),
+    ("Local source", "Build", "kaniko-golang-build",
+     _set("spec.source", {"type": "Local", "local": {"name": "l", "timeout": "1m"}})),
+    ("no source", "Build", "kaniko-golang-build", _delete("spec.source")),
+    ("unknown source type", "Build", "kaniko-golang-build", _set("spec.source.type", "Svn")),
+]
+
+
+@pytest.mark.parametrize(("what", "kind", "name", "mutate"), ADMITTED,
+                         ids=[a[0] for a in ADMITTED])
+async def test_what_shipwright_admits_near_our_rules_is_admitted(
+    kube: Kube, namespace: str, what: str, kind: str, name: str, mutate: Mutation,
+) -> None:
+    obj = sample(kind, name)
+    mutate(obj)
+    stored = await create(kube, namespace, obj)
+    assert missing(obj["spec"], stored["spec"], ".spec") == [], what
 
 
 async def test_an_unknown_field_is_refused_under_strict_field_validation(
