@@ -255,3 +255,21 @@ async def test_an_unknown_field_is_refused_under_strict_field_validation(
     assert err.value.status == 400, err.value
     assert 'strict decoding error: unknown field "spec.source.git.branch"' in err.value.message
 
+
+
+async def test_a_sample_buildrun_can_only_be_canceled_once_created(
+    kube: Kube, namespace: str
+) -> None:
+    obj = sample("BuildRun", "kaniko-golang-buildrun")
+    resource = RESOURCES[(obj["apiVersion"], obj["kind"])]
+    await kube.request("POST", resource.path(namespace), query={"fieldValidation": "Strict"},
+                       body=obj)
+    name = obj["metadata"]["name"]
+    for change in ({"serviceAccount": "other"}, {"env": [{"name": "A", "value": "a"}]},
+                   {"build": {"name": "other"}}, {"nodeSelector": {"a": "b"}}):
+        with pytest.raises(ApiError) as err:
+            await kube.patch(resource, namespace, name, {"spec": change})
+        assert err.value.status == 422, change
+        assert "is immutable: create a new BuildRun" in err.value.message, err.value.message
+    canceled = await kube.patch(resource, namespace, name, {"spec": {"state": "BuildRunCanceled"}})
+    assert canceled["spec"]["state"] == "BuildRunCanceled"
