@@ -107,8 +107,10 @@ DIFFERENCES: list[Difference] = [
     *_bounded(ALL, "*.name", "*.serviceAccount", "*.pushSecret", "*.taskRunName",
               "*.pod", "*.container", "*.image", "*.url", "*.revision", "*.contextDir",
               "*.value", "*.timeout", "*.ttlAfterFailed", "*.ttlAfterSucceeded",
-              "*.digest", "*.reason", "*.message", "*.type"),
-    *_bounded(ALL, "*.paramValues", "*.values", what="maxItems"),
+              "*.digest", "*.reason", "*.message", "*.type", "*.command[]", "*.args[]",
+              "*.workingDir", "*.description", "*.default", "*.defaults[]"),
+    *_bounded(ALL, "*.paramValues", "*.values", "*.steps", "*.command", "*.args",
+              "*.parameters", "*.defaults", what="maxItems"),
 ]
 
 

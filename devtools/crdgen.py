@@ -506,12 +506,14 @@ def build_status() -> Schema:  # build_types.go BuildStatus
 
 
 def strategy_spec() -> Schema:  # buildstrategy.go BuildStrategySpec
+    """The maxItems and maxLength bounds are ours (devtools/crd_differences.py)."""
+    text = string(maxLength=65536)
     step = obj({
         "name": string(maxLength=63),
         "image": string(maxLength=1024),
-        "command": array(string()),
-        "args": array(string()),
-        "workingDir": string(),
+        "command": array(text, maxItems=256),
+        "args": array(text, maxItems=256),
+        "workingDir": string(maxLength=4096),
         "env": array(core("EnvVar")),
         "resources": core("ResourceRequirements"),
         "volumeMounts": array(core("VolumeMount")),
@@ -519,14 +521,14 @@ def strategy_spec() -> Schema:  # buildstrategy.go BuildStrategySpec
         "securityContext": core("SecurityContext"),
     }, required=("name",))
     return obj({
-        "steps": array(step, **_list_map("name")),
+        "steps": array(step, maxItems=64, **_list_map("name")),
         "parameters": array(obj({
             "name": name_string(),
-            "description": string(),
+            "description": string(maxLength=4096),
             "type": string(enum=["string", "array"]),
-            "default": string(),
-            "defaults": array(string()),
-        }, required=("description", "name"))),
+            "default": text,
+            "defaults": array(text, maxItems=256),
+        }, required=("description", "name")), maxItems=64),
         "securityContext": obj({"runAsUser": integer(format="int64"),
                                 "runAsGroup": integer(format="int64")},
                                required=("runAsGroup", "runAsUser")),
