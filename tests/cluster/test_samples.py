@@ -1,7 +1,10 @@
 """Shipwright's own samples (samples/v1beta1 at devtools.shipwright.VERSION) on the real API
 server with our CRDs: every object is admitted with strict field validation and stored as
 written, and objects Shipwright's schema (or one of our listed additions,
-devtools/crd_differences.py) refuses are refused, each with the error that says why.
+devtools/crd_differences.py) refuses are refused, each with the error that says why. A
+second API server with Shipwright's own CRDs checks each claim about Shipwright: it admits
+the samples and the valid variants, and refuses the same variants, except those only our
+rules refuse.
 
 Objects are created with dryRun=All: each goes through the whole admission chain (schema,
 defaults, CEL rules, strict field validation) and nothing is stored, so the samples that
@@ -12,14 +15,15 @@ strategies cannot collide with each other or with other tests.
 from __future__ import annotations
 
 import copy
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 import pytest
 import yaml
 
-from controller.runtime.kube import JSON, ApiError, Kube, Resource
+from controller.runtime.kube import JSON, ApiError, Kube, Resource, load_api_client
 from devtools import shipwright
+from devtools.localcluster import LocalCluster
 
 pytestmark = pytest.mark.cluster
 
@@ -60,6 +64,25 @@ def sample(kind: str, name: str) -> JSON:
         if obj["kind"] == kind and obj["metadata"]["name"] == name:
             return copy.deepcopy(obj)
     raise LookupError(f"no sample {kind} {name} in {shipwright.samples_dir()}")
+
+
+@pytest.fixture(scope="module")
+async def theirs(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Kube]:
+    """A second API server with Shipwright's own CRDs (from the module cache), and a
+    namespace "samples" on it: the reference our answers are checked against."""
+    cluster = LocalCluster(tmp_path_factory.mktemp("shipwright-crds"))
+    try:
+        await cluster.start_bare()
+        await cluster.apply_crds([shipwright.crds_dir()])
+        kube = Kube(await load_api_client(str(cluster.kubeconfig)))
+        try:
+            await kube.request("POST", "/api/v1/namespaces", body={
+                "apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "samples"}})
+            yield kube
+        finally:
+            await kube.close()
+    finally:
+        cluster.stop()
 
 
 async def create(kube: Kube, namespace: str, obj: JSON) -> JSON:
@@ -193,6 +216,14 @@ REFUSED: list[tuple[str, str, str, Mutation, str]] = [
 ]
 
 
+# The REFUSED cases that only our rules refuse; Shipwright's CRDs refuse all the others.
+OURS = {"type Git with an OCI artifact", "type OCI without an OCI artifact",
+        "empty type with a source", "unknown strategy kind", "env var without name",
+        "env var with value and valueFrom", "output timestamp neither keyword nor number",
+        "trigger of an unknown type", "GitHub trigger without events",
+        "Pipeline trigger with name and selector"}
+
+
 @pytest.mark.parametrize(("what", "kind", "name", "mutate", "fragment"), REFUSED,
                          ids=[r[0] for r in REFUSED])
 async def test_what_shipwright_refuses_is_refused(
@@ -204,6 +235,37 @@ async def test_what_shipwright_refuses_is_refused(
     mutate(obj)
     with pytest.raises(ApiError) as err:
         await create(kube, namespace, obj)
+    assert err.value.status == 422, (what, err.value)
+    assert fragment in err.value.message, (what, err.value.message)
+
+
+def test_our_rules_name_refused_cases() -> None:
+    unknown = OURS - {r[0] for r in REFUSED}
+    assert not unknown, unknown
+
+
+async def test_shipwrights_crds_admit_every_sample(theirs: Kube) -> None:
+    refused = []
+    for file, obj in samples():
+        try:
+            await create(theirs, "samples", obj)
+        except ApiError as err:
+            refused.append(f"{file}: {err}"[:400])
+    assert not refused, "\n".join(refused)
+
+
+@pytest.mark.parametrize(("what", "kind", "name", "mutate", "fragment"), REFUSED,
+                         ids=[r[0] for r in REFUSED])
+async def test_shipwrights_crds_refuse_the_same_except_for_our_rules(
+    theirs: Kube, what: str, kind: str, name: str, mutate: Mutation, fragment: str,
+) -> None:
+    obj = sample(kind, name)
+    mutate(obj)
+    if what in OURS:  # Shipwright's Build validation refuses it after admission
+        await create(theirs, "samples", obj)
+        return
+    with pytest.raises(ApiError) as err:
+        await create(theirs, "samples", obj)
     assert err.value.status == 422, (what, err.value)
     assert fragment in err.value.message, (what, err.value.message)
 
@@ -237,12 +299,14 @@ ADMITTED: list[tuple[str, str, str, Mutation]] = [
 @pytest.mark.parametrize(("what", "kind", "name", "mutate"), ADMITTED,
                          ids=[a[0] for a in ADMITTED])
 async def test_what_shipwright_admits_near_our_rules_is_admitted(
-    kube: Kube, namespace: str, what: str, kind: str, name: str, mutate: Mutation,
+    kube: Kube, theirs: Kube, namespace: str, what: str, kind: str, name: str,
+    mutate: Mutation,
 ) -> None:
     obj = sample(kind, name)
     mutate(obj)
     stored = await create(kube, namespace, obj)
     assert missing(obj["spec"], stored["spec"], ".spec") == [], what
+    await create(theirs, "samples", obj)  # and Shipwright's CRDs admit it too
 
 
 async def test_an_unknown_field_is_refused_under_strict_field_validation(
