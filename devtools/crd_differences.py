@@ -62,7 +62,8 @@ DIFFERENCES: list[Difference] = [
     Difference(("BuildRun",), ".spec", "x-kubernetes-validations",
                "a BuildRun is one try: its spec is immutable once created, except that "
                "spec.state may be set to BuildRunCanceled; Shipwright's CRD lets a user edit "
-               "a running BuildRun's spec, which its controller then partly ignores"),
+               "the spec, and its controller reconciles no update but the cancel "
+               "(the update predicate in pkg/reconciler/buildrun/controller.go)"),
     Difference(("Build", "BuildRun"), "*.source", "x-kubernetes-validations",
                "a source's type must match the one source given (Git with git, OCI with "
                "ociArtifact, Local with local): Shipwright's Build validation refuses a "
