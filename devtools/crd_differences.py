@@ -48,9 +48,8 @@ def _bounded(kinds: tuple[str, ...], *paths: str, what: str = "maxLength") -> li
 
 DIFFERENCES: list[Difference] = [
     Difference(ALL, "*", "description",
-               "field descriptions are not carried over: we describe fields in README, and "
-               "leaving Shipwright's text out keeps our CRDs our own (`kubectl explain` lists "
-               "fields and types only)"),
+               "field descriptions are left out: Shipwright's text is theirs and these CRDs "
+               "are written by us (`kubectl explain` lists fields and types only)"),
     Difference(ALL, "", "crd:versions",
                "only v1beta1 is served: v1alpha1 needs Shipwright's conversion webhook, which "
                "this controller does not run"),
@@ -62,8 +61,24 @@ DIFFERENCES: list[Difference] = [
     # Our CEL rules.
     Difference(("BuildRun",), ".spec", "x-kubernetes-validations",
                "a BuildRun is one try: its spec is immutable once created, except that "
-               "spec.state may be set to BuildRunCanceled (Shipwright says so in its docs; "
-               "the API server enforces it here)"),
+               "spec.state may be set to BuildRunCanceled; Shipwright's CRD lets a user edit "
+               "the spec, and its controller reconciles no update but the cancel "
+               "(the update predicate in pkg/reconciler/buildrun/controller.go)"),
+    Difference(("Build", "BuildRun"), "*.source", "x-kubernetes-validations",
+               "a source's type must match the one source given (Git with git, OCI with "
+               "ociArtifact, Local with local): Shipwright's Build validation refuses a "
+               "mismatch after admission (pkg/validate/sources.go), the API server does here"),
+    Difference(("Build", "BuildRun"), "*.env[]", "x-kubernetes-validations",
+               "an env var needs a name and not both value and valueFrom: Shipwright's Build "
+               "validation refuses these after admission (pkg/validate/envvars.go), the API "
+               "server does here, with the same words"),
+    Difference(("Build", "BuildRun"), "*.output.timestamp", "x-kubernetes-validations",
+               "Zero, SourceTimestamp, BuildTimestamp or a number (OutputTimestampNotValid in "
+               "Shipwright's pkg/validate/output.go); a number is up to 19 digits here, where "
+               "Shipwright's ParseInt also refuses those beyond int64"),
+    Difference(("Build", "BuildRun"), "*.trigger.when[]", "x-kubernetes-validations",
+               "a trigger has a name, a type GitHub, Image or Pipeline and that type's fields, "
+               "as Shipwright's Build validation requires (pkg/validate/trigger.go)"),
     Difference(("BuildRun",), ".status", "x-kubernetes-validations",
                "a BuildRun's outcome is frozen once status.completionTime is set: neither a "
                "user nor a buggy controller can change completionTime or the Succeeded "
@@ -78,7 +93,7 @@ DIFFERENCES: list[Difference] = [
     # Our enums.
     Difference(("BuildRun",), ".spec.state", "enum",
                "BuildRunCanceled is the one state a user may ask for; Shipwright's CRD takes "
-               "any string and ignores the rest"),
+               "any string and its controller acts only on BuildRunCanceled (IsCanceled)"),
     Difference(("Build",), ".spec.strategy.kind", "enum",
                "BuildStrategy or ClusterBuildStrategy: Shipwright's CRD takes any kind and its "
                "Build validation then refuses an unknown one (UnknownBuildStrategyKind, "
@@ -93,6 +108,21 @@ DIFFERENCES: list[Difference] = [
     *_bounded(ALL, "*.name", "*.serviceAccount", "*.pushSecret", "*.taskRunName",
               "*.pod", "*.container", "*.image", "*.url", "*.revision", "*.contextDir",
               "*.value", "*.timeout", "*.ttlAfterFailed", "*.ttlAfterSucceeded",
-              "*.digest", "*.reason", "*.message", "*.type"),
-    *_bounded(ALL, "*.paramValues", "*.values", "*.paramValues[].values", what="maxItems"),
+              "*.digest", "*.reason", "*.message", "*.type", "*.command[]", "*.args[]",
+              "*.workingDir", "*.description", "*.default", "*.defaults[]"),
+    *_bounded(ALL, "*.paramValues", "*.values", "*.steps", "*.command", "*.args",
+              "*.parameters", "*.defaults", what="maxItems"),
 ]
+
+
+def markdown_table() -> str:
+    """DIFFERENCES as README's table: entries that differ only in path share a row."""
+    rows: dict[tuple[tuple[str, ...], str, str], list[str]] = {}
+    for d in DIFFERENCES:
+        rows.setdefault((d.kinds, d.what, d.reason), []).append(d.path)
+    lines = ["| kinds | where | what | why |", "|-------|-------|------|-----|"]
+    for (kinds, what, reason), paths in rows.items():
+        shown_kinds = "all four" if kinds == ALL else ", ".join(kinds)
+        where = ", ".join(f"`{p}`" if p else "the CRD" for p in paths)
+        lines.append(f"| {shown_kinds} | {where} | `{what}` | {reason} |")
+    return "\n".join(lines) + "\n"

@@ -190,8 +190,11 @@ def core(name: str, seen: tuple[str, ...] = ()) -> Schema:
 # --- building blocks for Shipwright's types ------------------------------------------------
 
 
-def string(**extra: Any) -> Schema:
-    return {"type": "string", **extra}
+def string(*, rules: list[Schema] | None = None, **extra: Any) -> Schema:
+    out: Schema = {"type": "string", **extra}
+    if rules:
+        out["x-kubernetes-validations"] = rules
+    return out
 
 
 def boolean() -> Schema:
@@ -280,7 +283,7 @@ def image() -> Schema:  # build_types.go Image
                            "severity": string(enum=["low", "medium", "high"]),
                            "unfixed": boolean()}),
         }),
-        "timestamp": string(),
+        "timestamp": string(rules=_TIMESTAMP_RULES),
         "platforms": array(obj({"os": string(), "arch": string()}, required=("arch", "os")),
                            **_list_map("os", "arch")),
     }, required=("image",))
@@ -300,7 +303,26 @@ def source() -> Schema:  # source.go Source
         "git": obj({"url": string(maxLength=4096), "revision": string(maxLength=1024),
                     "cloneSecret": string(), "depth": integer()}, required=("url",)),
         "local": local(),
-    }, required=("type",))
+    }, required=("type",), rules=_source_rules())
+
+
+def _source_rules() -> list[Schema]:
+    """Ours: Shipwright's Build validation (pkg/validate/sources.go validateSourceEntry)
+    refuses a source whose type does not match the one source given; here the API server
+    does. As there, an unknown type is left alone and an empty one is refused only when a
+    source is given."""
+    only = {"Git": "git", "OCI": "ociArtifact", "Local": "local"}
+    matches = " : ".join(
+        f"self.type == '{kind}' ? has(self.{field}) && "
+        + " && ".join(f"!has(self.{other})" for other in only.values() if other != field)
+        for kind, field in only.items())
+    return [
+        {"rule": f"{matches} : true",
+         "message": "type does not match the source: type Git needs git, OCI needs "
+                    "ociArtifact, Local needs local, and no other source"},
+        {"rule": "self.type != '' || " + " && ".join(f"!has(self.{f})" for f in only.values()),
+         "message": "type definition is missing"},
+    ]
 
 
 def local() -> Schema:  # source.go Local
@@ -316,9 +338,50 @@ def trigger() -> Schema:  # trigger.go, trigger_when.go, trigger_types.go
             "image": obj({"names": array(string())}),
             "objectRef": obj({"name": string(), "status": array(string()),
                               "selector": string_map()}),
-        }, required=("name", "type"))),
+        }, required=("name", "type"), rules=_TRIGGER_WHEN_RULES)),
         "triggerSecret": string(),
     })
+
+
+# Ours: what Shipwright's Build validation (pkg/validate/output.go) refuses as
+# OutputTimestampNotValid; "a number" is strconv.ParseInt's, up to 19 digits here.
+_TIMESTAMP_RULES = [{
+    "rule": ("self in ['', 'Zero', 'SourceTimestamp', 'BuildTimestamp'] || "
+             "self.matches('^[+-]?[0-9]{1,19}$')"),
+    "message": "output timestamp value is invalid, must be Zero, SourceTimestamp, BuildTimestamp, "
+               "or number",
+}]
+
+# Ours: what Shipwright's Build validation (pkg/validate/trigger.go) refuses, with its words.
+_TRIGGER_WHEN_RULES = [
+    {"rule": "self.name != ''", "message": "name is not set on when trigger condition"},
+    {"rule": "self.type in ['GitHub', 'Image', 'Pipeline']",
+     "message": "contains an invalid type: must be GitHub, Image or Pipeline"},
+    {"rule": "self.type != 'GitHub' || (has(self.github) && has(self.github.events))",
+     "message": "is missing required attribute `.github.events`"},
+    {"rule": "self.type != 'Image' || (has(self.image) && has(self.image.names) && "
+             "size(self.image.names) > 0)",
+     "message": "is missing required attribute `.image.names`"},
+    {"rule": "self.type != 'Pipeline' || (has(self.objectRef) && has(self.objectRef.status) && "
+             "size(self.objectRef.status) > 0)",
+     "message": "is missing required attribute `.objectRef.status`"},
+    {"rule": "self.type != 'Pipeline' || !has(self.objectRef) || "
+             "((has(self.objectRef.name) && self.objectRef.name != '') != "
+             "(has(self.objectRef.selector) && size(self.objectRef.selector) > 0))",
+     "message": "needs exactly one of `.objectRef.name` and `.objectRef.selector`"},
+]
+
+
+def env() -> Schema:
+    """A Build's or BuildRun's env: corev1.EnvVar items with Shipwright's Build validation
+    (pkg/validate/envvars.go) as our CEL rules, in its words."""
+    item = core("EnvVar")
+    item["x-kubernetes-validations"] = [
+        {"rule": "self.name != ''", "message": "name for environment variable must not be blank"},
+        {"rule": "!has(self.value) || self.value == '' || !has(self.valueFrom)",
+         "message": "only one of value or valueFrom must be specified"},
+    ]
+    return array(item)
 
 
 def build_spec() -> Schema:  # build_types.go BuildSpec
@@ -335,7 +398,7 @@ def build_spec() -> Schema:  # build_types.go BuildSpec
         "paramValues": param_values(),
         "output": image(),
         "timeout": duration(),
-        "env": array(core("EnvVar")),
+        "env": env(),
         "retention": obj({
             "failedLimit": integer(minimum=1, maximum=10000),
             "succeededLimit": integer(minimum=1, maximum=10000),
@@ -361,7 +424,7 @@ def build_run_spec() -> Schema:  # buildrun_types.go BuildRunSpec
         "output": image(),
         # The enum is ours: the one state a user may ask for.
         "state": string(enum=["", "BuildRunCanceled"]),
-        "env": array(core("EnvVar")),
+        "env": env(),
         "retention": obj({"ttlAfterFailed": duration(), "ttlAfterSucceeded": duration()}),
         "volumes": array(volume_source({})),
         "stepResources": step_resources(),
@@ -443,12 +506,14 @@ def build_status() -> Schema:  # build_types.go BuildStatus
 
 
 def strategy_spec() -> Schema:  # buildstrategy.go BuildStrategySpec
+    """The maxItems and maxLength bounds are ours (devtools/crd_differences.py)."""
+    text = string(maxLength=65536)
     step = obj({
         "name": string(maxLength=63),
         "image": string(maxLength=1024),
-        "command": array(string()),
-        "args": array(string()),
-        "workingDir": string(),
+        "command": array(text, maxItems=256),
+        "args": array(text, maxItems=256),
+        "workingDir": string(maxLength=4096),
         "env": array(core("EnvVar")),
         "resources": core("ResourceRequirements"),
         "volumeMounts": array(core("VolumeMount")),
@@ -456,14 +521,14 @@ def strategy_spec() -> Schema:  # buildstrategy.go BuildStrategySpec
         "securityContext": core("SecurityContext"),
     }, required=("name",))
     return obj({
-        "steps": array(step, **_list_map("name")),
+        "steps": array(step, maxItems=64, **_list_map("name")),
         "parameters": array(obj({
             "name": name_string(),
-            "description": string(),
+            "description": string(maxLength=4096),
             "type": string(enum=["string", "array"]),
-            "default": string(),
-            "defaults": array(string()),
-        }, required=("description", "name"))),
+            "default": text,
+            "defaults": array(text, maxItems=256),
+        }, required=("description", "name")), maxItems=64),
         "securityContext": obj({"runAsUser": integer(format="int64"),
                                 "runAsGroup": integer(format="int64")},
                                required=("runAsGroup", "runAsUser")),

@@ -1,7 +1,10 @@
 """Shipwright's own samples (samples/v1beta1 at devtools.shipwright.VERSION) on the real API
 server with our CRDs: every object is admitted with strict field validation and stored as
 written, and objects Shipwright's schema (or one of our listed additions,
-devtools/crd_differences.py) refuses are refused, each with the error that says why.
+devtools/crd_differences.py) refuses are refused, each with the error that says why. A
+second API server with Shipwright's own CRDs checks each claim about Shipwright: it admits
+the samples and the valid variants, and refuses the same variants, except those only our
+rules refuse.
 
 Objects are created with dryRun=All: each goes through the whole admission chain (schema,
 defaults, CEL rules, strict field validation) and nothing is stored, so the samples that
@@ -12,14 +15,15 @@ strategies cannot collide with each other or with other tests.
 from __future__ import annotations
 
 import copy
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 import pytest
 import yaml
 
-from controller.runtime.kube import JSON, ApiError, Kube, Resource
+from controller.runtime.kube import JSON, ApiError, Kube, Resource, load_api_client
 from devtools import shipwright
+from devtools.localcluster import LocalCluster
 
 pytestmark = pytest.mark.cluster
 
@@ -60,6 +64,25 @@ def sample(kind: str, name: str) -> JSON:
         if obj["kind"] == kind and obj["metadata"]["name"] == name:
             return copy.deepcopy(obj)
     raise LookupError(f"no sample {kind} {name} in {shipwright.samples_dir()}")
+
+
+@pytest.fixture(scope="module")
+async def theirs(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Kube]:
+    """A second API server with Shipwright's own CRDs (from the module cache), and a
+    namespace "samples" on it: the reference our answers are checked against."""
+    cluster = LocalCluster(tmp_path_factory.mktemp("shipwright-crds"))
+    try:
+        await cluster.start_bare()
+        await cluster.apply_crds([shipwright.crds_dir()])
+        kube = Kube(await load_api_client(str(cluster.kubeconfig)))
+        try:
+            await kube.request("POST", "/api/v1/namespaces", body={
+                "apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "samples"}})
+            yield kube
+        finally:
+            await kube.close()
+    finally:
+        cluster.stop()
 
 
 async def create(kube: Kube, namespace: str, obj: JSON) -> JSON:
@@ -106,8 +129,10 @@ async def test_every_sample_is_admitted_strictly_and_stored_as_written(
 
 
 # Objects Shipwright refuses: each is a sample with one thing wrong, and the fragment of
-# the API server's answer that names it. All but the strategy kind are Shipwright's own
-# schema; the kind is our enum (Shipwright's Build validation refuses it after admission).
+# the API server's answer that names it. Most are Shipwright's own schema; the strategy
+# kind, source type, env, timestamp and trigger cases are our rules
+# (devtools/crd_differences.py), for what Shipwright's Build validation refuses after
+# admission, in its words.
 Mutation = Callable[[JSON], object]
 
 
@@ -134,6 +159,34 @@ def _delete(path: str) -> Mutation:
 REFUSED: list[tuple[str, str, str, Mutation, str]] = [
     ("source without type", "Build", "kaniko-golang-build",
      _delete("spec.source.type"), "spec.source.type: Required value"),
+    ("type Git with an OCI artifact", "Build", "kaniko-golang-build",
+     _set("spec.source.ociArtifact", {"image": "ghcr.io/x/source:latest"}),
+     "spec.source: Invalid value: \"object\": type does not match the source"),
+    ("type OCI without an OCI artifact", "BuildRun", "kaniko-golang-buildrun",
+     _set("spec.build", {"spec": {"source": {"type": "OCI", "git": {"url": "https://x"}},
+                                  "strategy": {"name": "kaniko"}, "output": {"image": "x"}}}),
+     "spec.build.spec.source: Invalid value: \"object\": type does not match the source"),
+    ("empty type with a source", "Build", "kaniko-golang-build",
+     _set("spec.source.type", ""), "type definition is missing"),
+    ("env var without name", "Build", "kaniko-golang-build",
+     _set("spec.env", [{"name": "", "value": "x"}]),
+     "name for environment variable must not be blank"),
+    ("env var with value and valueFrom", "BuildRun", "kaniko-golang-buildrun",
+     _set("spec.env", [{"name": "A", "value": "x",
+                        "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}}]),
+     "only one of value or valueFrom must be specified"),
+    ("output timestamp neither keyword nor number", "Build", "kaniko-golang-build",
+     _set("spec.output.timestamp", "yesterday"), "output timestamp value is invalid"),
+    ("trigger of an unknown type", "Build", "kaniko-golang-build",
+     _set("spec.trigger", {"when": [{"name": "nightly", "type": "Cron"}]}),
+     "contains an invalid type"),
+    ("GitHub trigger without events", "Build", "kaniko-golang-build",
+     _set("spec.trigger", {"when": [{"name": "push", "type": "GitHub"}]}),
+     "is missing required attribute `.github.events`"),
+    ("Pipeline trigger with name and selector", "Build", "kaniko-golang-build",
+     _set("spec.trigger", {"when": [{"name": "p", "type": "Pipeline", "objectRef": {
+         "name": "p", "selector": {"a": "b"}, "status": ["Succeeded"]}}]}),
+     "needs exactly one of `.objectRef.name` and `.objectRef.selector`"),
     ("git source without url", "Build", "kaniko-golang-build",
      _delete("spec.source.git.url"), "spec.source.git.url: Required value"),
     ("unknown strategy kind", "Build", "kaniko-golang-build",
@@ -163,6 +216,14 @@ REFUSED: list[tuple[str, str, str, Mutation, str]] = [
 ]
 
 
+# The REFUSED cases that only our rules refuse; Shipwright's CRDs refuse all the others.
+OURS = {"type Git with an OCI artifact", "type OCI without an OCI artifact",
+        "empty type with a source", "unknown strategy kind", "env var without name",
+        "env var with value and valueFrom", "output timestamp neither keyword nor number",
+        "trigger of an unknown type", "GitHub trigger without events",
+        "Pipeline trigger with name and selector"}
+
+
 @pytest.mark.parametrize(("what", "kind", "name", "mutate", "fragment"), REFUSED,
                          ids=[r[0] for r in REFUSED])
 async def test_what_shipwright_refuses_is_refused(
@@ -178,6 +239,76 @@ async def test_what_shipwright_refuses_is_refused(
     assert fragment in err.value.message, (what, err.value.message)
 
 
+def test_our_rules_name_refused_cases() -> None:
+    unknown = OURS - {r[0] for r in REFUSED}
+    assert not unknown, unknown
+
+
+async def test_shipwrights_crds_admit_every_sample(theirs: Kube) -> None:
+    refused = []
+    for file, obj in samples():
+        try:
+            await create(theirs, "samples", obj)
+        except ApiError as err:
+            refused.append(f"{file}: {err}"[:400])
+    assert not refused, "\n".join(refused)
+
+
+@pytest.mark.parametrize(("what", "kind", "name", "mutate", "fragment"), REFUSED,
+                         ids=[r[0] for r in REFUSED])
+async def test_shipwrights_crds_refuse_the_same_except_for_our_rules(
+    theirs: Kube, what: str, kind: str, name: str, mutate: Mutation, fragment: str,
+) -> None:
+    obj = sample(kind, name)
+    mutate(obj)
+    if what in OURS:  # Shipwright's Build validation refuses it after admission
+        await create(theirs, "samples", obj)
+        return
+    with pytest.raises(ApiError) as err:
+        await create(theirs, "samples", obj)
+    assert err.value.status == 422, (what, err.value)
+    assert fragment in err.value.message, (what, err.value.message)
+
+
+# Valid uses of the fields our rules look at, so that the rules refuse only what Shipwright's
+# validation refuses.
+ADMITTED: list[tuple[str, str, str, Mutation]] = [
+    ("env var from a field", "Build", "kaniko-golang-build",
+     _set("spec.env", [{"name": "A", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}},
+                       {"name": "B", "value": ""}, {"name": "C", "value": "c"}])),
+    ("numeric timestamp", "Build", "kaniko-golang-build",
+     _set("spec.output.timestamp", "1691650396")),
+    ("timestamp keyword", "BuildRun", "kaniko-golang-buildrun",
+     _set("spec.output", {"image": "x", "timestamp": "SourceTimestamp"})),
+    ("triggers of every type", "Build", "kaniko-golang-build", _set("spec.trigger", {"when": [
+        {"name": "push", "type": "GitHub", "github": {"events": ["Push"], "branches": ["main"]}},
+        {"name": "base", "type": "Image", "image": {"names": ["ghcr.io/x/base:latest"]}},
+        {"name": "p1", "type": "Pipeline", "objectRef": {"name": "p", "status": ["Succeeded"]}},
+        {"name": "p2", "type": "Pipeline",
+         "objectRef": {"selector": {"app": "x"}, "status": ["Succeeded"]}},
+    ]})),
+    ("OCI source", "Build", "kaniko-golang-build",
+     _set("spec.source", {"type": "OCI", "ociArtifact": {"image": "ghcr.io/x/src:1"}})),
+    ("Local source", "Build", "kaniko-golang-build",
+     _set("spec.source", {"type": "Local", "local": {"name": "l", "timeout": "1m"}})),
+    ("no source", "Build", "kaniko-golang-build", _delete("spec.source")),
+    ("unknown source type", "Build", "kaniko-golang-build", _set("spec.source.type", "Svn")),
+]
+
+
+@pytest.mark.parametrize(("what", "kind", "name", "mutate"), ADMITTED,
+                         ids=[a[0] for a in ADMITTED])
+async def test_what_shipwright_admits_near_our_rules_is_admitted(
+    kube: Kube, theirs: Kube, namespace: str, what: str, kind: str, name: str,
+    mutate: Mutation,
+) -> None:
+    obj = sample(kind, name)
+    mutate(obj)
+    stored = await create(kube, namespace, obj)
+    assert missing(obj["spec"], stored["spec"], ".spec") == [], what
+    await create(theirs, "samples", obj)  # and Shipwright's CRDs admit it too
+
+
 async def test_an_unknown_field_is_refused_under_strict_field_validation(
     kube: Kube, namespace: str
 ) -> None:
@@ -188,3 +319,21 @@ async def test_an_unknown_field_is_refused_under_strict_field_validation(
     assert err.value.status == 400, err.value
     assert 'strict decoding error: unknown field "spec.source.git.branch"' in err.value.message
 
+
+
+async def test_a_sample_buildrun_can_only_be_canceled_once_created(
+    kube: Kube, namespace: str
+) -> None:
+    obj = sample("BuildRun", "kaniko-golang-buildrun")
+    resource = RESOURCES[(obj["apiVersion"], obj["kind"])]
+    await kube.request("POST", resource.path(namespace), query={"fieldValidation": "Strict"},
+                       body=obj)
+    name = obj["metadata"]["name"]
+    for change in ({"serviceAccount": "other"}, {"env": [{"name": "A", "value": "a"}]},
+                   {"build": {"name": "other"}}, {"nodeSelector": {"a": "b"}}):
+        with pytest.raises(ApiError) as err:
+            await kube.patch(resource, namespace, name, {"spec": change})
+        assert err.value.status == 422, change
+        assert "is immutable: create a new BuildRun" in err.value.message, err.value.message
+    canceled = await kube.patch(resource, namespace, name, {"spec": {"state": "BuildRunCanceled"}})
+    assert canceled["spec"]["state"] == "BuildRunCanceled"

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 import yaml
 
-from devtools import shipwright
+from devtools import crd_differences, shipwright
 from devtools.crd_differences import DIFFERENCES, Difference
 
 REPO = Path(__file__).resolve().parents[2]
@@ -194,3 +194,12 @@ def test_a_listed_difference_matches_by_kind_path_glob_and_keyword() -> None:
     assert not d.matches("BuildRun", ".spec.volumes[].name", "maxLength")
     assert not d.matches("Build", ".spec.volumes[].name", "enum")
     assert not d.matches("Build", ".spec.volumes[].names", "maxLength")
+
+
+def test_readme_shows_the_list_of_differences() -> None:
+    readme = (REPO / "README.md").read_text()
+    section = readme[readme.index("## Shipwright's API\n"):]
+    section = section[: section.index("\n## ", 1)]
+    assert crd_differences.markdown_table() in section, (
+        "README's \"Shipwright's API\" table differs from devtools/crd_differences.py: "
+        "paste markdown_table()'s output")

@@ -47,3 +47,12 @@ def test_core_types_are_inlined_and_structural() -> None:
     ref = env["properties"]["valueFrom"]["properties"]["resourceFieldRef"]
     assert ref["properties"]["divisor"]["x-kubernetes-int-or-string"] is True
     assert "$ref" not in str(crdgen.crds())
+
+
+def test_every_buildrun_spec_field_but_state_is_immutable() -> None:
+    spec = crdgen.build_run_spec()
+    rules = " ".join(r["rule"] for r in spec["x-kubernetes-validations"])
+    for field in spec["properties"]:
+        if field != "state":
+            assert f"self.{field} == oldSelf.{field}" in rules, field
+    assert "self.state == 'BuildRunCanceled'" in rules
