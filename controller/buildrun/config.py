@@ -16,6 +16,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+# The CLI prints a ConfigError as one line and exits 2; here it names the variable.
+from controller.runtime.kube import ConfigError
+
 GIT_IMAGE = "ghcr.io/shipwright-io/build/git:latest"
 BUNDLE_IMAGE = "ghcr.io/shipwright-io/build/bundle:latest"
 WAITER_IMAGE = "ghcr.io/shipwright-io/build/waiter:latest"
@@ -68,10 +71,6 @@ _DEFAULT_TEMPLATES: dict[str, dict[str, Any]] = {
 }
 _TEMPLATE_FIELDS = ("args", "command", "env", "image", "imagePullPolicy", "resources",
                     "securityContext", "workingDir")
-
-
-class ConfigError(ValueError):
-    """An environment variable holds something Shipwright's controller would refuse too."""
 
 
 @dataclass(frozen=True)

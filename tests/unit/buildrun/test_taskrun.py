@@ -417,7 +417,8 @@ def test_settings_images_and_templates() -> None:
                                  {"BUNDLE_CONTAINER_TEMPLATE": "{not json"},
                                  {"WAITER_CONTAINER_TEMPLATE": "[]"}])
 def test_bad_settings_are_one_clear_error(env: dict[str, str]) -> None:
-    from controller.buildrun.config import ConfigError
+    """The CLI's ConfigError: one line naming the variable, exit code 2."""
+    from controller.runtime.kube import ConfigError
 
     with pytest.raises(ConfigError, match=next(iter(env))):
         ShipwrightConfig.from_env(env)
