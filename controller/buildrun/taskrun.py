@@ -706,12 +706,14 @@ def _apply_security_context(task_spec: JSON, annotations: JSON, strategy_steps: 
 
 
 def _apply_params(taskrun: JSON, build_spec: JSON, run_spec: JSON, strategy_spec: JSON) -> None:
-    output = run_spec.get("output") if run_spec.get("output") is not None else None
-    image = (output or {}).get("image") if output is not None else (
-        (build_spec.get("output") or {}).get("image"))
-    insecure = (output or {}).get("insecure")
+    build_output = build_spec.get("output") or {}
+    run_output = run_spec.get("output")
+    # A BuildRun's output, once set, supplies the image even if it leaves it empty (as
+    # Shipwright: a non-nil pointer); insecure falls back field by field.
+    image = (run_output if run_output is not None else build_output).get("image")
+    insecure = (run_output or {}).get("insecure")
     if insecure is None:
-        insecure = (build_spec.get("output") or {}).get("insecure")
+        insecure = build_output.get("insecure")
     context = (build_spec.get("source") or {}).get("contextDir")
     context_path = SOURCE_ROOT if context is None else _go_path_join(SOURCE_ROOT, context)
     taskrun["spec"]["params"] += [
