@@ -4,7 +4,8 @@ What the verdict is lives in `validation.validate` (pure); this module only read
 the API server (referenced Secrets, the strategy) and writes `status.registered`,
 `status.reason` and `status.message`, always through `_write_status`, the only
 Build status writer. As in Shipwright, a Build is never changed otherwise and a
-deleted Build needs nothing.
+deleted Build needs nothing. It also keeps the Build an owner of its BuildRuns exactly
+while `spec.retention.atBuildDeletion` is true.
 """
 
 from __future__ import annotations
@@ -16,12 +17,18 @@ from controller.build.validation import (
     CLUSTER_STRATEGY,
     Lookups,
     Verdict,
+    owner_references,
     secret_refs,
     strategy_ref,
     validate,
 )
 from controller.buildrun import metrics
-from controller.buildrun.resources import BUILDS, BUILDSTRATEGIES, CLUSTERBUILDSTRATEGIES
+from controller.buildrun.resources import (
+    BUILDRUNS,
+    BUILDS,
+    BUILDSTRATEGIES,
+    CLUSTERBUILDSTRATEGIES,
+)
 from controller.runtime.errors import RetryableError, is_not_found
 from controller.runtime.kube import JSON, SECRETS, ApiError, Kube, Resource
 from controller.runtime.reconcile import DONE, Result
@@ -36,10 +43,13 @@ SECRET_RECHECK_SECONDS = 60.0
 
 
 class BuildReconciler:
-    def __init__(self, kube: Kube, builds: Store, strategies: Store) -> None:
+    def __init__(self, kube: Kube, builds: Store, strategies: Store,
+                 buildruns: Store) -> None:
+        """`buildruns` is indexed by "build" (the key of the Build a BuildRun names)."""
         self.kube = kube
         self.builds = builds
         self.strategies = strategies
+        self.buildruns = buildruns
 
     async def reconcile(self, key: str) -> Result:
         build = self.builds.get(key)
@@ -47,6 +57,7 @@ class BuildReconciler:
             return DONE  # deleted: nothing to do, as in Shipwright
         verdict = validate(build, await self._look_up(build))
         await self._write_status(build, verdict)
+        await self._sync_owners(build, key)
         if verdict.registered:
             # Shipwright counts every reconcile that finds a Build valid; reconciles
             # happen on spec changes (generation) only, so this counts registrations.
@@ -76,6 +87,23 @@ class BuildReconciler:
                 strategy = self.strategies.get(f"{namespace}/{ref.name}") or (
                     await self._get_or_none(BUILDSTRATEGIES, namespace, ref.name))
         return Lookups(missing, strategy)
+
+    async def _sync_owners(self, build: JSON, key: str) -> None:
+        """retention.atBuildDeletion set or unset: add or remove the Build as owner of
+        each of its BuildRuns (Shipwright's ownerreferences step). Shipwright logs and
+        ignores a failure here; this raises it, so the reconcile is retried."""
+        for buildrun in self.buildruns.by_index("build", key):
+            refs = owner_references(build, buildrun)
+            if refs is None:
+                continue
+            meta = buildrun["metadata"]
+            try:
+                await self.kube.patch(BUILDRUNS, meta["namespace"], meta["name"], {
+                    "metadata": {"ownerReferences": refs,
+                                 "resourceVersion": meta["resourceVersion"]}})
+            except ApiError as exc:
+                if not is_not_found(exc):
+                    raise
 
     async def _get_or_none(self, resource: Resource, namespace: str | None,
                            name: str) -> JSON | None:

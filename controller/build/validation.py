@@ -492,3 +492,25 @@ def qualified_name_errors(value: str) -> list[str]:
 def _go_quote(text: str) -> str:
     """Go's %q for the strings in these messages: double quotes, backslash escapes."""
     return json.dumps(text, ensure_ascii=False)
+
+
+# -- ownership: Shipwright's `ownerreferences` step (pkg/validate/ownerreferences.go) --
+
+
+def owner_references(build: JSON, buildrun: JSON) -> list[JSON] | None:
+    """The ownerReferences a BuildRun of `build` should have, or None when it has them.
+
+    `spec.retention.atBuildDeletion: true` makes the Build an owner of its BuildRuns, so
+    the garbage collector deletes them with it; turning it off removes that owner. The
+    reference has the shape the BuildRun controller gives it when it starts a BuildRun.
+    """
+    meta = build.get("metadata") or {}
+    name = meta.get("name")
+    refs: list[JSON] = list((buildrun.get("metadata") or {}).get("ownerReferences") or [])
+    others = [r for r in refs if not (r.get("kind") == "Build" and r.get("name") == name)]
+    if ((_spec(build).get("retention") or {}).get("atBuildDeletion")) is True:
+        if len(others) < len(refs):
+            return None
+        return [*others, {"apiVersion": build.get("apiVersion", "shipwright.io/v1beta1"),
+                          "kind": "Build", "name": name, "uid": meta.get("uid")}]
+    return others if len(others) < len(refs) else None

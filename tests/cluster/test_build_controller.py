@@ -11,7 +11,7 @@ import pytest
 
 from controller.build import reasons
 from controller.build import reconciler as build_reconciler
-from controller.buildrun.resources import BUILDS
+from controller.buildrun.resources import BUILDRUNS, BUILDS
 from controller.runtime.kube import JSON, SECRETS, Kube
 from devtools.localcluster import LocalCluster
 from tests.harness import World, controller_settings, metric, running_controller, wait_for
@@ -89,3 +89,30 @@ async def test_a_bad_node_selector_is_reported(
         status = await registration(kube, world.ns, "picky", reasons.NODE_SELECTOR_NOT_VALID)
         assert status["registered"] == "False"
         assert status["message"].startswith("Node selector key not valid: name part must")
+
+
+async def test_at_build_deletion_makes_the_build_own_its_buildruns_and_back(
+    cluster: LocalCluster, kube: Kube, world: World
+) -> None:
+    async with running_controller(controller_settings(cluster, world.ns)):
+        await world.buildrun("run-1")
+        await world.taskrun_of("run-1")  # started while the Build did not ask for it
+        build = await kube.get(BUILDS, world.ns, "app")
+
+        async def owners() -> list[str]:
+            buildrun = await kube.get(BUILDRUNS, world.ns, "run-1")
+            return [f"{r['kind']}/{r['name']}/{r['uid']}"
+                    for r in buildrun["metadata"].get("ownerReferences") or []]
+        assert await owners() == []
+        await kube.patch(BUILDS, world.ns, "app", {"spec": {"retention": {
+            "atBuildDeletion": True}}})
+
+        async def owned() -> bool:
+            return await owners() == [f"Build/app/{build['metadata']['uid']}"]
+        await wait_for(owned, what="the Build to own its BuildRun")
+        await kube.patch(BUILDS, world.ns, "app", {"spec": {"retention": {
+            "atBuildDeletion": False}}})
+
+        async def released() -> bool:
+            return await owners() == []
+        await wait_for(released, what="the Build to let go of its BuildRun")

@@ -20,6 +20,7 @@ from controller.build.validation import (
     Lookups,
     StrategyRef,
     Verdict,
+    owner_references,
     qualified_name_errors,
     secret_refs,
     strategy_ref,
@@ -345,3 +346,19 @@ def test_shipwright_sample_builds_register() -> None:
         ref = strategy_ref(sample)
         verdict = validate(sample, Lookups(strategy=strategies[(ref.kind, ref.name)]))
         assert verdict == REGISTERED, (sample["metadata"]["name"], verdict)
+
+
+def test_owner_references_follow_at_build_deletion() -> None:
+    b = build(retention={"atBuildDeletion": True})
+    b["metadata"]["uid"] = "u1"
+    other = {"apiVersion": "v1", "kind": "ConfigMap", "name": "c", "uid": "u0"}
+    buildrun: JSON = {"metadata": {"name": "br", "ownerReferences": [other]}}
+    mine = {"apiVersion": "shipwright.io/v1beta1", "kind": "Build", "name": "b", "uid": "u1"}
+    assert owner_references(b, buildrun) == [other, mine]
+    owned: JSON = {"metadata": {"name": "br", "ownerReferences": [other, mine]}}
+    assert owner_references(b, owned) is None  # already owned: nothing to write
+    b["spec"]["retention"]["atBuildDeletion"] = False
+    assert owner_references(b, owned) == [other]
+    assert owner_references(b, buildrun) is None
+    del b["spec"]["retention"]
+    assert owner_references(b, owned) == [other]
