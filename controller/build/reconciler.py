@@ -12,12 +12,15 @@ from __future__ import annotations
 
 import logging
 
+import aiohttp
+
 from controller.build import reasons
 from controller.build.validation import (
     CLUSTER_STRATEGY,
     Lookups,
     Verdict,
     owner_references,
+    repository_probe,
     secret_refs,
     strategy_ref,
     validate,
@@ -40,6 +43,10 @@ log = logging.getLogger(__name__)
 # every Secret for this; this controller has no list or watch on Secrets (it never
 # holds their contents), only get.
 SECRET_RECHECK_SECONDS = 60.0
+# How long the verify.repository probe of a Git remote may take.
+PROBE_TIMEOUT_SECONDS = 10.0
+# Bytes of a refusing Git server's answer quoted in the message (go-git quotes it all).
+PROBE_BODY_MAX = 512
 
 
 class BuildReconciler:
@@ -86,7 +93,31 @@ class BuildReconciler:
             else:
                 strategy = self.strategies.get(f"{namespace}/{ref.name}") or (
                     await self._get_or_none(BUILDSTRATEGIES, namespace, ref.name))
-        return Lookups(missing, strategy)
+        url, repository_error = repository_probe(build)
+        if url is not None:
+            repository_error = await self._probe(url)
+        return Lookups(missing, strategy, repository_error)
+
+    @staticmethod
+    async def _probe(url: str) -> str | None:
+        """Asks a Git remote for its refs as go-git does; None when it answers 2xx, else
+        the error go-git would give (a 401 reads as unreachable, as Shipwright says)."""
+        try:
+            async with aiohttp.ClientSession(
+                trust_env=True, timeout=aiohttp.ClientTimeout(total=PROBE_TIMEOUT_SECONDS)
+            ) as session, session.get(url) as resp:
+                if 200 <= resp.status < 300:
+                    return None
+                body = (await resp.content.read(PROBE_BODY_MAX)).decode(errors="replace")
+        except (TimeoutError, aiohttp.ClientError, ValueError) as exc:
+            return f'Get "{url}": {exc or type(exc).__name__}'
+        if resp.status == 401:
+            return "remote repository unreachable"
+        if resp.status == 403:
+            return f"authorization failed: {body}"
+        if resp.status == 404:
+            return f"repository not found: {body}"
+        return f'unexpected client error: unexpected requesting "{url}" status code: {resp.status}'
 
     async def _sync_owners(self, build: JSON, key: str) -> None:
         """retention.atBuildDeletion set or unset: add or remove the Build as owner of
