@@ -505,18 +505,20 @@ class BuildRunReconciler:
         if created_at is not None:
             metrics.buildrun_finished(written, decision.reason,
                                       max((now_t - created_at).total_seconds(), 0.0))
-        pod_name = ((taskrun or {}).get("status") or {}).get("podName")
-        if taskrun is not None and pod_name:  # Shipwright's pod ramp-up metrics
-            with contextlib.suppress(ApiError):
-                pod = await self._get_or_none(PODS, meta["namespace"], pod_name)
-                if pod is not None:
-                    metrics.taskrun_pod_seen(written, taskrun, pod)
         self.recorder.record(
             buildrun, "Normal" if decision.succeeded == "True" else "Warning",
             decision.reason, decision.message or decision.reason,
         )
         if taskrun is not None and not taskrun_finished(taskrun):
             await self._cancel_taskrun(taskrun)
+        pod_name = ((taskrun or {}).get("status") or {}).get("podName")
+        if taskrun is not None and pod_name and taskrun_finished(taskrun):
+            # Shipwright's pod ramp-up metrics, read (as Shipwright does) from a finished
+            # TaskRun's pod; last, so nothing above waits for this extra GET.
+            with contextlib.suppress(ApiError):
+                pod = await self._get_or_none(PODS, meta["namespace"], pod_name)
+                if pod is not None:
+                    metrics.taskrun_pod_seen(written, taskrun, pod)
 
     async def _cancel_taskrun(self, taskrun: JSON) -> None:
         meta = taskrun["metadata"]
