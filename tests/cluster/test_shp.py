@@ -30,7 +30,7 @@ from tests.cluster.test_tekton import (  # noqa: F401 (session fixtures of the T
     tkube,
     tworld,
 )
-from tests.harness import World, condition, wait_for
+from tests.harness import World, condition, metric, wait_for
 
 pytestmark = pytest.mark.cluster
 
@@ -86,6 +86,7 @@ async def test_shp_creates_lists_cancels_and_follows(
         assert condition(done)["reason"] == reasons.BUILD_RUN_CANCELED
 
         # `shp build run --follow` creates a BuildRun (generateName shp-app-) and follows it.
+        rampups = metric("build_buildrun_taskrun_rampup_duration_seconds_count")
         out = await shp(stack, w, "build", "run", "shp-app", "--follow", timeout=120)
         assert "has succeeded!" in out, out
         runs = [br for br in (await w.kube.list(BUILDRUNS, w.ns))["items"]
@@ -96,3 +97,6 @@ async def test_shp_creates_lists_cancels_and_follows(
         assert f'Pod "{name}-' in out and 'in "Running" state' in out, out
         finished = await w.finished(name, 60)
         assert condition(finished)["reason"] == reasons.SUCCEEDED
+        # Shipwright's pod ramp-up, read from the finished TaskRun's real pod.
+        await wait_for(lambda: metric("build_buildrun_taskrun_rampup_duration_seconds_count")
+                       == rampups + 1, what="the TaskRun pod ramp-up to be observed")
