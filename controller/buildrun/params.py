@@ -83,10 +83,11 @@ def _incomplete(entry: JSON, kind: str) -> bool:
 
 
 def validate_params(build_values: list[JSON], run_values: list[JSON],
-                    strategy_params: list[JSON]) -> None:
+                    strategy_params: list[JSON], *, ignore_missing: bool = False) -> None:
     """Raise the UserError Shipwright's validate.BuildRunParameters fails a BuildRun with,
     checking in its order; also a name set twice in one list (which Shipwright resolves
-    by map order, so unpredictably)."""
+    by map order, so unpredictably). `ignore_missing` is Shipwright's
+    ignoreMissingParameters, for a Build, which may leave values to its BuildRuns."""
     for values, where in ((build_values, "the Build's"), (run_values, "the BuildRun's")):
         twice = [n for n, c in Counter(v.get("name") or "" for v in values).items() if c > 1]
         _reject(INCONSISTENT_PARAMETER_VALUES,
@@ -141,7 +142,8 @@ def validate_params(build_values: list[JSON], run_values: list[JSON],
     _reject(WRONG_PARAMETER_VALUE_TYPE,
             "The values for the following parameters are using the wrong type", wrong_type)
     _reject(MISSING_PARAMETER_VALUES,
-            "The following parameters are required but no value has been provided", missing)
+            "The following parameters are required but no value has been provided",
+            [] if ignore_missing else missing)
     _reject(INCONSISTENT_PARAMETER_VALUES,
             "The following parameters have more than one of 'configMapValue', 'secretValue', "
             "and 'value' set", multi)
