@@ -69,3 +69,15 @@ USER_ERROR_REASONS: frozenset[str] = frozenset(
         TASK_RUN_GENERATION_FAILED,
     }
 )
+
+# Shipwright's reasons for a strategy of the other kind, a kind it does not know, and a
+# Build that failed validation (pkg/reconciler/buildrun/resources/conditions.go); all
+# user errors, so they join USER_ERROR_REASONS.
+CLUSTER_BUILD_STRATEGY_NOT_FOUND = "ClusterBuildStrategyNotFound"
+UNKNOWN_STRATEGY_KIND = "UnknownStrategyKind"
+BUILD_REGISTRATION_FAILED = "BuildRegistrationFailed"
+USER_ERROR_REASONS = USER_ERROR_REASONS | {
+    CLUSTER_BUILD_STRATEGY_NOT_FOUND,
+    UNKNOWN_STRATEGY_KIND,
+    BUILD_REGISTRATION_FAILED,
+}
