@@ -13,14 +13,21 @@ from __future__ import annotations
 
 import datetime
 import logging
+import re
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any, assert_never
 
 from tenacity import AsyncRetrying, retry_if_exception, stop_after_attempt, wait_random
 
-from controller.buildrun import metrics, reasons
-from controller.buildrun.resources import BUILDRUNS, BUILDS, BUILDSTRATEGIES, TASKRUNS
+from controller.buildrun import metrics, reasons, serviceaccounts
+from controller.buildrun.resources import (
+    BUILDRUNS,
+    BUILDS,
+    BUILDSTRATEGIES,
+    CLUSTERBUILDSTRATEGIES,
+    TASKRUNS,
+)
 from controller.buildrun.spec import (
     build_name,
     effective_build,
@@ -34,9 +41,10 @@ from controller.buildrun.status import (
     running_reason,
     succeeded_condition,
     taskrun_finished,
+    truncate,
     with_condition,
 )
-from controller.buildrun.taskrun import generate_taskrun, taskrun_name
+from controller.buildrun.taskrun import LABEL_BUILD, generate_taskrun, taskrun_name
 from controller.runtime.errors import (
     RetryableError,
     UserError,
@@ -58,6 +66,15 @@ log = logging.getLogger(__name__)
 CANCELED = "BuildRunCanceled"
 # spec.status that cancels a Tekton TaskRun (Tekton spells the reason the same).
 TASKRUN_CANCELLED = "TaskRunCancelled"
+# The label Shipwright sets on a BuildRun, beside LABEL_BUILD, naming the Build's
+# metadata.generation it started from.
+LABEL_BUILD_GENERATION = "build.shipwright.io/generation"
+# spec.strategy.kind of a Build; unset means BuildStrategy, as in Shipwright.
+BUILD_STRATEGY = "BuildStrategy"
+CLUSTER_BUILD_STRATEGY = "ClusterBuildStrategy"
+# status.executor.kind of the object running a BuildRun (Shipwright can also use PipelineRuns).
+EXECUTOR_KIND = "TaskRun"
+_LABEL_VALUE = re.compile(r"(?:[A-Za-z0-9](?:[-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?)?")
 
 Clock = Callable[[], datetime.datetime]
 
@@ -108,7 +125,11 @@ class _Plan:
 
     taskrun: JSON
     snapshot: JSON  # status.buildSpec: the effective Build spec, with its retention
-    build: JSON | None  # the referenced Build; None when spec.build.spec embeds one
+    # The ServiceAccount to create (`.generate`), or the existing one's name and the
+    # secrets it lacks (serviceaccounts.py).
+    create_service_account: JSON | None
+    service_account: str
+    add_secrets: list[str]
 
 
 @dataclass(frozen=True)
@@ -120,6 +141,10 @@ class _Seen:
     observation: Observation
     taskrun: JSON | None = None
     plan: _Plan | None = None
+    # NEW: the referenced Build, once found and validated (its labels go on the BuildRun).
+    build: JSON | None = None
+    # DONE: the ServiceAccount generated for the BuildRun, if it is still there.
+    service_account: JSON | None = None
 
 
 @dataclass(frozen=True)
@@ -131,6 +156,8 @@ class Caches:
     taskruns: Store = field(default_factory=Store)
     builds: Store = field(default_factory=Store)
     strategies: Store = field(default_factory=Store)
+    cluster_strategies: Store = field(default_factory=Store)
+    service_accounts: Store = field(default_factory=Store)
 
 
 class BuildRunReconciler:
@@ -188,12 +215,14 @@ class BuildRunReconciler:
         if phase is Phase.DONE:
             # Cache only: a finished BuildRun costs no API call unless there is work.
             taskrun = self._cached_taskrun(buildrun)
+            service_account = self._generated_service_account(buildrun)
             observation = Observation(
                 phase=phase,
                 taskrun_running=taskrun is not None and not taskrun_finished(taskrun),
                 ttl_passed=self._ttl_remaining(buildrun) == 0.0,
+                generated_sa_left=service_account is not None,
             )
-            return _Seen(buildrun, observation, taskrun)
+            return _Seen(buildrun, observation, taskrun, service_account=service_account)
         taskrun, outcome = await self._observe_taskrun(buildrun)
         observation = Observation(
             phase=phase,
@@ -215,13 +244,24 @@ class BuildRunReconciler:
         name = self._taskrun_name(buildrun)
         return self.caches.taskruns.get(f"{buildrun['metadata']['namespace']}/{name}")
 
+    def _generated_service_account(self, buildrun: JSON) -> JSON | None:
+        """The ServiceAccount `.generate` made for this BuildRun, from the cache, if it is
+        there and not on its way out. One the BuildRun does not own is never returned."""
+        if not serviceaccounts.is_generated(buildrun):
+            return None
+        name = serviceaccounts.generated_name(buildrun)
+        sa = self.caches.service_accounts.get(f"{buildrun['metadata']['namespace']}/{name}")
+        if sa is None or sa["metadata"].get("deletionTimestamp"):
+            return None
+        return sa if serviceaccounts.owned_by(sa, buildrun) else None
+
     async def _read(
         self, store: Store, resource: Resource, namespace: str, name: str
     ) -> JSON | None:
         """From the cache; a miss is asked of the API server, so an object the watch
         has not delivered yet is found and an absence is confirmed before any verdict
         (a terminal status cannot be taken back)."""
-        cached = store.get(f"{namespace}/{name}")
+        cached = store.get(f"{namespace}/{name}" if resource.namespaced else name)
         if cached is not None:
             return cached
         return await self._get_or_none(resource, namespace, name)
@@ -280,65 +320,153 @@ class BuildRunReconciler:
         canceled = spec_of(buildrun).get("state") == CANCELED
         user_error = None
         plan = None
+        build = None
+        unregistered = False
         if not canceled:
             try:
-                plan = await self._prepare(buildrun)
+                build, unregistered = await self._validated_build(buildrun)
+                if not unregistered:
+                    plan = await self._prepare(buildrun, build)
             except UserError as exc:
                 user_error = exc
-        observation = Observation(Phase.NEW, canceled=canceled, user_error=user_error)
+        observation = Observation(Phase.NEW, canceled=canceled, user_error=user_error,
+                                  build_unregistered=unregistered)
         # `existing` is a TaskRun an earlier try created but never recorded: a FINISH
         # stops it too.
-        return _Seen(buildrun, observation, existing, plan)
+        return _Seen(buildrun, observation, existing, plan,
+                     build=None if unregistered else build)
 
-    async def _prepare(self, buildrun: JSON) -> _Plan:
-        """What row 8 (START) would create and record; raises UserError for anything
-        the user must fix.
+    async def _validated_build(self, buildrun: JSON) -> tuple[JSON | None, bool]:
+        """The referenced Build (None when spec.build.spec embeds one), and whether it
+        still waits for validation (no status.registered yet: row 9).
 
-        Build and BuildStrategy come from the cache, as Shipwright reads them; a
-        missing reference is confirmed by a live GET (`_read`).
+        As Shipwright's BuildRun reconciler: a Build whose status.registered is set but
+        not "True" failed validation, and so does every BuildRun of it, at once, with
+        BuildRegistrationFailed. That verdict is terminal, so a cached failure is
+        confirmed by a live GET first (the cache may not have the Build's newer status).
         """
         namespace = buildrun["metadata"]["namespace"]
         name = build_name(buildrun)
-        build = None
         if name is None:
-            build_spec = spec_of(buildrun)["build"]["spec"]
-        else:
-            build = await self._read(self.caches.builds, BUILDS, namespace, name)
+            return None, False
+        build = await self._read(self.caches.builds, BUILDS, namespace, name)
+        if build is None:
+            raise UserError(reasons.BUILD_NOT_FOUND, f"Build {name!r} not found in "
+                            f"namespace {namespace!r}")
+        registered = (build.get("status") or {}).get("registered")
+        if registered and registered != "True":
+            build = await self._get_or_none(BUILDS, namespace, name)
             if build is None:
                 raise UserError(reasons.BUILD_NOT_FOUND, f"Build {name!r} not found in "
                                 f"namespace {namespace!r}")
+        status = build.get("status") or {}
+        registered = status.get("registered")
+        if not registered:
+            return build, True
+        if registered != "True":
+            # Shipwright's message, and the Build's own, which says what to fix.
+            message = (f"the Build is not registered correctly, build: {name}, registered "
+                       f"status: {registered}, reason: {status.get('reason') or ''}")
+            if status.get("message"):
+                message += f", message: {truncate(str(status['message']), 1024)}"
+            raise UserError(reasons.BUILD_REGISTRATION_FAILED, message)
+        return build, False
+
+    async def _prepare(self, buildrun: JSON, build: JSON | None) -> _Plan:
+        """What row 10 (START) would create and record; raises UserError for anything
+        the user must fix. `build` is the validated Build, None for an embedded spec.
+
+        Build, strategies and ServiceAccounts come from the caches, as Shipwright reads
+        them; a missing reference is confirmed by a live GET (`_read`). The
+        ServiceAccount is checked before the strategy, in Shipwright's order.
+        """
+        namespace = buildrun["metadata"]["namespace"]
+        if build is None:
+            build_spec = spec_of(buildrun)["build"]["spec"]
+        else:
             build_spec = build.get("spec") or {}
-        effective = effective_build(buildrun, build_spec)
-        strategy = await self._read(self.caches.strategies, BUILDSTRATEGIES, namespace,
-                                    effective.strategy_name)
-        if strategy is None:
-            raise UserError(reasons.BUILD_STRATEGY_NOT_FOUND,
-                            f"BuildStrategy {effective.strategy_name!r} not found in namespace "
-                            f"{namespace!r}")
+        choice = serviceaccounts.choose(buildrun)
+        # ".generate" is no object name: the choice is made here, not by spec.py.
+        effective = effective_build(
+            _without_service_account(buildrun) if choice.generated else buildrun, build_spec)
+        create_sa, sa_name, add_secrets = await self._plan_service_account(
+            buildrun, choice, effective.push_secret)
+        effective = replace(effective, service_account=sa_name)
+        strategy = await self._strategy(namespace, effective.spec.get("strategy") or {},
+                                        effective.strategy_name)
         params = resolve_params(
             effective.param_values, (strategy.get("spec") or {}).get("parameters") or []
         )
-        if effective.service_account and await self._get_or_none(
-            SERVICEACCOUNTS, namespace, effective.service_account
-        ) is None:
-            raise UserError(reasons.SERVICE_ACCOUNT_NOT_FOUND,
-                            f"ServiceAccount {effective.service_account!r} not found in "
-                            f"namespace {namespace!r}")
         snapshot = dict(effective.spec)
         if effective.retention:
             snapshot["retention"] = effective.retention
-        return _Plan(generate_taskrun(buildrun, effective, strategy, params), snapshot, build)
+        return _Plan(generate_taskrun(buildrun, effective, strategy, params), snapshot,
+                     create_sa, sa_name, add_secrets)
+
+    async def _strategy(self, namespace: str, ref: JSON, name: str) -> JSON:
+        """The strategy spec.strategy names: a BuildStrategy in the namespace when its kind
+        is BuildStrategy or unset (Shipwright's default), else a ClusterBuildStrategy."""
+        kind = ref.get("kind") or BUILD_STRATEGY
+        if kind == BUILD_STRATEGY:
+            strategy = await self._read(self.caches.strategies, BUILDSTRATEGIES, namespace,
+                                        name)
+            if strategy is None:
+                raise UserError(reasons.BUILD_STRATEGY_NOT_FOUND,
+                                f"BuildStrategy {name!r} not found in namespace "
+                                f"{namespace!r}")
+            return strategy
+        if kind == CLUSTER_BUILD_STRATEGY:
+            strategy = await self._read(self.caches.cluster_strategies,
+                                        CLUSTERBUILDSTRATEGIES, namespace, name)
+            if strategy is None:
+                raise UserError(reasons.CLUSTER_BUILD_STRATEGY_NOT_FOUND,
+                                f"ClusterBuildStrategy {name!r} not found")
+            return strategy
+        raise UserError(reasons.UNKNOWN_STRATEGY_KIND,
+                        f"unknown strategy kind {truncate(str(kind), 64)!r}: spec.strategy.kind "
+                        f"is {BUILD_STRATEGY} (the default) or {CLUSTER_BUILD_STRATEGY}")
+
+    async def _plan_service_account(
+        self, buildrun: JSON, choice: serviceaccounts.Choice, push_secret: str | None
+    ) -> tuple[JSON | None, str, list[str]]:
+        """(the ServiceAccount to create, the name the TaskRun runs as, the secrets to add
+        to it), as Shipwright chooses: serviceaccounts.py."""
+        namespace = buildrun["metadata"]["namespace"]
+        store = self.caches.service_accounts
+        if choice.generated:
+            existing = store.get(f"{namespace}/{choice.name}")
+            if existing is None:
+                return (serviceaccounts.generated_service_account(buildrun, push_secret),
+                        choice.name, [])
+            # Made by an earlier try (or a namesake, which Shipwright uses as it is).
+            return None, choice.name, []
+        if choice.explicit:
+            sa = await self._read(store, SERVICEACCOUNTS, namespace, choice.name)
+            if sa is None:
+                raise UserError(reasons.SERVICE_ACCOUNT_NOT_FOUND,
+                                f"ServiceAccount {choice.name!r} not found in namespace "
+                                f"{namespace!r}")
+            return None, choice.name, serviceaccounts.missing_secrets(sa, push_secret)
+        # The namespace's own: from the cache alone, since "pipeline" is absent from most
+        # clusters and a GET per start to confirm that would double a start's reads.
+        for name in choice.candidates:
+            sa = store.get(f"{namespace}/{name}")
+            if sa is not None:
+                return None, name, serviceaccounts.missing_secrets(sa, push_secret)
+        # Neither exists (yet: kube-controller-manager makes "default" with the
+        # namespace). Shipwright would wait; the TaskRun runs as "default", as Tekton's own
+        # default would have it, and Tekton reports a pod that cannot be made.
+        return None, choice.name, []
 
     async def _start(self, buildrun: JSON, plan: _Plan) -> Result:
-        """Row 8: create (or adopt) the TaskRun and record it in one status write.
+        """Row 10: make the ServiceAccount ready, create (or adopt) the TaskRun and record
+        it in one status write.
 
         Raises UserError when the API server's answer is the user's to fix (the TaskRun
-        is invalid, its name is taken, the snapshot does not fit); the caller decides
-        again with it (row 7)."""
+        is invalid, its name is taken, the snapshot does not fit, the ServiceAccount is
+        gone); the caller decides again with it (row 8)."""
         namespace = buildrun["metadata"]["namespace"]
-        retention = plan.snapshot.get("retention") or {}
-        if plan.build is not None and retention.get("atBuildDeletion"):
-            await self._own_by_build(buildrun, plan.build)
+        await self._ready_service_account(namespace, plan)
         try:
             created = await self.kube.create(TASKRUNS, namespace, plan.taskrun)
         except ApiError as exc:
@@ -359,6 +487,7 @@ class BuildRunReconciler:
             status = dict(status)
             status.setdefault("startTime", now)
             status["taskRunName"] = created["metadata"]["name"]
+            status["executor"] = {"kind": EXECUTOR_KIND, "name": created["metadata"]["name"]}
             status.setdefault("buildSpec", plan.snapshot)
             # What the first reconcile of the running BuildRun would write, so it
             # finds nothing to change: one status write per start, not two.
@@ -383,16 +512,60 @@ class BuildRunReconciler:
                 metrics.ESTABLISH.observe(max((self.clock() - created_at).total_seconds(), 0.0))
         return self._requeue_at_deadline(written or buildrun)
 
-    async def _own_by_build(self, buildrun: JSON, build: JSON) -> None:
-        """retention.atBuildDeletion: the Build owns the BuildRun, so the garbage
-        collector deletes the BuildRun with it."""
+    async def _link_to_build(self, buildrun: JSON, build: JSON) -> JSON:
+        """What Shipwright writes on a BuildRun of a validated Build before it runs: the
+        labels `build.shipwright.io/name` and `/generation` (clients select a Build's
+        BuildRuns by them), and with retention.atBuildDeletion the Build as an owner, so
+        the garbage collector deletes the BuildRun with it. One metadata patch, only if
+        something is missing; returns the BuildRun as it now is."""
         meta = buildrun["metadata"]
-        refs = [r for r in meta.get("ownerReferences") or [] if r.get("kind") != "Build"]
-        refs.append({"apiVersion": build["apiVersion"], "kind": "Build",
-                     "name": build["metadata"]["name"], "uid": build["metadata"]["uid"]})
-        await self.kube.patch(BUILDRUNS, meta["namespace"], meta["name"], {
-            "metadata": {"ownerReferences": refs,
-                         "resourceVersion": meta["resourceVersion"]}})
+        bmeta = build["metadata"]
+        change: JSON = {}
+        labels = {LABEL_BUILD: bmeta["name"],
+                  LABEL_BUILD_GENERATION: str(bmeta.get("generation") or "")}
+        # A validated Build's name is a label value (Shipwright's BuildNameInvalid).
+        if (bmeta.get("generation") and _LABEL_VALUE.fullmatch(bmeta["name"])
+                and any((meta.get("labels") or {}).get(k) != v for k, v in labels.items())):
+            change["labels"] = labels
+        refs = meta.get("ownerReferences") or []
+        if ((build.get("spec") or {}).get("retention") or {}).get("atBuildDeletion") and not any(
+                r.get("uid") == bmeta["uid"] for r in refs):
+            refs = [r for r in refs if r.get("kind") != "Build"]
+            refs.append({"apiVersion": build["apiVersion"], "kind": "Build",
+                         "name": bmeta["name"], "uid": bmeta["uid"]})
+            change["ownerReferences"] = refs
+            # A list is replaced whole: only over the version it was read from.
+            change["resourceVersion"] = meta["resourceVersion"]
+        if not change:
+            return buildrun
+        return await self.kube.patch(BUILDRUNS, meta["namespace"], meta["name"],
+                                     {"metadata": change})
+
+    async def _ready_service_account(self, namespace: str, plan: _Plan) -> None:
+        """Creates the generated ServiceAccount, or adds the Build's secrets to the chosen
+        one (a strategic merge patch: the list is merged by name, nothing is dropped)."""
+        if plan.create_service_account is not None:
+            try:
+                await self.kube.create(SERVICEACCOUNTS, namespace, plan.create_service_account)
+            except ApiError as exc:
+                if not is_already_exists(exc):
+                    raise
+            return
+        if not plan.add_secrets:
+            return
+        try:
+            await self.kube.patch(SERVICEACCOUNTS, namespace, plan.service_account,
+                                  serviceaccounts.secrets_patch(plan.add_secrets),
+                                  content_type=serviceaccounts.STRATEGIC_MERGE_PATCH)
+        except ApiError as exc:
+            if not is_not_found(exc):
+                raise
+            raise UserError(reasons.SERVICE_ACCOUNT_NOT_FOUND,
+                            f"ServiceAccount {plan.service_account!r} not found in namespace "
+                            f"{namespace!r}") from exc
+        log.info("added the Build's secrets to the ServiceAccount",
+                 extra={"key": f"{namespace}/{plan.service_account}",
+                        "secrets": plan.add_secrets})
 
     async def _adopt(self, buildrun: JSON, name: str) -> JSON:
         """A TaskRun with our deterministic name exists: ours from an earlier try, or not."""
@@ -419,17 +592,28 @@ class BuildRunReconciler:
                 await self._delete(buildrun)
                 return DONE
             case Action.START:
-                assert seen.plan is not None
+                plan = seen.plan
+                assert plan is not None
+                if seen.build is not None:
+                    buildrun = await self._link_to_build(buildrun, seen.build)
+                    seen = replace(seen, buildrun=buildrun, build=None)
                 try:
-                    return await self._start(buildrun, seen.plan)
+                    return await self._start(buildrun, plan)
                 except UserError as exc:
                     # The API server's answer to the start is the user's to fix: the
-                    # table decides again with it (row 7).
+                    # table decides again with it (row 8).
                     observation = replace(seen.observation, user_error=exc)
                     return await self._act(seen, decide(observation))
             case Action.FINISH:
+                if seen.build is not None:
+                    # A user error after the Build resolved: labelled as Shipwright does.
+                    buildrun = await self._link_to_build(buildrun, seen.build)
                 await self._finish(buildrun, taskrun, decision)
                 return DONE
+            case Action.DELETE_SERVICE_ACCOUNT:
+                assert seen.service_account is not None
+                await self._delete_service_account(seen.service_account)
+                return self._requeue_at(self._ttl_remaining(buildrun))
             case Action.PROGRESS:
                 assert taskrun is not None
                 written = await self._progress(buildrun, taskrun)
@@ -450,6 +634,19 @@ class BuildRunReconciler:
         log.info("deleted BuildRun after its retention TTL",
                  extra={"key": f"{meta['namespace']}/{meta['name']}"})
 
+    async def _delete_service_account(self, service_account: JSON) -> None:
+        """Row 3: the generated ServiceAccount goes once its BuildRun is done. The uid
+        precondition spares a namesake created since."""
+        meta = service_account["metadata"]
+        try:
+            await self.kube.delete(SERVICEACCOUNTS, meta["namespace"], meta["name"],
+                                   preconditions={"uid": meta["uid"]})
+        except ApiError as exc:
+            if not (is_not_found(exc) or is_conflict(exc)):
+                raise
+        log.info("deleted the ServiceAccount generated for the BuildRun",
+                 extra={"key": f"{meta['namespace']}/{meta['name']}"})
+
     async def _progress(self, buildrun: JSON, taskrun: JSON) -> JSON | None:
         reason, message = running_reason(taskrun)
         current = succeeded_condition(buildrun.get("status")) or {}
@@ -457,7 +654,8 @@ class BuildRunReconciler:
             return None
         now = format_time(self.clock())
         written = await self._write_status(
-            buildrun, lambda s: with_condition(s, "Unknown", reason, message, now)
+            buildrun, lambda s: with_condition(_with_executor(s), "Unknown", reason, message,
+                                               now)
         )
         if written is not None and reason == reasons.RUNNING and current.get("reason") != reason:
             start = parse_time((buildrun.get("status") or {}).get("startTime"))
@@ -483,8 +681,8 @@ class BuildRunReconciler:
         now = format_time(now_t)
 
         def finished(status: JSON) -> JSON:
-            status = with_condition(dict(status), decision.succeeded, decision.reason,
-                                    decision.message, now)
+            status = with_condition(_with_executor(status), decision.succeeded,
+                                    decision.reason, decision.message, now)
             status["completionTime"] = now
             if outcome is not None and outcome.failure_details:
                 status["failureDetails"] = outcome.failure_details
@@ -560,3 +758,19 @@ class BuildRunReconciler:
                         return None
                     raise
         raise AssertionError("unreachable: tenacity reraises the last error")
+
+
+def _with_executor(status: JSON) -> JSON:
+    """A copy of `status`, with `executor` beside a `taskRunName` written before it was
+    (a BuildRun started by an older version of this controller), as Shipwright fills it."""
+    status = dict(status)
+    name = status.get("taskRunName")
+    if name and not status.get("executor"):
+        status["executor"] = {"kind": EXECUTOR_KIND, "name": name}
+    return status
+
+
+def _without_service_account(buildrun: JSON) -> JSON:
+    """The BuildRun with spec.serviceAccount left out (a shallow copy)."""
+    spec = {k: v for k, v in spec_of(buildrun).items() if k != "serviceAccount"}
+    return {**buildrun, "spec": spec}

@@ -41,7 +41,8 @@ async def unrecorded_taskrun(kube: Kube, buildrun: JSON) -> JSON:
     """Row 8's first half done by hand (prepare, create the TaskRun), then a "crash"
     before the status write: the TaskRun exists, the BuildRun does not know it."""
     half = BuildRunReconciler(kube, Caches(), EventRecorder(kube, "t", "t"))
-    taskrun = (await half._prepare(buildrun)).taskrun
+    build, _ = await half._validated_build(buildrun)
+    taskrun = (await half._prepare(buildrun, build)).taskrun
     await kube.create(TASKRUNS, buildrun["metadata"]["namespace"], taskrun)
     return taskrun
 
