@@ -45,7 +45,7 @@ TASK_RUN_CANCELLED = "TaskRunCancelled"
 TASK_RUN_TIMEOUT = "TaskRunTimeout"
 
 # Failures the user caused and only the user can fix: retrying would give the same answer.
-# Exactly the reasons a UserError is raised with (state table row 7), so the set of
+# Exactly the reasons a UserError is raised with (state table row 8), so the set of
 # reasons a BuildRun can fail with stays closed and documented; tests/unit/buildrun/
 # test_reasons.py checks it against every `UserError(...)` in the package, both ways.
 USER_ERROR_REASONS: frozenset[str] = frozenset(

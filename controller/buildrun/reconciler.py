@@ -121,7 +121,7 @@ def retention_ttl(buildrun: JSON) -> float | None:
 
 @dataclass(frozen=True)
 class _Plan:
-    """What row 8 (START) creates and records, resolved while observing a NEW BuildRun."""
+    """What row 10 (START) creates and records, resolved while observing a NEW BuildRun."""
 
     taskrun: JSON
     snapshot: JSON  # status.buildSpec: the effective Build spec, with its retention
