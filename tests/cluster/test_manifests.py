@@ -35,9 +35,16 @@ import orjson
 import pytest
 import yaml
 
-from controller.buildrun.resources import BUILDRUNS, TASKRUNS
+from controller.buildrun.resources import BUILDRUNS, BUILDS, TASKRUNS
 from controller.cli import parser as controller_flags
-from controller.runtime.kube import EVENTS, LEASES, ApiError, Kube, load_api_client
+from controller.runtime.kube import (
+    EVENTS,
+    LEASES,
+    SERVICEACCOUNTS,
+    ApiError,
+    Kube,
+    load_api_client,
+)
 from devtools.localcluster import LocalCluster, free_port, write_token_kubeconfig
 from devtools.tekton import TektonSimulator
 from tests.harness import World, condition, wait_for
@@ -632,6 +639,9 @@ async def _exercise(admin: Kube, metrics_url: str) -> None:
     await w.strategy()
     # retention.atBuildDeletion: the controller patches the Build in as an owner.
     await w.build(retention={"atBuildDeletion": True})
+    # Shipwright's Build controller's verdict: the BuildRuns of the Build may run.
+    await admin.patch(BUILDS, "apps", "app", {"status": {"registered": "True"}},
+                      subresource="status")
     tekton = TektonSimulator(admin)
 
     # Created (taskruns create, buildruns/finalizers update), status patched, Events
@@ -666,6 +676,30 @@ async def _exercise(admin: Kube, metrics_url: str) -> None:
     await admin.patch(BUILDRUNS, "apps", "cancel", {"spec": {"state": "BuildRunCanceled"}})
     assert condition(await w.finished("cancel", timeout=30))["reason"] == "BuildRunCanceled"
     await wait_for(lambda: _taskrun_cancelled(admin, taskrun), 30, what="TaskRun cancelled")
+
+    # `.generate`: a ServiceAccount created with the push secret, deleted once done; the
+    # namespace's `default` (made here: no kube-controller-manager) gets the secret
+    # patched in (serviceaccounts create, patch, delete).
+    await admin.create(SERVICEACCOUNTS, "apps", {
+        "apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "default"}})
+    push = {"image": "registry.example.com/app:latest", "pushSecret": "creds"}
+    await w.buildrun("gen", serviceAccount=".generate", output=push)
+    taskrun = await w.taskrun_of("gen", timeout=30)
+    await tekton.finish("apps", taskrun, "success")
+    await w.finished("gen", timeout=30)
+    await w.buildrun("to-default", output=push)
+    await w.taskrun_of("to-default", timeout=30)
+    assert (await admin.get(SERVICEACCOUNTS, "apps", "default"))["secrets"] == [
+        {"name": "creds"}]
+
+    async def generated_gone() -> bool:
+        try:
+            await admin.get(SERVICEACCOUNTS, "apps", "gen")
+        except ApiError as exc:
+            return exc.status == 404
+        return False
+
+    await wait_for(generated_gone, 30, what="the generated ServiceAccount to be deleted")
 
     # A missing ServiceAccount is a user error, not a 403 (serviceaccounts get).
     await w.buildrun("no-sa", serviceAccount="nobody")
