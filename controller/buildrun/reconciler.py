@@ -406,7 +406,7 @@ class BuildRunReconciler:
     async def _strategy(self, namespace: str, ref: JSON, name: str) -> JSON:
         """The strategy spec.strategy names: a BuildStrategy in the namespace when its kind
         is BuildStrategy or unset (Shipwright's default), else a ClusterBuildStrategy."""
-        kind = ref.get("kind") or BUILD_STRATEGY
+        kind = strategy_kind(ref)
         if kind == BUILD_STRATEGY:
             strategy = await self._read(self.caches.strategies, BUILDSTRATEGIES, namespace,
                                         name)
@@ -415,16 +415,12 @@ class BuildRunReconciler:
                                 f"BuildStrategy {name!r} not found in namespace "
                                 f"{namespace!r}")
             return strategy
-        if kind == CLUSTER_BUILD_STRATEGY:
-            strategy = await self._read(self.caches.cluster_strategies,
-                                        CLUSTERBUILDSTRATEGIES, namespace, name)
-            if strategy is None:
-                raise UserError(reasons.CLUSTER_BUILD_STRATEGY_NOT_FOUND,
-                                f"ClusterBuildStrategy {name!r} not found")
-            return strategy
-        raise UserError(reasons.UNKNOWN_STRATEGY_KIND,
-                        f"unknown strategy kind {truncate(str(kind), 64)!r}: spec.strategy.kind "
-                        f"is {BUILD_STRATEGY} (the default) or {CLUSTER_BUILD_STRATEGY}")
+        strategy = await self._read(self.caches.cluster_strategies, CLUSTERBUILDSTRATEGIES,
+                                    namespace, name)
+        if strategy is None:
+            raise UserError(reasons.CLUSTER_BUILD_STRATEGY_NOT_FOUND,
+                            f"ClusterBuildStrategy {name!r} not found")
+        return strategy
 
     async def _plan_service_account(
         self, buildrun: JSON, choice: serviceaccounts.Choice, push_secret: str | None
@@ -518,26 +514,10 @@ class BuildRunReconciler:
         BuildRuns by them), and with retention.atBuildDeletion the Build as an owner, so
         the garbage collector deletes the BuildRun with it. One metadata patch, only if
         something is missing; returns the BuildRun as it now is."""
-        meta = buildrun["metadata"]
-        bmeta = build["metadata"]
-        change: JSON = {}
-        labels = {LABEL_BUILD: bmeta["name"],
-                  LABEL_BUILD_GENERATION: str(bmeta.get("generation") or "")}
-        # A validated Build's name is a label value (Shipwright's BuildNameInvalid).
-        if (bmeta.get("generation") and _LABEL_VALUE.fullmatch(bmeta["name"])
-                and any((meta.get("labels") or {}).get(k) != v for k, v in labels.items())):
-            change["labels"] = labels
-        refs = meta.get("ownerReferences") or []
-        if ((build.get("spec") or {}).get("retention") or {}).get("atBuildDeletion") and not any(
-                r.get("uid") == bmeta["uid"] for r in refs):
-            refs = [r for r in refs if r.get("kind") != "Build"]
-            refs.append({"apiVersion": build["apiVersion"], "kind": "Build",
-                         "name": bmeta["name"], "uid": bmeta["uid"]})
-            change["ownerReferences"] = refs
-            # A list is replaced whole: only over the version it was read from.
-            change["resourceVersion"] = meta["resourceVersion"]
+        change = build_link(buildrun, build)
         if not change:
             return buildrun
+        meta = buildrun["metadata"]
         return await self.kube.patch(BUILDRUNS, meta["namespace"], meta["name"],
                                      {"metadata": change})
 
@@ -774,3 +754,38 @@ def _without_service_account(buildrun: JSON) -> JSON:
     """The BuildRun with spec.serviceAccount left out (a shallow copy)."""
     spec = {k: v for k, v in spec_of(buildrun).items() if k != "serviceAccount"}
     return {**buildrun, "spec": spec}
+
+
+def strategy_kind(ref: JSON) -> str:
+    """spec.strategy.kind, unset meaning BuildStrategy as in Shipwright; UserError
+    UnknownStrategyKind for any kind but the two."""
+    kind = ref.get("kind") or BUILD_STRATEGY
+    if kind in (BUILD_STRATEGY, CLUSTER_BUILD_STRATEGY):
+        return str(kind)
+    raise UserError(reasons.UNKNOWN_STRATEGY_KIND,
+                    f"unknown strategy kind {truncate(str(kind), 64)!r}: spec.strategy.kind "
+                    f"is {BUILD_STRATEGY} (the default) or {CLUSTER_BUILD_STRATEGY}")
+
+
+def build_link(buildrun: JSON, build: JSON) -> JSON:
+    """The metadata merge patch `_link_to_build` sends ({} when nothing is missing): the
+    Build's name and generation labels, and with retention.atBuildDeletion the Build as
+    an owner (over the resourceVersion read: a list is replaced whole)."""
+    meta = buildrun["metadata"]
+    bmeta = build["metadata"]
+    change: JSON = {}
+    labels = {LABEL_BUILD: bmeta["name"],
+              LABEL_BUILD_GENERATION: str(bmeta.get("generation") or "")}
+    # A validated Build's name is a label value (Shipwright's BuildNameInvalid otherwise).
+    if (bmeta.get("generation") and _LABEL_VALUE.fullmatch(bmeta["name"])
+            and any((meta.get("labels") or {}).get(k) != v for k, v in labels.items())):
+        change["labels"] = labels
+    refs = meta.get("ownerReferences") or []
+    if ((build.get("spec") or {}).get("retention") or {}).get("atBuildDeletion") and not any(
+            r.get("uid") == bmeta["uid"] for r in refs):
+        refs = [r for r in refs if r.get("kind") != "Build"]
+        refs.append({"apiVersion": build["apiVersion"], "kind": "Build",
+                     "name": bmeta["name"], "uid": bmeta["uid"]})
+        change["ownerReferences"] = refs
+        change["resourceVersion"] = meta["resourceVersion"]
+    return change

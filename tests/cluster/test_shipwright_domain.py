@@ -20,7 +20,7 @@ import pytest
 from controller.buildrun import reasons
 from controller.buildrun.reconciler import BuildRunReconciler, Caches
 from controller.buildrun.resources import BUILDRUNS, BUILDS, CLUSTERBUILDSTRATEGIES, TASKRUNS
-from controller.runtime.errors import UserError, is_not_found
+from controller.runtime.errors import is_not_found
 from controller.runtime.events import EventRecorder
 from controller.runtime.kube import JSON, SERVICEACCOUNTS, ApiError, Kube, Resource
 from controller.runtime.reconcile import DONE
@@ -116,7 +116,7 @@ async def test_a_cluster_build_strategy_runs_and_kind_defaults_to_build_strategy
         [list(fixtures.DOCKERFILE_ARGS)]
 
 
-async def test_a_missing_cluster_build_strategy_and_an_unknown_kind_are_user_errors(
+async def test_a_missing_cluster_build_strategy_is_a_user_error(
     cluster: LocalCluster, kube: Kube, world: World
 ) -> None:
     """Embedded Build specs: a referenced Build would fail its own validation first
@@ -132,16 +132,6 @@ async def test_a_missing_cluster_build_strategy_and_an_unknown_kind_are_user_err
     assert condition(cbs)["message"] == f"ClusterBuildStrategy {missing!r} not found"
     assert condition(ns)["reason"] == reasons.BUILD_STRATEGY_NOT_FOUND
     assert await world.taskruns() == []
-
-
-async def test_an_unknown_strategy_kind_is_a_user_error(kube: Kube, namespace: str) -> None:
-    """Shipwright's CRD admits any kind; this repo's may not (an enum), so the
-    reconciler's own check is called directly, as the API server cannot be asked."""
-    reconciler = BuildRunReconciler(kube, Caches(), EventRecorder(kube, "t", "t"))
-    with pytest.raises(UserError) as raised:
-        await reconciler._strategy(namespace, {"name": "kaniko", "kind": "Other"}, "kaniko")
-    assert raised.value.reason == reasons.UNKNOWN_STRATEGY_KIND
-    assert "'Other'" in raised.value.message
 
 
 # -- a Build's validation ------------------------------------------------------------------
