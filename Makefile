@@ -3,7 +3,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: test lint typecheck unit dev apiserver stack shipwright promtool image clean
+.PHONY: test lint typecheck unit dev apiserver stack shipwright shp promtool image clean
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || python3 -m venv $(VENV)
@@ -28,6 +28,11 @@ shipwright:
 	hack/shipwright/source >/dev/null
 	hack/crds/k8s-openapi >/dev/null
 
+# Builds Shipwright's CLI, shp (github.com/shipwright-io/cli, pinned in hack/shp/go.mod),
+# once into ~/.cache/buildrun-controller/shp; tests/cluster/test_shp.py drives it.
+shp:
+	hack/shp/build >/dev/null
+
 # Builds promtool once into ~/.cache/buildrun-controller/prometheus (about 4 minutes the
 # first time), so tests/cluster/test_manifests.py only finds it there.
 promtool: $(STAMP)
@@ -44,7 +49,7 @@ lint: $(STAMP)
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/mypy
 
-test: $(STAMP) apiserver stack shipwright promtool image lint
+test: $(STAMP) apiserver stack shipwright shp promtool image lint
 	$(VENV)/bin/pytest -q $(PYTEST_ARGS)
 
 dev: $(STAMP) apiserver

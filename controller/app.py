@@ -1,5 +1,5 @@
-"""The process: runs the controllers `controller.buildrun.setup` wires, with leader
-election, Events and the HTTP endpoints, until a signal or a lost lease.
+"""The process: runs the controllers `controller.buildrun.setup` and `controller.build.setup`
+wire, with leader election, Events and the HTTP endpoints, until a signal or a lost lease.
 
 Informers run on every replica, so a standby is warm and ready; workers run
 only on the leader. Losing the lease stops reconciling at once and exits
@@ -14,6 +14,7 @@ import logging
 import signal
 from dataclasses import dataclass
 
+from controller.build import setup as build_setup
 from controller.buildrun import setup as buildrun_setup
 from controller.runtime.events import EventRecorder
 from controller.runtime.informers import Informer
@@ -36,6 +37,7 @@ class App:
     settings: Settings
     kube: Kube
     buildrun: buildrun_setup.BuildRunController
+    build: build_setup.BuildController
     recorder: EventRecorder
     endpoints: Endpoints
     stopping: asyncio.Event
@@ -56,7 +58,9 @@ class App:
             ) from exc
         recorder = EventRecorder(kube, "buildrun-controller", identity)
         buildrun = buildrun_setup.setup(kube, settings, recorder)
-        app = cls(settings, kube, buildrun, recorder, Endpoints(lambda: app.synced()),
+        # The Build controller reads the same Build and BuildStrategy informers.
+        build = build_setup.setup(kube, settings, buildrun.builds, buildrun.strategies)
+        app = cls(settings, kube, buildrun, build, recorder, Endpoints(lambda: app.synced()),
                   asyncio.Event())
         return app
 
@@ -64,7 +68,7 @@ class App:
         return self.buildrun.informers()
 
     def controllers(self) -> tuple[Controller, ...]:
-        return (self.buildrun.controller,)
+        return (self.buildrun.controller, self.build.controller)
 
     def synced(self) -> bool:
         return all(i.has_synced() for i in self.informers())

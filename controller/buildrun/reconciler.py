@@ -11,6 +11,7 @@ a BuildRun whose completionTime is set, re-reading it on conflict.
 
 from __future__ import annotations
 
+import contextlib
 import datetime
 import logging
 import re
@@ -505,7 +506,8 @@ class BuildRunReconciler:
         if written is not None:
             created_at = parse_time(buildrun["metadata"].get("creationTimestamp"))
             if created_at is not None:
-                metrics.ESTABLISH.observe(max((self.clock() - created_at).total_seconds(), 0.0))
+                metrics.buildrun_started(
+                    written, max((self.clock() - created_at).total_seconds(), 0.0))
         return self._requeue_at_deadline(written or buildrun)
 
     async def _link_to_build(self, buildrun: JSON, build: JSON) -> JSON:
@@ -679,9 +681,14 @@ class BuildRunReconciler:
             metrics.RETRY_EXHAUSTED.inc()
         created_at = parse_time(meta.get("creationTimestamp"))
         if created_at is not None:
-            metrics.COMPLETION.labels(decision.reason).observe(
-                max((now_t - created_at).total_seconds(), 0.0)
-            )
+            metrics.buildrun_finished(written, decision.reason,
+                                      max((now_t - created_at).total_seconds(), 0.0))
+        pod_name = ((taskrun or {}).get("status") or {}).get("podName")
+        if taskrun is not None and pod_name:  # Shipwright's pod ramp-up metrics
+            with contextlib.suppress(ApiError):
+                pod = await self._get_or_none(PODS, meta["namespace"], pod_name)
+                if pod is not None:
+                    metrics.taskrun_pod_seen(written, taskrun, pod)
         self.recorder.record(
             buildrun, "Normal" if decision.succeeded == "True" else "Warning",
             decision.reason, decision.message or decision.reason,

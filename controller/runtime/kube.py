@@ -63,6 +63,7 @@ class Resource:
 
 SERVICEACCOUNTS = Resource("", "v1", "serviceaccounts", "ServiceAccount")
 PODS = Resource("", "v1", "pods", "Pod")
+SECRETS = Resource("", "v1", "secrets", "Secret")
 EVENTS = Resource("", "v1", "events", "Event")
 LEASES = Resource("coordination.k8s.io", "v1", "leases", "Lease")
 

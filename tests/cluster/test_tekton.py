@@ -33,6 +33,7 @@ from controller.buildrun.status import taskrun_finished
 from controller.buildrun.taskrun import LABEL_BUILDRUN
 from controller.runtime.kube import JSON, PODS, ApiError, Kube, Resource
 from controller.settings import RetryBudget
+from devtools import fixtures
 from devtools.fixtures import API
 from devtools.localcluster import free_port
 from devtools.stack import StackError, TektonStack
@@ -174,8 +175,7 @@ async def strategy(w: World, name: str, steps: list[JSON]) -> JSON:
     return await w.kube.create(
         BUILDSTRATEGIES, w.ns,
         {"apiVersion": API, "kind": "BuildStrategy", "metadata": {"name": name},
-         "spec": {"parameters": [{"name": "dockerfile", "description": "The Dockerfile",
-                                  "type": "string", "default": "Dockerfile"}], "steps": steps}})
+         "spec": {"parameters": [fixtures.dockerfile_parameter()], "steps": steps}})
 
 
 def fate(fates: FateWebhook, w: World, buildrun: str, **annotations: str) -> None:

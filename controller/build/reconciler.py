@@ -1,0 +1,105 @@
+"""The Build reconciler: look up what validation needs, validate, write the verdict.
+
+What the verdict is lives in `validation.validate` (pure); this module only reads
+the API server (referenced Secrets, the strategy) and writes `status.registered`,
+`status.reason` and `status.message`, always through `_write_status`, the only
+Build status writer. As in Shipwright, a Build is never changed otherwise and a
+deleted Build needs nothing.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from controller.build import reasons
+from controller.build.validation import (
+    CLUSTER_STRATEGY,
+    Lookups,
+    Verdict,
+    secret_refs,
+    strategy_ref,
+    validate,
+)
+from controller.buildrun import metrics
+from controller.buildrun.resources import BUILDS, BUILDSTRATEGIES, CLUSTERBUILDSTRATEGIES
+from controller.runtime.errors import RetryableError, is_not_found
+from controller.runtime.kube import JSON, SECRETS, ApiError, Kube, Resource
+from controller.runtime.reconcile import DONE, Result
+from controller.runtime.store import Store
+
+log = logging.getLogger(__name__)
+
+# A Build whose Secret is missing is looked at again this often: Shipwright watches
+# every Secret for this; this controller has no list or watch on Secrets (it never
+# holds their contents), only get.
+SECRET_RECHECK_SECONDS = 60.0
+
+
+class BuildReconciler:
+    def __init__(self, kube: Kube, builds: Store, strategies: Store) -> None:
+        self.kube = kube
+        self.builds = builds
+        self.strategies = strategies
+
+    async def reconcile(self, key: str) -> Result:
+        build = self.builds.get(key)
+        if build is None:
+            return DONE  # deleted: nothing to do, as in Shipwright
+        verdict = validate(build, await self._look_up(build))
+        await self._write_status(build, verdict)
+        if verdict.registered:
+            # Shipwright counts every reconcile that finds a Build valid; reconciles
+            # happen on spec changes (generation) only, so this counts registrations.
+            strategy = strategy_ref(build).name
+            metrics.build_registered(strategy, build["metadata"]["namespace"],
+                                     build["metadata"]["name"])
+        if verdict.reason in reasons.SECRET_REASONS:
+            return Result(requeue_after=SECRET_RECHECK_SECONDS)
+        return DONE
+
+    async def give_up(self, key: str, error: RetryableError) -> None:
+        """The retry budget is spent (the API server kept failing the look-ups or the
+        write): the Build keeps its last status; its next change validates it again."""
+        log.warning("gave up validating Build; its status is left as it was",
+                    extra={"key": key, "error": str(error)})
+
+    async def _look_up(self, build: JSON) -> Lookups:
+        namespace = build["metadata"]["namespace"]
+        missing = frozenset([name for name in secret_refs(build)
+                             if await self._get_or_none(SECRETS, namespace, name) is None])
+        ref = strategy_ref(build)
+        strategy = None
+        if ref.known and ref.name:
+            if ref.kind == CLUSTER_STRATEGY:
+                strategy = await self._get_or_none(CLUSTERBUILDSTRATEGIES, None, ref.name)
+            else:
+                strategy = self.strategies.get(f"{namespace}/{ref.name}") or (
+                    await self._get_or_none(BUILDSTRATEGIES, namespace, ref.name))
+        return Lookups(missing, strategy)
+
+    async def _get_or_none(self, resource: Resource, namespace: str | None,
+                           name: str) -> JSON | None:
+        try:
+            return await self.kube.get(resource, namespace, name)
+        except ApiError as exc:
+            if is_not_found(exc):
+                return None
+            raise
+
+    async def _write_status(self, build: JSON, verdict: Verdict) -> JSON | None:
+        """The one Build status writer. Writes only a change; carries the resourceVersion
+        read, so a write based on a stale Build fails with a conflict and is retried
+        (as Shipwright's Status().Update); None when nothing was written."""
+        wanted = verdict.status()
+        current = build.get("status") or {}
+        if all(current.get(k) == v for k, v in wanted.items()):
+            return None
+        meta = build["metadata"]
+        body = {"metadata": {"resourceVersion": meta["resourceVersion"]}, "status": wanted}
+        try:
+            return await self.kube.patch(BUILDS, meta["namespace"], meta["name"], body,
+                                         subresource="status")
+        except ApiError as exc:
+            if is_not_found(exc):
+                return None  # deleted meanwhile
+            raise

@@ -1,0 +1,494 @@
+"""Whether a Build is registered: Shipwright v0.20's Build validations, as pure functions.
+
+The reconciler looks up what needs the API server (which referenced Secrets are
+missing, the referenced strategy) into `Lookups`; `validate` decides. The checks
+run in the order of Shipwright's `validationTypes` (pkg/reconciler/build/build.go)
+and the first one that fails gives the Build's reason and message. Inside one
+check, Shipwright overwrites the status for every failure it finds, so the *last*
+failure of that check is the one reported; this module keeps that, and says where.
+
+Differences, each on purpose:
+- Go iterates maps in random order; where that decides which failure is reported
+  (nodeSelector entries) the keys are taken sorted, so the answer is stable.
+- Shipwright's `source` check returns an error without setting a reason, so it
+  never shows on a Build; it is not repeated here.
+- `build.shipwright.io/verify.repository: "true"` would make Shipwright probe the
+  Git remote from the controller; that probe is not done (see README, "Build
+  validation"). A value other than true/false is reported as Shipwright does.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from controller.build import reasons
+from controller.buildrun import reasons as buildrun_reasons
+from controller.buildrun.spec import resolve_params
+from controller.buildrun.status import truncate
+from controller.runtime.errors import UserError
+
+JSON = dict[str, Any]
+
+NAMESPACED_STRATEGY = "BuildStrategy"
+CLUSTER_STRATEGY = "ClusterBuildStrategy"
+
+ANNOTATION_VERIFY_REPOSITORY = "build.shipwright.io/verify.repository"
+
+# Bound on a status message: user strings (names, keys) are quoted into it.
+MESSAGE_MAX = 1024
+
+# k8s.io/apimachinery/pkg/util/validation, v0.34: the formats and messages Shipwright's
+# validators report.
+_QNAME_FMT = "([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]"
+_QNAME_MSG = ("must consist of alphanumeric characters, '-', '_' or '.', and must start "
+              "and end with an alphanumeric character")
+_LABEL_VALUE_FMT = f"({_QNAME_FMT})?"
+_LABEL_VALUE_MSG = ("a valid label must be an empty string or consist of alphanumeric "
+                    "characters, '-', '_' or '.', and must start and end with an "
+                    "alphanumeric character")
+_DNS1123_LABEL_FMT = "[a-z0-9]([-a-z0-9]*[a-z0-9])?"
+_DNS1123_SUBDOMAIN_FMT = f"{_DNS1123_LABEL_FMT}(\\.{_DNS1123_LABEL_FMT})*"
+_DNS1123_SUBDOMAIN_MSG = ("a lowercase RFC 1123 subdomain must consist of lower case "
+                          "alphanumeric characters, '-' or '.', and must start and end with "
+                          "an alphanumeric character")
+_PLATFORM_VALUE = re.compile("[a-z0-9]+")
+_GO_INT = re.compile("[+-]?[0-9]+")
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """A Build's registration: Succeeded, or the first failed check's reason and message."""
+
+    reason: str
+    message: str
+
+    @property
+    def registered(self) -> bool:
+        return self.reason == reasons.SUCCEEDED
+
+    def status(self) -> JSON:
+        """The Build's `status`, in Shipwright's shape."""
+        return {
+            "registered": reasons.REGISTERED_TRUE if self.registered else reasons.REGISTERED_FALSE,
+            "reason": self.reason,
+            "message": self.message,
+        }
+
+
+REGISTERED = Verdict(reasons.SUCCEEDED, reasons.ALL_VALIDATIONS_SUCCEEDED)
+
+
+@dataclass(frozen=True)
+class StrategyRef:
+    kind: str  # NAMESPACED_STRATEGY, CLUSTER_STRATEGY, or what the user wrote
+    name: str
+
+    @property
+    def known(self) -> bool:
+        return self.kind in (NAMESPACED_STRATEGY, CLUSTER_STRATEGY)
+
+
+@dataclass(frozen=True)
+class Lookups:
+    """What the reconciler read from the API server for one Build."""
+
+    missing_secrets: frozenset[str] = frozenset()
+    strategy: JSON | None = None  # the referenced strategy; None: not found (or kind unknown)
+
+
+def _spec(build: JSON) -> JSON:
+    spec: JSON = build.get("spec") or {}
+    return spec
+
+
+def strategy_ref(build: JSON) -> StrategyRef:
+    """spec.strategy; a missing kind means a namespaced BuildStrategy, as in Shipwright."""
+    strategy = _spec(build).get("strategy") or {}
+    return StrategyRef(str(strategy.get("kind") or NAMESPACED_STRATEGY),
+                       str(strategy.get("name") or ""))
+
+
+def source_credentials(build: JSON) -> str | None:
+    """The source's Secret: the OCI artifact's pullSecret, else Git's cloneSecret
+    (Shipwright's Build.GetSourceCredentials)."""
+    source = _spec(build).get("source")
+    if not source:
+        return None
+    if source.get("type") == "OCI":
+        return (source.get("ociArtifact") or {}).get("pullSecret") or None
+    return (source.get("git") or {}).get("cloneSecret") or None
+
+
+def secret_refs(build: JSON) -> dict[str, str]:
+    """Each Secret the Build names, with the reason reported if it is missing. A Secret
+    named twice is reported as the source's, as in Shipwright (the later map write wins)."""
+    refs: dict[str, str] = {}
+    push = (_spec(build).get("output") or {}).get("pushSecret")
+    if push:
+        refs[push] = reasons.SPEC_OUTPUT_SECRET_REF_NOT_FOUND
+    source = source_credentials(build)
+    if source:
+        refs[source] = reasons.SPEC_SOURCE_SECRET_REF_NOT_FOUND
+    return refs
+
+
+def validate(build: JSON, lookups: Lookups) -> Verdict:
+    """The Build's registration verdict; the first failing check decides."""
+    for check in _CHECKS:
+        verdict = check(build, lookups)
+        if verdict is not None:
+            return Verdict(verdict.reason, truncate(verdict.message, MESSAGE_MAX))
+    return REGISTERED
+
+
+# -- the checks, in Shipwright's order ------------------------------------------------
+
+Check = Callable[[JSON, Lookups], Verdict | None]
+
+
+def check_source_url(build: JSON, _: Lookups) -> Verdict | None:
+    source = _spec(build).get("source") or {}
+    git = source.get("git")
+    if source.get("type") != "Git" or git is None or git.get("cloneSecret"):
+        return None
+    value = ((build.get("metadata") or {}).get("annotations") or {}).get(
+        ANNOTATION_VERIFY_REPOSITORY, "")
+    if value in ("", "false", "true"):
+        return None
+    return Verdict(reasons.REMOTE_REPOSITORY_UNREACHABLE,
+                   f"the annotation {ANNOTATION_VERIFY_REPOSITORY} was not properly defined, "
+                   "supported values are true or false")
+
+
+def check_secrets(build: JSON, lookups: Lookups) -> Verdict | None:
+    refs = secret_refs(build)
+    missing = sorted(name for name in refs if name in lookups.missing_secrets)
+    if not missing:
+        return None
+    if len(missing) > 1:
+        return Verdict(reasons.MULTIPLE_SECRET_REF_NOT_FOUND,
+                       f"missing secrets are {','.join(missing)}")
+    return Verdict(refs[missing[0]], f"referenced secret {missing[0]} not found")
+
+
+def check_strategy(build: JSON, lookups: Lookups) -> Verdict | None:
+    ref = strategy_ref(build)
+    namespace = (build.get("metadata") or {}).get("namespace", "")
+    if not ref.known:
+        return Verdict(reasons.UNKNOWN_BUILD_STRATEGY_KIND,
+                       f"unknown strategy kind {ref.kind} used, must be one of "
+                       f"{NAMESPACED_STRATEGY}, or {CLUSTER_STRATEGY}")
+    strategy = lookups.strategy
+    if strategy is None:
+        if ref.kind == CLUSTER_STRATEGY:
+            return Verdict(reasons.CLUSTER_BUILD_STRATEGY_NOT_FOUND,
+                           f"clusterBuildStrategy {ref.name} does not exist")
+        return Verdict(reasons.BUILD_STRATEGY_NOT_FOUND,
+                       f"buildStrategy {ref.name} does not exist in namespace {namespace}")
+    strategy_spec = strategy.get("spec") or {}
+    # Shipwright runs all three and each failure overwrites the status: the last one wins.
+    found = [
+        _check_params(build, strategy_spec),
+        _check_volumes(build, strategy_spec),
+        _check_step_resources(build, strategy_spec),
+    ]
+    return next((v for v in reversed(found) if v is not None), None)
+
+
+def _check_params(build: JSON, strategy_spec: JSON) -> Verdict | None:
+    """A Build may leave required parameters to its BuildRuns (Shipwright validates a
+    Build's values with ignoreMissingParameters); every other rule applies."""
+    try:
+        resolve_params(_spec(build).get("paramValues") or [],
+                       strategy_spec.get("parameters") or [])
+    except UserError as exc:
+        if exc.reason == buildrun_reasons.MISSING_PARAMETER_VALUES:
+            return None
+        return Verdict(exc.reason, exc.message)
+    return None
+
+
+def _check_volumes(build: JSON, strategy_spec: JSON) -> Verdict | None:
+    declared = {v.get("name"): v for v in strategy_spec.get("volumes") or []}
+    for volume in _spec(build).get("volumes") or []:
+        name = volume.get("name") or ""
+        if name not in declared:
+            return Verdict(reasons.UNDEFINED_VOLUME,
+                           f"Volume {_go_quote(name)} is not defined in the Strategy")
+        if not declared[name].get("overridable"):
+            return Verdict(reasons.VOLUME_NOT_OVERRIDABLE,
+                           f"Volume {_go_quote(name)} is not overridable in the Strategy")
+    return None
+
+
+def _check_step_resources(build: JSON, strategy_spec: JSON) -> Verdict | None:
+    steps = {s.get("name") for s in strategy_spec.get("steps") or []}
+    for override in (_spec(build).get("strategy") or {}).get("stepResources") or []:
+        name = override.get("name") or ""
+        if name not in steps:
+            return Verdict(reasons.UNDEFINED_STEP_RESOURCE,
+                           f"stepResources references step {_go_quote(name)} which does not "
+                           "exist in the build strategy")
+    return None
+
+
+def check_output(build: JSON, _: Lookups) -> Verdict | None:
+    spec = _spec(build)
+    output = spec.get("output") or {}
+    found: Verdict | None = None
+    timestamp = output.get("timestamp")
+    if timestamp in (None, "", "Zero", "BuildTimestamp"):
+        pass
+    elif timestamp == "SourceTimestamp":
+        source = spec.get("source") or {}
+        if all(source.get(k) is None for k in ("git", "ociArtifact", "local")):
+            found = Verdict(reasons.OUTPUT_TIMESTAMP_NOT_SUPPORTED,
+                            "cannot use SourceTimestamp output image setting with an empty "
+                            "build source")
+    elif not _is_go_int64(str(timestamp)):
+        found = Verdict(reasons.OUTPUT_TIMESTAMP_NOT_VALID,
+                        "output timestamp value is invalid, must be Zero, SourceTimestamp, "
+                        "BuildTimestamp, or number")
+    platforms = output.get("platforms") or []
+    if platforms:
+        # Checked after the timestamp, so a platform failure overwrites a timestamp one.
+        found = _check_platforms(platforms) or _check_platform_node_selector(
+            spec.get("nodeSelector") or {}) or found
+    return found
+
+
+def _is_go_int64(text: str) -> bool:
+    """strconv.ParseInt(text, 10, 64) succeeds."""
+    return bool(_GO_INT.fullmatch(text)) and -(2**63) <= int(text) < 2**63
+
+
+def _check_platforms(platforms: list[JSON]) -> Verdict | None:
+    seen: set[str] = set()
+    for i, platform in enumerate(platforms):
+        os_, arch = platform.get("os") or "", platform.get("arch") or ""
+        if not os_ or not arch:
+            return Verdict(reasons.INVALID_PLATFORM,
+                           f"spec.output.platforms[{i}] must specify both os and arch")
+        for field, value, label in (("os", os_, "kubernetes.io/os"),
+                                    ("arch", arch, "kubernetes.io/arch")):
+            if len(value) > 64 or not _PLATFORM_VALUE.fullmatch(value):
+                return Verdict(reasons.INVALID_PLATFORM,
+                               f"spec.output.platforms[{i}].{field} {_go_quote(value)}: invalid; "
+                               f"use the value your Nodes have for label {_go_quote(label)}")
+        key = f"{os_}/{arch}"
+        if key in seen:
+            return Verdict(reasons.INVALID_PLATFORM,
+                           f"spec.output.platforms[{i}] is a duplicate of {key}")
+        seen.add(key)
+    return None
+
+
+def _check_platform_node_selector(node_selector: JSON) -> Verdict | None:
+    for label in ("kubernetes.io/os", "kubernetes.io/arch"):
+        if label in node_selector:
+            return Verdict(reasons.NODE_SELECTOR_PLATFORM_CONFLICT,
+                           f"nodeSelector must not contain {_go_quote(label)} when "
+                           "spec.output.platforms is set; the build controller manages os/arch "
+                           "scheduling")
+    return None
+
+
+def check_build_name(build: JSON, _: Lookups) -> Verdict | None:
+    errors = label_value_errors((build.get("metadata") or {}).get("name") or "")
+    return Verdict(reasons.BUILD_NAME_INVALID, ", ".join(errors)) if errors else None
+
+
+def check_env(build: JSON, _: Lookups) -> Verdict | None:
+    found = None  # every failure overwrites the last, as in Shipwright
+    for var in _spec(build).get("env") or []:
+        if not var.get("name"):
+            found = Verdict(reasons.SPEC_ENV_NAME_CAN_NOT_BE_BLANK,
+                            "name for environment variable must not be blank")
+        if var.get("value") and var.get("valueFrom") is not None:
+            found = Verdict(reasons.SPEC_ENV_ONLY_ONE_OF_VALUE_OR_VALUE_FROM_MUST_BE_SPECIFIED,
+                            "only one of value or valueFrom must be specified")
+    return found
+
+
+def check_triggers(build: JSON, _: Lookups) -> Verdict | None:
+    found = None  # every failure overwrites the last, as in Shipwright
+    for when in (_spec(build).get("trigger") or {}).get("when") or []:
+        for verdict in _trigger_failures(when):
+            found = verdict
+    return found
+
+
+def _trigger_failures(when: JSON) -> list[Verdict]:
+    name = when.get("name") or ""
+    q = _go_quote(name)
+    failures = []
+    if not name:
+        failures.append(Verdict(reasons.TRIGGER_NAME_CAN_NOT_BE_BLANK,
+                                "name is not set on when trigger condition"))
+    kind = when.get("type") or ""
+    if kind == "GitHub":
+        github = when.get("github")
+        if github is None:
+            failures.append(Verdict(reasons.TRIGGER_INVALID_GITHUB_WEBHOOK,
+                                    f"{q} is missing required attribute `.github`"))
+        elif not github.get("events"):
+            failures.append(Verdict(reasons.TRIGGER_INVALID_GITHUB_WEBHOOK,
+                                    f"{q} is missing required attribute `.github.events`"))
+    elif kind == "Image":
+        image = when.get("image")
+        if image is None:
+            failures.append(Verdict(reasons.TRIGGER_INVALID_IMAGE,
+                                    f"{q} is missing required attribute `.image`"))
+        elif not image.get("names"):
+            failures.append(Verdict(reasons.TRIGGER_INVALID_IMAGE,
+                                    f"{q} is missing required attribute `.image.names`"))
+    elif kind == "Pipeline":
+        ref = when.get("objectRef")
+        if ref is None:
+            failures.append(Verdict(reasons.TRIGGER_INVALID_PIPELINE,
+                                    f"{q} is missing required attribute `.objectRef`"))
+        else:
+            if not ref.get("status"):
+                failures.append(Verdict(reasons.TRIGGER_INVALID_PIPELINE,
+                                        f"{q} is missing required attribute `.objectRef.status`"))
+            if not ref.get("name") and not ref.get("selector"):
+                failures.append(Verdict(
+                    reasons.TRIGGER_INVALID_PIPELINE,
+                    f"{q} is missing required attributes `.objectRef.name` or "
+                    "`.objectRef.selector`"))
+            if ref.get("name") and ref.get("selector"):
+                failures.append(Verdict(
+                    reasons.TRIGGER_INVALID_PIPELINE,
+                    f"{q} contains `.objectRef.name` and `.objectRef.selector`, must be only one"))
+    else:
+        failures.append(Verdict(reasons.TRIGGER_INVALID_TYPE,
+                                f"{q} contains an invalid type {_go_quote(kind)}"))
+    return failures
+
+
+def check_node_selector(build: JSON, _: Lookups) -> Verdict | None:
+    selector = _spec(build).get("nodeSelector") or {}
+    for key in sorted(selector):
+        errors = qualified_name_errors(key)
+        if errors:
+            return Verdict(reasons.NODE_SELECTOR_NOT_VALID,
+                           f"Node selector key not valid: {', '.join(errors)}")
+        errors = label_value_errors(str(selector[key]))
+        if errors:
+            return Verdict(reasons.NODE_SELECTOR_NOT_VALID,
+                           f"Node selector value not valid: {', '.join(errors)}")
+    return None
+
+
+def check_tolerations(build: JSON, _: Lookups) -> Verdict | None:
+    for toleration in _spec(build).get("tolerations") or []:
+        errors = qualified_name_errors(toleration.get("key") or "")
+        if errors:
+            return _toleration(f"Toleration key not valid: {', '.join(errors)}")
+        if toleration.get("operator") not in ("Exists", "Equal"):
+            return _toleration("Toleration operator not valid. Must be one of: 'Exists', 'Equal'")
+        errors = label_value_errors(toleration.get("value") or "")
+        if errors:
+            return _toleration(f"Toleration value not valid: {', '.join(errors)}")
+        if toleration.get("effect") not in (None, "", "NoSchedule"):
+            return _toleration("Only the 'NoSchedule' toleration effect is supported.")
+        if toleration.get("tolerationSeconds") is not None:
+            return _toleration("Specifying TolerationSeconds is not supported.")
+    return None
+
+
+def _toleration(message: str) -> Verdict:
+    return Verdict(reasons.TOLERATION_NOT_VALID, message)
+
+
+def check_scheduler_name(build: JSON, _: Lookups) -> Verdict | None:
+    name = _spec(build).get("schedulerName")
+    errors = qualified_name_errors(name) if name is not None else []
+    return Verdict(reasons.SCHEDULER_NAME_NOT_VALID,
+                   f"Scheduler name not valid: {', '.join(errors)}") if errors else None
+
+
+def check_runtime_class_name(build: JSON, _: Lookups) -> Verdict | None:
+    name = _spec(build).get("runtimeClassName")
+    errors = dns1123_subdomain_errors(name) if name is not None else []
+    return Verdict(reasons.RUNTIME_CLASS_NAME_NOT_VALID,
+                   f"RuntimeClassName not valid: {', '.join(errors)}") if errors else None
+
+
+_CHECKS: tuple[Check, ...] = (
+    check_source_url,
+    check_secrets,
+    check_strategy,
+    check_output,
+    check_build_name,
+    check_env,
+    check_triggers,
+    check_node_selector,
+    check_tolerations,
+    check_scheduler_name,
+    check_runtime_class_name,
+)
+
+
+# -- k8s.io/apimachinery/pkg/util/validation, as far as Shipwright uses it -------------
+
+
+def _regex_error(message: str, fmt: str, *examples: str) -> str:
+    shown = "".join(f"{' or ' if i else ''}'{e}', " for i, e in enumerate(examples))
+    return f"{message} (e.g. {shown}regex used for validation is '{fmt}')"
+
+
+def _too_long(value: str, limit: int) -> bool:
+    return len(value.encode()) > limit  # Go's len counts bytes
+
+
+def label_value_errors(value: str) -> list[str]:
+    errors = []
+    if _too_long(value, 63):
+        errors.append("must be no more than 63 characters")
+    if not re.fullmatch(_LABEL_VALUE_FMT, value):
+        errors.append(_regex_error(_LABEL_VALUE_MSG, _LABEL_VALUE_FMT,
+                                   "MyValue", "my_value", "12345"))
+    return errors
+
+
+def dns1123_subdomain_errors(value: str) -> list[str]:
+    errors = []
+    if _too_long(value, 253):
+        errors.append("must be no more than 253 characters")
+    if not re.fullmatch(_DNS1123_SUBDOMAIN_FMT, value):
+        errors.append(_regex_error(_DNS1123_SUBDOMAIN_MSG, _DNS1123_SUBDOMAIN_FMT,
+                                   "example.com"))
+    return errors
+
+
+def qualified_name_errors(value: str) -> list[str]:
+    errors: list[str] = []
+    regex = _regex_error(_QNAME_MSG, _QNAME_FMT, "MyName", "my.name", "123-abc")
+    parts = value.split("/")
+    if len(parts) > 2:
+        return [f"a qualified name {regex} with an optional DNS subdomain prefix and '/' "
+                "(e.g. 'example.com/MyName')"]
+    name = parts[-1]
+    if len(parts) == 2:
+        prefix = parts[0]
+        if not prefix:
+            errors.append("prefix part must be non-empty")
+        else:
+            errors += [f"prefix part {e}" for e in dns1123_subdomain_errors(prefix)]
+    if not name:
+        errors.append("name part must be non-empty")
+    elif _too_long(name, 63):
+        errors.append("name part must be no more than 63 characters")
+    if not re.fullmatch(_QNAME_FMT, name):
+        errors.append(f"name part {regex}")
+    return errors
+
+
+def _go_quote(text: str) -> str:
+    """Go's %q for the strings in these messages: double quotes, backslash escapes."""
+    return json.dumps(text, ensure_ascii=False)

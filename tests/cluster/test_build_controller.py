@@ -1,0 +1,91 @@
+"""The Build controller against the real API server: Shipwright's registration status
+(`status.registered`, `reason`, `message`) on Builds, written through the status
+subresource by the same process that runs the BuildRun controller."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import pytest
+
+from controller.build import reasons
+from controller.build import reconciler as build_reconciler
+from controller.buildrun.resources import BUILDS
+from controller.runtime.kube import JSON, SECRETS, Kube
+from devtools.localcluster import LocalCluster
+from tests.harness import World, controller_settings, metric, running_controller, wait_for
+
+pytestmark = pytest.mark.cluster
+
+
+async def registration(kube: Kube, namespace: str, name: str, reason: str,
+                       timeout: float = 20.0) -> JSON:
+    """The Build's status once its reason is `reason`."""
+    async def reached() -> JSON | None:
+        status: JSON = (await kube.get(BUILDS, namespace, name)).get("status") or {}
+        return status if status.get("reason") == reason else None
+    found: JSON = await wait_for(reached, timeout, what=f"Build {name} reason {reason}")
+    return found
+
+
+def reconciles(result: str = "success") -> float:
+    return metric("controller_runtime_reconcile_total", controller="build", result=result)
+
+
+async def test_a_valid_build_is_registered_and_counted(
+    cluster: LocalCluster, kube: Kube, world: World
+) -> None:
+    before = metric("build_builds_registered_total")
+    async with running_controller(controller_settings(cluster, world.ns)):
+        status = await registration(kube, world.ns, "app", reasons.SUCCEEDED)
+        assert status == {"registered": "True", "reason": "Succeeded",
+                          "message": "all validations succeeded"}
+        assert metric("build_builds_registered_total") == before + 1
+        # Its own status write, and nothing else, follows: no second reconcile.
+        settled = reconciles()
+        await asyncio.sleep(1.0)
+        assert reconciles() == settled
+        assert metric("build_builds_registered_total") == before + 1
+
+
+async def test_a_missing_strategy_then_a_fixed_spec(
+    cluster: LocalCluster, kube: Kube, world: World
+) -> None:
+    await world.build("orphan", strategy="nope")
+    async with running_controller(controller_settings(cluster, world.ns)):
+        status = await registration(kube, world.ns, "orphan", reasons.BUILD_STRATEGY_NOT_FOUND)
+        assert status["registered"] == "False"
+        assert status["message"] == f"buildStrategy nope does not exist in namespace {world.ns}"
+        # A spec change (new generation) validates it again, as in Shipwright.
+        await kube.patch(BUILDS, world.ns, "orphan", {"spec": {"strategy": {"name": "kaniko"}}})
+        status = await registration(kube, world.ns, "orphan", reasons.SUCCEEDED)
+        assert status["registered"] == "True"
+
+
+async def test_a_missing_secret_is_looked_for_again(
+    cluster: LocalCluster, kube: Kube, world: World, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(build_reconciler, "SECRET_RECHECK_SECONDS", 0.5)
+    output: dict[str, Any] = {"image": "registry.example.com/x", "pushSecret": "push"}
+    await world.build("private", output=output)
+    async with running_controller(controller_settings(cluster, world.ns)):
+        status = await registration(kube, world.ns, "private",
+                                    reasons.SPEC_OUTPUT_SECRET_REF_NOT_FOUND)
+        assert status == {"registered": "False", "reason": "SpecOutputSecretRefNotFound",
+                          "message": "referenced secret push not found"}
+        await kube.create(SECRETS, world.ns, {
+            "apiVersion": "v1", "kind": "Secret", "metadata": {"name": "push"},
+            "type": "kubernetes.io/dockerconfigjson",
+            "data": {".dockerconfigjson": "e30="}})
+        await registration(kube, world.ns, "private", reasons.SUCCEEDED)
+
+
+async def test_a_bad_node_selector_is_reported(
+    cluster: LocalCluster, kube: Kube, world: World
+) -> None:
+    await world.build("picky", nodeSelector={"bad key": "v"})
+    async with running_controller(controller_settings(cluster, world.ns)):
+        status = await registration(kube, world.ns, "picky", reasons.NODE_SELECTOR_NOT_VALID)
+        assert status["registered"] == "False"
+        assert status["message"].startswith("Node selector key not valid: name part must")

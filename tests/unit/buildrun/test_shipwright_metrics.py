@@ -1,0 +1,141 @@
+"""Shipwright's build_* metrics in controller/buildrun/metrics.py: names, types, buckets,
+optional labels and the environment settings, as Shipwright v0.20.13 exports them."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+from typing import Any
+
+import pytest
+from prometheus_client import REGISTRY
+from prometheus_client.parser import text_string_to_metric_families
+
+from controller.buildrun import metrics
+
+BUILDRUN: dict[str, Any] = {
+    "metadata": {"name": "br", "namespace": "ns", "creationTimestamp": "2026-01-01T00:00:00Z"},
+    "spec": {"build": {"name": "b"}},
+    "status": {"buildSpec": {"strategy": {"name": "kaniko"}}},
+}
+
+
+def sample(name: str, labels: dict[str, str] | None = None) -> float:
+    return REGISTRY.get_sample_value(name, labels or {}) or 0.0
+
+
+def test_names_types_and_default_buckets() -> None:
+    families = {m.name: m for m in REGISTRY.collect()}
+    assert families["build_builds_registered"].type == "counter"
+    assert families["build_buildruns_completed"].type == "counter"
+    expected = {
+        "build_buildrun_establish_duration_seconds": [0, 1, 2, 3, 5, 7, 10, 15, 20, 30],
+        "build_buildrun_completion_duration_seconds": list(range(50, 501, 50)),
+        "build_buildrun_rampup_duration_seconds": list(range(10)),
+        "build_buildrun_taskrun_rampup_duration_seconds": list(range(10)),
+        "build_buildrun_taskrun_pod_rampup_duration_seconds": list(range(10)),
+    }
+    for name, buckets in expected.items():
+        assert families[name].type == "histogram"
+        les = sorted({float(s.labels["le"]) for s in families[name].samples
+                      if s.name.endswith("_bucket")})
+        assert les == [float(b) for b in buckets] + [float("inf")], name
+
+
+def test_labels_are_off_by_default() -> None:
+    before = sample("build_buildruns_completed_total")
+    metrics.buildrun_started(BUILDRUN, 4.0)
+    assert sample("build_buildruns_completed_total") == before + 1
+    metrics.build_registered("kaniko", "ns", "b")
+    assert sample("build_builds_registered_total") >= 1
+
+
+def test_started_and_finished_record_ours_and_shipwrights() -> None:
+    ours = sample("buildrun_establish_duration_seconds_count")
+    theirs = sample("build_buildrun_rampup_duration_seconds_count")
+    establish = sample("build_buildrun_establish_duration_seconds_count")
+    metrics.buildrun_started(BUILDRUN, 2.5)
+    assert sample("buildrun_establish_duration_seconds_count") == ours + 1
+    assert sample("build_buildrun_rampup_duration_seconds_count") == theirs + 1
+    assert sample("build_buildrun_establish_duration_seconds_count") == establish + 1
+
+    ours = sample("buildrun_completion_duration_seconds_count", {"reason": "Succeeded"})
+    theirs = sample("build_buildrun_completion_duration_seconds_count")
+    metrics.buildrun_finished(BUILDRUN, "Succeeded", 120.0)
+    assert sample("buildrun_completion_duration_seconds_count",
+                  {"reason": "Succeeded"}) == ours + 1
+    assert sample("build_buildrun_completion_duration_seconds_count") == theirs + 1
+
+
+def test_pod_rampups() -> None:
+    taskrun = {"metadata": {"creationTimestamp": "2026-01-01T00:00:10Z"}}
+    pod: dict[str, Any] = {
+        "metadata": {"creationTimestamp": "2026-01-01T00:00:13Z"},
+        "status": {"initContainerStatuses": [
+            {"state": {"terminated": {"finishedAt": "2026-01-01T00:00:14Z"}}},
+            {"state": {"terminated": {"finishedAt": "2026-01-01T00:00:18Z"}}},
+        ]},
+    }
+    tr = sample("build_buildrun_taskrun_rampup_duration_seconds_sum")
+    tr_pod = sample("build_buildrun_taskrun_pod_rampup_duration_seconds_sum")
+    metrics.taskrun_pod_seen(BUILDRUN, taskrun, pod)
+    assert sample("build_buildrun_taskrun_rampup_duration_seconds_sum") == tr + 3.0
+    assert sample("build_buildrun_taskrun_pod_rampup_duration_seconds_sum") == tr_pod + 5.0
+    # Without a finished init container only the TaskRun ramp-up is known.
+    count = sample("build_buildrun_taskrun_pod_rampup_duration_seconds_count")
+    metrics.taskrun_pod_seen(BUILDRUN, taskrun, {"metadata": pod["metadata"]})
+    assert sample("build_buildrun_taskrun_pod_rampup_duration_seconds_count") == count
+
+
+def test_enabled_labels() -> None:
+    env = {metrics.ENV_ENABLED_LABELS: "buildrun,nonsense, namespace"}
+    assert metrics.enabled_labels(env) == ("namespace", "buildrun")
+    assert metrics.enabled_labels({}) == ()
+
+
+def test_buckets_from_env() -> None:
+    name = metrics.ENV_COMPLETION_BUCKETS
+    assert metrics.buckets_from_env(name, (1, 2), {}) == (1.0, 2.0)
+    assert metrics.buckets_from_env(name, (1, 2), {name: "30,60,90"}) == (30.0, 60.0, 90.0)
+    with pytest.raises(ValueError, match="PROMETHEUS_BR_COMP_DUR_BUCKETS='a,b'"):
+        metrics.buckets_from_env(name, (1,), {name: "a,b"})
+    with pytest.raises(ValueError, match="increasing order"):
+        metrics.buckets_from_env(name, (1,), {name: "60,30"})
+
+
+def test_the_environment_is_read_at_start() -> None:
+    """A fresh process with Shipwright's variables set exports what they ask for."""
+    script = textwrap.dedent("""
+        from prometheus_client import generate_latest
+        from controller.buildrun import metrics
+        br = {"metadata": {"name": "br", "namespace": "ns"}, "spec": {"build": {"name": "b"}},
+              "status": {"buildSpec": {"strategy": {"name": "kaniko"}}}}
+        metrics.buildrun_finished(br, "Succeeded", 45.0)
+        metrics.build_registered("kaniko", "ns", "b")
+        print(generate_latest().decode())
+    """)
+    env = {**os.environ, "PROMETHEUS_ENABLED_LABELS": "buildstrategy,namespace,build,buildrun",
+           "PROMETHEUS_BR_COMP_DUR_BUCKETS": "30,60"}
+    out = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True,
+                         text=True, check=True).stdout
+    families = {f.name: f for f in text_string_to_metric_families(out)}
+    buckets = [s for s in families["build_buildrun_completion_duration_seconds"].samples
+               if s.name.endswith("_bucket")]
+    assert [(s.labels["le"], s.value) for s in buckets] == [
+        ("30.0", 0.0), ("60.0", 1.0), ("+Inf", 1.0)]
+    assert buckets[0].labels == {"buildstrategy": "kaniko", "namespace": "ns", "build": "b",
+                                 "buildrun": "br", "le": "30.0"}
+    registered = [s for s in families["build_builds_registered"].samples
+                  if s.name == "build_builds_registered_total"]
+    assert [s.labels for s in registered] == [
+        {"buildstrategy": "kaniko", "namespace": "ns", "build": "b"}]
+
+
+def test_a_bad_bucket_setting_stops_the_process_with_its_name() -> None:
+    env = {**os.environ, "PROMETHEUS_BR_EST_DUR_BUCKETS": "1,x"}
+    proc = subprocess.run([sys.executable, "-c", "import controller.buildrun.metrics"],
+                          env=env, capture_output=True, text=True)
+    assert proc.returncode != 0
+    assert "PROMETHEUS_BR_EST_DUR_BUCKETS='1,x': expected comma-separated numbers" in proc.stderr
