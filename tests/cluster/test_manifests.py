@@ -35,7 +35,7 @@ import orjson
 import pytest
 import yaml
 
-from controller.buildrun.resources import BUILDRUNS, BUILDS, TASKRUNS
+from controller.buildrun.resources import BUILDRUNS, TASKRUNS
 from controller.cli import parser as controller_flags
 from controller.runtime.kube import (
     EVENTS,
@@ -639,9 +639,6 @@ async def _exercise(admin: Kube, metrics_url: str) -> None:
     await w.strategy()
     # retention.atBuildDeletion: the controller patches the Build in as an owner.
     await w.build(retention={"atBuildDeletion": True})
-    # Shipwright's Build controller's verdict: the BuildRuns of the Build may run.
-    await admin.patch(BUILDS, "apps", "app", {"status": {"registered": "True"}},
-                      subresource="status")
     tekton = TektonSimulator(admin)
 
     # Created (taskruns create, buildruns/finalizers update), status patched, Events
