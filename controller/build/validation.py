@@ -27,7 +27,7 @@ from typing import Any
 
 from controller.build import reasons
 from controller.buildrun import reasons as buildrun_reasons
-from controller.buildrun.spec import resolve_params
+from controller.buildrun.params import validate_params
 from controller.buildrun.status import truncate
 from controller.runtime.errors import UserError
 
@@ -203,8 +203,8 @@ def _check_params(build: JSON, strategy_spec: JSON) -> Verdict | None:
     """A Build may leave required parameters to its BuildRuns (Shipwright validates a
     Build's values with ignoreMissingParameters); every other rule applies."""
     try:
-        resolve_params(_spec(build).get("paramValues") or [],
-                       strategy_spec.get("parameters") or [])
+        validate_params(_spec(build).get("paramValues") or [], [],
+                        strategy_spec.get("parameters") or [])
     except UserError as exc:
         if exc.reason == buildrun_reasons.MISSING_PARAMETER_VALUES:
             return None

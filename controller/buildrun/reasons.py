@@ -38,6 +38,14 @@ BUILD_RUN_TOO_LARGE = "BuildRunTooLarge"
 # The API server refused the TaskRun we generated from what the user asked for.
 TASK_RUN_GENERATION_FAILED = "TaskRunGenerationFailed"
 
+# Parameters, volumes (issue 14 part 4, issue 15), spelled as Shipwright spells them.
+INCOMPLETE_CONFIG_MAP_VALUE_PARAMETER_VALUES = "IncompleteConfigMapValueParameterValues"
+INCOMPLETE_SECRET_VALUE_PARAMETER_VALUES = "IncompleteSecretValueParameterValues"
+UNDEFINED_VOLUME = "UndefinedVolume"
+VOLUME_NOT_OVERRIDABLE = "VolumeNotOverridable"
+# image-processing found more vulnerabilities than allowed (its exit code 22), as Shipwright.
+VULNERABILITIES_FOUND = "VulnerabilitiesFound"
+
 RECONCILER_RETRIES_EXHAUSTED = "ReconcilerRetriesExhausted"
 
 # Tekton's reasons on a TaskRun's Succeeded condition; read, never written.
@@ -67,6 +75,10 @@ USER_ERROR_REASONS: frozenset[str] = frozenset(
         INVALID_REFERENCE,
         BUILD_RUN_TOO_LARGE,
         TASK_RUN_GENERATION_FAILED,
+        INCOMPLETE_CONFIG_MAP_VALUE_PARAMETER_VALUES,
+        INCOMPLETE_SECRET_VALUE_PARAMETER_VALUES,
+        UNDEFINED_VOLUME,
+        VOLUME_NOT_OVERRIDABLE,
     }
 )
 

@@ -22,6 +22,8 @@ from typing import Any, assert_never
 from tenacity import AsyncRetrying, retry_if_exception, stop_after_attempt, wait_random
 
 from controller.buildrun import metrics, reasons, serviceaccounts
+from controller.buildrun.config import ShipwrightConfig
+from controller.buildrun.params import validate_params
 from controller.buildrun.resources import (
     BUILDRUNS,
     BUILDS,
@@ -33,7 +35,6 @@ from controller.buildrun.spec import (
     build_name,
     effective_build,
     parse_duration,
-    resolve_params,
 )
 from controller.buildrun.states import Action, Decision, Observation, Phase, decide
 from controller.buildrun.status import (
@@ -169,7 +170,9 @@ class BuildRunReconciler:
         recorder: EventRecorder,
         *,
         clock: Clock = utcnow,
+        taskrun_config: ShipwrightConfig | None = None,
     ) -> None:
+        self.taskrun_config = taskrun_config or ShipwrightConfig.from_env()
         self.kube = kube
         self.caches = caches
         self.recorder = recorder
@@ -395,14 +398,16 @@ class BuildRunReconciler:
         effective = replace(effective, service_account=sa_name)
         strategy = await self._strategy(namespace, effective.spec.get("strategy") or {},
                                         effective.strategy_name)
-        params = resolve_params(
-            effective.param_values, (strategy.get("spec") or {}).get("parameters") or []
-        )
+        build_obj = build if build is not None else {
+            "metadata": {"namespace": namespace}, "spec": build_spec}
+        validate_params((build_obj.get("spec") or {}).get("paramValues") or [],
+                        spec_of(buildrun).get("paramValues") or [],
+                        (strategy.get("spec") or {}).get("parameters") or [])
         snapshot = dict(effective.spec)
         if effective.retention:
             snapshot["retention"] = effective.retention
-        return _Plan(generate_taskrun(buildrun, effective, strategy, params), snapshot,
-                     create_sa, sa_name, add_secrets)
+        taskrun = generate_taskrun(buildrun, build_obj, strategy, sa_name, self.taskrun_config)
+        return _Plan(taskrun, snapshot, create_sa, sa_name, add_secrets)
 
     async def _strategy(self, namespace: str, ref: JSON, name: str) -> JSON:
         """The strategy spec.strategy names: a BuildStrategy in the namespace when its kind
@@ -668,8 +673,10 @@ class BuildRunReconciler:
             status["completionTime"] = now
             if outcome is not None and outcome.failure_details:
                 status["failureDetails"] = outcome.failure_details
-            if outcome is not None and outcome.digest:
-                status["output"] = {"digest": outcome.digest}
+            if outcome is not None and outcome.output:
+                status["output"] = outcome.output
+            if outcome is not None and outcome.source:
+                status["source"] = outcome.source
             return status
 
         written = await self._write_status(buildrun, finished)

@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from controller.buildrun import metrics as buildrun_metrics
+from controller.buildrun.config import ShipwrightConfig
 from controller.buildrun.reconciler import BuildRunReconciler, Caches
 from controller.buildrun.resources import (
     BUILDRUNS,
@@ -92,6 +93,7 @@ def setup(kube: Kube, settings: Settings, recorder: EventRecorder) -> BuildRunCo
                strategies=strategies.store, cluster_strategies=cluster_strategies.store,
                service_accounts=service_accounts.store),
         recorder,
+        taskrun_config=ShipwrightConfig.from_env(),
     )
     controller = Controller(
         NAME, reconciler, queue,

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import copy
 import re
-from collections import Counter
 from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
@@ -17,15 +16,9 @@ from controller.buildrun.reasons import (
     BUILD_RUN_AMBIGUOUS_BUILD,
     BUILD_RUN_BUILD_FIELD_OVERRIDE_FORBIDDEN,
     BUILD_RUN_NO_REF_OR_SPEC,
-    EMPTY_ARRAY_ITEM_PARAMETER_VALUES,
-    INCONSISTENT_PARAMETER_VALUES,
     INVALID_REFERENCE,
     INVALID_RETENTION,
     INVALID_TIMEOUT,
-    MISSING_PARAMETER_VALUES,
-    RESTRICTED_PARAMETERS_IN_USE,
-    UNDEFINED_PARAMETER,
-    WRONG_PARAMETER_VALUE_TYPE,
 )
 from controller.buildrun.status import truncate
 from controller.runtime.errors import UserError
@@ -47,8 +40,6 @@ _DURATION_PART = re.compile(r"([0-9]+(?:\.[0-9]*)?|\.[0-9]+)(ns|us|µs|μs|ms|s|
 _DURATION_MAX_NS = 2**63 - 1
 
 _DNS1123_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
-
-RESERVED_PARAM_PREFIX = "shp-"
 
 # Bounds on names quoted in messages: a hostile spec may hold 64 names of 253 characters.
 _QUOTED_MAX = 64
@@ -91,6 +82,30 @@ def format_duration(seconds: float) -> str:
     return f"{whole}.{frac:09d}".rstrip("0").rstrip(".") + "s"
 
 
+def go_duration(seconds: float) -> str:
+    """Go's time.Duration.String() of `seconds`: "1h0m0s", "1m30s", "1.5s", "300ms", "0s"."""
+    nanos = min(round(seconds * 1_000_000_000), _DURATION_MAX_NS)
+    if nanos == 0:
+        return "0s"
+    if nanos < 1_000_000_000:
+        for unit, size in (("ms", 1_000_000), ("µs", 1_000), ("ns", 1)):
+            if nanos >= size:
+                whole, frac = divmod(nanos, size)
+                digits = len(str(size)) - 1
+                if not digits:
+                    return f"{whole}{unit}"
+                return f"{whole}.{frac:0{digits}d}".rstrip("0").rstrip(".") + unit
+    whole_s, frac = divmod(nanos, 1_000_000_000)
+    hours, rest = divmod(whole_s, 3600)
+    minutes, secs = divmod(rest, 60)
+    sec_text = f"{secs}.{frac:09d}".rstrip("0").rstrip(".") + "s"
+    if hours:
+        return f"{hours}h{minutes}m{sec_text}"
+    if minutes:
+        return f"{minutes}m{sec_text}"
+    return sec_text
+
+
 def build_name(buildrun: dict[str, Any]) -> str | None:
     """The Build to fetch, or None when the BuildRun embeds spec.build.spec."""
     build = (buildrun.get("spec") or {}).get("build") or {}
@@ -120,7 +135,7 @@ class EffectiveBuild:
     strategy_name: str
     timeout: float | None  # seconds, > 0
     service_account: str | None  # None: Tekton's default
-    param_values: list[dict[str, Any]]  # not yet checked against the strategy: resolve_params
+    param_values: list[dict[str, Any]]  # not yet checked against the strategy: params.py
     output_image: str
     push_secret: str | None
     retention: dict[str, Any]  # CRD shape: ttlAfterFailed, ttlAfterSucceeded, atBuildDeletion
@@ -207,90 +222,6 @@ def effective_build(buildrun: dict[str, Any], build_spec: dict[str, Any]) -> Eff
         push_secret=push_secret,
         retention=retention,
     )
-
-
-def resolve_params(
-    param_values: list[dict[str, Any]], strategy_params: list[dict[str, Any]]
-) -> dict[str, str | list[str]]:
-    """Check parameter values against a BuildStrategy's spec.parameters, as Shipwright does,
-    and return the value of every declared parameter, defaults filled in."""
-    declared: dict[str, dict[str, Any]] = {}
-    for param in strategy_params:
-        declared.setdefault(param.get("name") or "", param)
-    names = [entry.get("name") or "" for entry in param_values]
-
-    _reject(
-        RESTRICTED_PARAMETERS_IN_USE,
-        f"The following parameters are reserved for the system ({RESERVED_PARAM_PREFIX}*) "
-        "and cannot be set",
-        [n for n in names if n.startswith(RESERVED_PARAM_PREFIX)],
-    )
-    _reject(
-        UNDEFINED_PARAMETER,
-        "The following parameters are not defined in the build strategy",
-        [n for n in names if n not in declared],
-    )
-    _reject(
-        INCONSISTENT_PARAMETER_VALUES,
-        "The following parameters are set more than once",
-        [n for n, count in Counter(names).items() if count > 1],
-    )
-
-    given = {entry.get("name") or "": entry for entry in param_values}
-    inconsistent, wrong_type, empty_item = [], [], []
-    for name, entry in given.items():
-        has_values = entry.get("values") is not None
-        if (entry.get("value") is not None) == has_values:
-            inconsistent.append(name)
-        elif (declared[name].get("type") == "array") != has_values:
-            wrong_type.append(name)
-        elif has_values and not all(_item_value(item) is not None for item in entry["values"]):
-            empty_item.append(name)
-    _reject(
-        INCONSISTENT_PARAMETER_VALUES,
-        "The following parameters must set exactly one of 'value' and 'values'",
-        inconsistent,
-    )
-    _reject(
-        WRONG_PARAMETER_VALUE_TYPE,
-        "The values for the following parameters are using the wrong type "
-        "('value' for a string parameter, 'values' for an array parameter)",
-        wrong_type,
-    )
-    _reject(
-        EMPTY_ARRAY_ITEM_PARAMETER_VALUES,
-        "The values for the following array parameters contain an item without a 'value'",
-        empty_item,
-    )
-
-    resolved: dict[str, str | list[str]] = {}
-    missing: list[str] = []
-    for name, param in declared.items():
-        is_array = param.get("type") == "array"
-        value: Any
-        if name in given:
-            value = given[name].get("value")
-            if is_array:  # Shipwright's items are objects: {value | configMapValue | secretValue}
-                value = [_item_value(item) for item in given[name]["values"]]
-        else:
-            value = param.get("defaults" if is_array else "default")
-        if value is None:
-            missing.append(name)
-        else:
-            resolved[name] = list(value) if is_array else str(value)
-    _reject(
-        MISSING_PARAMETER_VALUES,
-        "The following parameters are required but no value has been provided",
-        missing,
-    )
-    return resolved
-
-
-def _item_value(item: Any) -> str | None:
-    """The `value` of one item of a parameter's `values` (configMapValue and secretValue
-    items are not read yet: they count as having no value)."""
-    value = item.get("value") if isinstance(item, dict) else None
-    return None if value is None else str(value)
 
 
 def _override(

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import datetime
 import json
+import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -17,6 +19,7 @@ from controller.buildrun.reasons import (
     SUCCEEDED,
     TASK_RUN_CANCELLED,
     TASK_RUN_TIMEOUT,
+    VULNERABILITIES_FOUND,
 )
 
 # Limits from the BuildRun CRD schema: a longer value gets the whole status write rejected.
@@ -24,11 +27,24 @@ MESSAGE_MAX = 32768
 REASON_MAX = 256
 NAME_MAX = 253
 DIGEST_MAX = 256
+VULNERABILITIES_MAX = 1000
+
+# image-processing exits with this code when it found more vulnerabilities than allowed.
+EXIT_VULNERABILITIES_FOUND = 22
+STEP_IMAGE_PROCESSING = "image-processing"
 
 # TaskRun results the generated TaskRun declares and a strategy's steps may write.
 RESULT_IMAGE_DIGEST = "shp-image-digest"
 RESULT_ERROR_REASON = "shp-error-reason"
 RESULT_ERROR_MESSAGE = "shp-error-message"
+RESULT_IMAGE_SIZE = "shp-image-size"
+RESULT_IMAGE_VULNERABILITIES = "shp-image-vulnerabilities"
+# The source step's results (Shipwright names its one source "default").
+RESULT_SOURCE_COMMIT_SHA = "shp-source-default-commit-sha"
+RESULT_SOURCE_COMMIT_AUTHOR = "shp-source-default-commit-author"
+RESULT_SOURCE_BRANCH_NAME = "shp-source-default-branch-name"
+RESULT_SOURCE_IMAGE_DIGEST = "shp-source-default-image-digest"
+RESULT_SOURCE_TIMESTAMP = "shp-source-default-source-timestamp"
 
 
 def truncate(text: str, limit: int) -> str:
@@ -85,6 +101,9 @@ class Outcome:
     message: str
     failure_details: dict[str, Any] | None
     digest: str | None
+    # status.output and status.source as Shipwright fills them from the TaskRun's results.
+    output: dict[str, Any] | None = None
+    source: dict[str, Any] | None = None
 
 
 def outcome_from_taskrun(
@@ -99,9 +118,10 @@ def outcome_from_taskrun(
     condition = succeeded_condition(status) or {}
     name = (taskrun.get("metadata") or {}).get("name") or ""
     results = _results(status)
+    extra = {"output": output_from_results(results), "source": source_from_results(results)}
     if condition.get("status") == "True":
         message = condition.get("message") or f"TaskRun {name} succeeded"
-        return Outcome("True", SUCCEEDED, message, None, _digest(results))
+        return Outcome("True", SUCCEEDED, message, None, _digest(results), **extra)
     if condition.get("status") != "False":
         return None
 
@@ -129,6 +149,12 @@ def outcome_from_taskrun(
         message = f"step {oom[0].get('name')} ran out of memory; " + _logs_hint(
             namespace, pod_name, oom[0]
         )
+    elif failed and _container(failed[0]) == f"step-{STEP_IMAGE_PROCESSING}" and (
+        failed[0]["terminated"].get("exitCode") == EXIT_VULNERABILITIES_FOUND
+    ):
+        reason, step = VULNERABILITIES_FOUND, failed[0]
+        message = ("Vulnerabilities have been found in the image which can be seen in the "
+                   "buildrun status; " + _logs_hint(namespace, pod_name, failed[0]))
     elif failed:
         reason, step = FAILED, failed[0]
         exit_code = failed[0]["terminated"]["exitCode"]
@@ -151,7 +177,55 @@ def outcome_from_taskrun(
     }
     if location:
         details["location"] = location
-    return Outcome("False", reason, message, details, None)
+    return Outcome("False", reason, message, details, None, **extra)
+
+
+_SEVERITIES = {"L": "low", "M": "medium", "H": "high", "C": "critical"}
+
+
+def output_from_results(results: dict[str, str]) -> dict[str, Any] | None:
+    """status.output from the image-processing results, as Shipwright reads them: the
+    digest, the size (ignored unless an integer) and the vulnerabilities
+    ("ID:S,ID:S" with S one of L, M, H, C)."""
+    output: dict[str, Any] = {}
+    digest = _digest(results)
+    if digest:
+        output["digest"] = digest
+    size = results.get(RESULT_IMAGE_SIZE, "")
+    if re.fullmatch(r"[+-]?[0-9]{1,18}", size) and int(size) != 0:
+        output["size"] = int(size)
+    listed = results.get(RESULT_IMAGE_VULNERABILITIES, "")
+    if listed:
+        found = []
+        for entry in listed.split(",")[:VULNERABILITIES_MAX]:
+            vuln_id, _, severity = entry.partition(":")
+            found.append({"id": truncate(vuln_id, NAME_MAX),
+                          "severity": _SEVERITIES.get(severity.upper(), "unknown")})
+        output["vulnerabilities"] = found
+    return output or None
+
+
+def source_from_results(results: dict[str, str]) -> dict[str, Any] | None:
+    """status.source from the source step's results: git (commit, author, branch), the
+    OCI bundle's digest, and the source timestamp (epoch seconds) as a time."""
+    source: dict[str, Any] = {}
+    git = {field: truncate(results[name], MESSAGE_MAX) for field, name in (
+        ("commitSha", RESULT_SOURCE_COMMIT_SHA), ("commitAuthor", RESULT_SOURCE_COMMIT_AUTHOR),
+        ("branchName", RESULT_SOURCE_BRANCH_NAME)) if results.get(name)}
+    if git:
+        source["git"] = git
+    bundle = results.get(RESULT_SOURCE_IMAGE_DIGEST, "")
+    if bundle and len(bundle) <= DIGEST_MAX:
+        source["ociArtifact"] = {"digest": bundle}
+    stamp = results.get(RESULT_SOURCE_TIMESTAMP, "")
+    if source and re.fullmatch(r"[+-]?[0-9]{1,11}", stamp):
+        try:
+            moment = datetime.datetime.fromtimestamp(int(stamp), datetime.UTC)
+        except (OverflowError, OSError, ValueError):
+            moment = None
+        if moment is not None:
+            source["timestamp"] = moment.strftime("%Y-%m-%dT%H:%M:%SZ")
+    return source or None
 
 
 def running_reason(taskrun: dict[str, Any]) -> tuple[str, str]:

@@ -457,11 +457,6 @@ async def test_taskrun_refused_by_tekton_webhook_is_generation_failed(
     assert await tworld.taskruns() == []
 
 
-@pytest.mark.xfail(
-    strict=True, raises=AssertionError,
-    reason="parity gap: the generated TaskRun declares only shp-output-image, shp-source-url "
-    "and, when set, shp-source-revision and shp-source-context; Tekton refuses a step using "
-    "another Shipwright system parameter (controller/buildrun/taskrun.py)")
 @pytest.mark.parametrize("param", ["shp-source-context", "shp-source-root",
                                    "shp-output-directory", "shp-output-insecure"])
 async def test_shipwright_system_parameters_are_admitted_by_tekton(
@@ -473,9 +468,8 @@ async def test_shipwright_system_parameters_are_admitted_by_tekton(
     async with controller(stack, tworld):
         await tworld.buildrun("s", build_ref="sys")
         done = await tworld.finished("s", 60)
-    # Today: TaskRunGenerationFailed, 'the TaskRun was rejected: admission webhook
-    # "validation.webhook.pipeline.tekton.dev" denied the request: validation failed:
-    # non-existent variable in "$(params.shp-source-context)": spec.steps[0].args[0]'
+    # Before issue 15: TaskRunGenerationFailed, Tekton's webhook refusing
+    # 'non-existent variable in "$(params.shp-source-context)"'.
     assert condition(done)["reason"] == reasons.SUCCEEDED, condition(done)
 
 

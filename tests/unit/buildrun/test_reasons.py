@@ -29,6 +29,7 @@ def test_reason_constants_are_named_after_their_values() -> None:
         "TaskRunIsMissing",
         "PodEvicted",
         "StepOutOfMemory",
+        "VulnerabilitiesFound",
         "ReconcilerRetriesExhausted",
         "TaskRunCancelled",
         "TaskRunTimeout",

@@ -147,7 +147,8 @@ def test_outcome_succeeded_with_digest() -> None:
         {"name": "other", "type": "array", "value": ["x"]},
     ]
     outcome = outcome_from_taskrun(taskrun("True", "Succeeded", "All done", results=results))
-    assert outcome == Outcome("True", reasons.SUCCEEDED, "All done", None, "sha256:abc")
+    assert outcome == Outcome("True", reasons.SUCCEEDED, "All done", None, "sha256:abc",
+                              output={"digest": "sha256:abc"})
 
 
 def test_outcome_succeeded_without_digest() -> None:
@@ -321,3 +322,64 @@ def test_running_reason(tr: dict[str, Any], expected: tuple[str, str]) -> None:
 ])
 def test_taskrun_finished(status: dict[str, Any] | None, finished: bool) -> None:
     assert taskrun_finished({"status": status}) is finished
+
+
+# --- results -> status.output and status.source
+
+
+def test_output_and_source_from_results() -> None:
+    results = [
+        {"name": "shp-image-digest", "value": "sha256:abc"},
+        {"name": "shp-image-size", "value": "1234\n"},
+        {"name": "shp-image-vulnerabilities", "value": "CVE-1:c,CVE-2:H,CVE-3:x,GHSA-4"},
+        {"name": "shp-source-default-commit-sha", "value": "0123abc"},
+        {"name": "shp-source-default-commit-author", "value": "Ann <ann@example.com>"},
+        {"name": "shp-source-default-branch-name", "value": "main"},
+        {"name": "shp-source-default-source-timestamp", "value": "1691234567"},
+    ]
+    outcome = outcome_from_taskrun(taskrun("True", "Succeeded", results=results))
+    assert outcome is not None
+    assert outcome.output == {"digest": "sha256:abc", "size": 1234, "vulnerabilities": [
+        {"id": "CVE-1", "severity": "critical"}, {"id": "CVE-2", "severity": "high"},
+        {"id": "CVE-3", "severity": "unknown"}, {"id": "GHSA-4", "severity": "unknown"}]}
+    assert outcome.source == {
+        "git": {"commitSha": "0123abc", "commitAuthor": "Ann <ann@example.com>",
+                "branchName": "main"},
+        "timestamp": "2023-08-05T11:22:47Z",
+    }
+
+
+def test_bundle_source_and_bad_numbers() -> None:
+    results = [
+        {"name": "shp-image-size", "value": "big"},
+        {"name": "shp-source-default-image-digest", "value": "sha256:def"},
+        {"name": "shp-source-default-source-timestamp", "value": "yesterday"},
+    ]
+    outcome = outcome_from_taskrun(taskrun("True", "Succeeded", results=results))
+    assert outcome is not None
+    assert outcome.output is None
+    assert outcome.source == {"ociArtifact": {"digest": "sha256:def"}}
+
+
+def test_timestamp_alone_makes_no_source() -> None:
+    """As Shipwright: the timestamp is set only on a source result it already has."""
+    results = [{"name": "shp-source-default-source-timestamp", "value": "1691234567"}]
+    outcome = outcome_from_taskrun(taskrun("True", "Succeeded", results=results))
+    assert outcome is not None and outcome.source is None
+
+
+def test_vulnerabilities_found_when_image_processing_exits_22() -> None:
+    results = [{"name": "shp-image-vulnerabilities", "value": "CVE-1:C"}]
+    tr = taskrun("False", "Failed", "step failed", results=results,
+                 steps=[step("build", 0), step("image-processing", 22)])
+    outcome = outcome_from_taskrun(tr)
+    assert outcome is not None
+    assert outcome.reason == reasons.VULNERABILITIES_FOUND
+    assert "kubectl logs -n team-a br-1234abcd-pod -c step-image-processing" in outcome.message
+    assert outcome.output == {"vulnerabilities": [{"id": "CVE-1", "severity": "critical"}]}
+
+
+def test_another_exit_code_of_image_processing_is_a_plain_failure() -> None:
+    tr = taskrun("False", "Failed", steps=[step("image-processing", 1)])
+    outcome = outcome_from_taskrun(tr)
+    assert outcome is not None and outcome.reason == reasons.FAILED

@@ -1,4 +1,6 @@
-"""controller.buildrun.taskrun: the TaskRun's name and content, fuzzed over what the CRDs admit."""
+"""controller.buildrun.taskrun without a server: the TaskRun's name, each phase of Shipwright's
+generator on its own, and fuzzing over what the CRDs admit. (tests/oracle/ compares the
+whole TaskRun with Shipwright's own.)"""
 
 from __future__ import annotations
 
@@ -13,17 +15,19 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from controller.buildrun.spec import (
-    EffectiveBuild,
-    effective_build,
-    parse_duration,
-    resolve_params,
-)
+from controller.buildrun import reasons
+from controller.buildrun.config import ShipwrightConfig
+from controller.buildrun.params import validate_params
+from controller.buildrun.spec import effective_build
 from controller.buildrun.taskrun import (
+    ANNOTATION_SC_PASSWD,
     LABEL_BUILD,
+    LABEL_BUILD_GENERATION,
     LABEL_BUILDRUN,
+    LABEL_BUILDRUN_GENERATION,
     LABEL_BUILDRUN_UID,
     generate_taskrun,
+    secret_volume_name,
     taskrun_name,
 )
 from controller.runtime.errors import UserError
@@ -44,12 +48,15 @@ BUILDRUN: dict[str, Any] = {
 }
 BUILD_SPEC: dict[str, Any] = {
     "strategy": {"name": "kaniko"},
-    "source": {"git": {"url": "https://example.com/app.git", "revision": "main"}},
+    "source": {"type": "Git", "git": {"url": "https://example.com/app.git", "revision": "main"}},
     "output": {"image": "registry.example.com/app"},
     "timeout": "10m",
 }
+BUILD: dict[str, Any] = {"metadata": {"name": "app", "generation": 2}, "spec": BUILD_SPEC}
+CONFIG = ShipwrightConfig.from_env({})
 STRATEGY: dict[str, Any] = {
-    "metadata": {"name": "kaniko"},
+    "kind": "BuildStrategy",
+    "metadata": {"name": "kaniko", "generation": 5},
     "spec": {
         "parameters": [{"name": "dockerfile", "default": "Dockerfile"}],
         "steps": [
@@ -113,117 +120,302 @@ def test_taskrun_name_is_a_dns1123_label_whatever_the_name(name: str, uid: str) 
     assert is_dns1123_label(taskrun_name({"metadata": {"name": name, "uid": uid}}))
 
 
-# --- generate_taskrun
+# --- generate_taskrun, phase by phase
 
 
-def generate(buildrun: dict[str, Any] = BUILDRUN, build_spec: dict[str, Any] = BUILD_SPEC) -> Any:
-    effective = effective_build(buildrun, build_spec)
-    params = resolve_params(effective.param_values, STRATEGY["spec"]["parameters"])
-    return generate_taskrun(buildrun, effective, STRATEGY, params)
+def generate(buildrun: dict[str, Any] | None = None, build: dict[str, Any] | None = None,
+             strategy: dict[str, Any] | None = None,
+             config: ShipwrightConfig = CONFIG) -> dict[str, Any]:
+    return generate_taskrun(buildrun or BUILDRUN, build or BUILD, strategy or STRATEGY,
+                            "builder", config)
 
 
-def test_generate_taskrun_metadata() -> None:
-    taskrun = generate()
-    assert taskrun["apiVersion"] == "tekton.dev/v1"
-    assert taskrun["kind"] == "TaskRun"
-    metadata = taskrun["metadata"]
-    assert metadata["name"] == taskrun_name(BUILDRUN)
+def with_spec(obj: dict[str, Any], **spec: Any) -> dict[str, Any]:
+    out = copy.deepcopy(obj)
+    out["spec"].update(spec)
+    return out
+
+
+def step(taskrun: dict[str, Any], name: str) -> dict[str, Any]:
+    found: list[dict[str, Any]] = [
+        s for s in taskrun["spec"]["taskSpec"]["steps"] if s["name"] == name]
+    assert len(found) == 1, [s["name"] for s in taskrun["spec"]["taskSpec"]["steps"]]
+    return found[0]
+
+
+def values(taskrun: dict[str, Any]) -> dict[str, Any]:
+    return {p["name"]: p["value"] for p in taskrun["spec"]["params"]}
+
+
+def test_metadata_labels_and_owner() -> None:
+    buildrun = copy.deepcopy(BUILDRUN)
+    buildrun["metadata"]["generation"] = 3
+    metadata = generate(buildrun)["metadata"]
+    assert metadata["name"] == taskrun_name(buildrun)
     assert metadata["namespace"] == "team-a"
     assert metadata["labels"] == {
-        LABEL_BUILDRUN: "app-run-1",
-        LABEL_BUILDRUN_UID: UID,
-        LABEL_BUILD: "app",
+        LABEL_BUILDRUN: "app-run-1", LABEL_BUILDRUN_GENERATION: "3", LABEL_BUILDRUN_UID: UID,
+        LABEL_BUILD: "app", LABEL_BUILD_GENERATION: "2",
+        "buildstrategy.shipwright.io/name": "kaniko",
+        "buildstrategy.shipwright.io/generation": "5",
     }
-    assert metadata["ownerReferences"] == [
-        {
-            "apiVersion": "shipwright.io/v1beta1",
-            "kind": "BuildRun",
-            "name": "app-run-1",
-            "uid": UID,
-            "controller": True,
-            "blockOwnerDeletion": True,
-        }
-    ]
+    [owner] = metadata["ownerReferences"]
+    assert (owner["kind"], owner["name"], owner["uid"], owner["controller"]) == (
+        "BuildRun", "app-run-1", UID, True)
 
 
-def test_generate_taskrun_spec() -> None:
-    spec = generate()["spec"]
-    assert spec["timeout"] == "600s"
-    assert "serviceAccountName" not in spec
-    assert spec["taskSpec"]["steps"] == STRATEGY["spec"]["steps"]
-    assert spec["taskSpec"]["results"] == [
-        {"name": "shp-image-digest"},
-        {"name": "shp-error-reason"},
-        {"name": "shp-error-message"},
-    ]
-    assert spec["taskSpec"]["params"] == [
-        {"name": "dockerfile", "type": "string"},
-        {"name": "shp-output-image", "type": "string"},
-        {"name": "shp-source-url", "type": "string"},
-        {"name": "shp-source-revision", "type": "string"},
-    ]
-    assert spec["params"] == [
-        {"name": "dockerfile", "value": "Dockerfile"},
-        {"name": "shp-output-image", "value": "registry.example.com/app"},
-        {"name": "shp-source-url", "value": "https://example.com/app.git"},
-        {"name": "shp-source-revision", "value": "main"},
-    ]
+def test_cluster_strategy_labels_and_embedded_build_has_no_build_label() -> None:
+    strategy = {**STRATEGY, "kind": "ClusterBuildStrategy"}
+    labels = generate(build={"spec": BUILD_SPEC}, strategy=strategy)["metadata"]["labels"]
+    assert labels["clusterbuildstrategy.shipwright.io/name"] == "kaniko"
+    assert LABEL_BUILD not in labels
 
 
-def test_generate_taskrun_with_overrides_and_array_param() -> None:
+def test_system_params_are_declared_and_valued() -> None:
+    taskrun = generate()
+    declared = [p["name"] for p in taskrun["spec"]["taskSpec"]["params"]]
+    assert declared == ["shp-output-image", "shp-output-insecure", "shp-source-context",
+                        "shp-source-root", "dockerfile"]
+    assert values(taskrun) == {
+        "shp-output-image": "registry.example.com/app", "shp-output-insecure": "false",
+        "shp-source-root": "/workspace/source", "shp-source-context": "/workspace/source",
+    }
+    assert taskrun["spec"]["taskSpec"]["workspaces"] == [{"name": "source"}]
+    assert taskrun["spec"]["workspaces"] == [{"name": "source", "emptyDir": {}}]
+    assert taskrun["spec"]["serviceAccountName"] == "builder"
+    assert taskrun["spec"]["timeout"] == "10m"
+
+
+def test_context_dir_is_joined_and_cleaned_like_go_path_join() -> None:
+    build = with_spec(BUILD, source={**BUILD_SPEC["source"], "contextDir": "a/../b/"})
+    assert values(generate(build=build))["shp-source-context"] == "/workspace/source/b"
+
+
+def test_buildrun_output_wins_for_image_and_insecure() -> None:
+    build = with_spec(BUILD, output={"image": "r/app", "insecure": True})
+    buildrun = with_spec(BUILDRUN, output={"image": "r/other"})
+    params = values(generate(buildrun, build))
+    assert (params["shp-output-image"], params["shp-output-insecure"]) == ("r/other", "true")
+
+
+def test_git_step() -> None:
+    git = {"url": "https://example.com/app.git", "revision": "main", "depth": 1,
+           "cloneSecret": "my.secret"}
+    taskrun = generate(build=with_spec(BUILD, source={"type": "Git", "git": git}))
+    source = step(taskrun, "source-default")
+    assert source["image"] == "ghcr.io/shipwright-io/build/git:latest"
+    assert source["command"] == ["/ko-app/git"]
+    args = source["args"]
+    assert args[:4] == ["--url", "https://example.com/app.git", "--target",
+                        "$(params.shp-source-root)"]
+    assert args[-6:] == ["--revision", "main", "--depth", "1", "--secret-path",
+                         "/workspace/shp-source-secret"]
+    assert {"name": "shp-my-secret", "secret": {"secretName": "my.secret", "defaultMode": 0o444}
+            } in taskrun["spec"]["taskSpec"]["volumes"]
+    env = {e["name"]: e["value"] for e in source["env"]}
+    assert env == {"HOME": "/shp-writable-home", "GIT_SHOW_LISTING": "false",
+                   "TMPDIR": "/shp-tmp"}
+    results = [r["name"] for r in taskrun["spec"]["taskSpec"]["results"]]
+    assert results[-4:] == ["shp-source-default-source-timestamp",
+                            "shp-source-default-commit-sha",
+                            "shp-source-default-commit-author",
+                            "shp-source-default-branch-name"]
+    assert taskrun["spec"]["taskSpec"]["steps"][0] is source
+
+
+def test_secret_volume_name_is_a_dns1123_label() -> None:
+    assert secret_volume_name("a.b_c") == "shp-a-b-c"
+    assert len(secret_volume_name("x" * 300)) == 63
+
+
+def test_bundle_step_and_local_waiter() -> None:
+    oci = {"image": "r/src:1", "pullSecret": "pull", "prune": "AfterPull"}
+    bundle = step(generate(build=with_spec(BUILD, source={"type": "OCI", "ociArtifact": oci})),
+                  "source-default")
+    assert bundle["args"][:2] == ["--image", "r/src:1"]
+    assert bundle["args"][-3:] == ["--secret-path", "/workspace/shp-pull-secret", "--prune"]
+    # A BuildRun's Local source wins over the Build's Git source.
+    buildrun = with_spec(BUILDRUN, source={"type": "Local", "local": {"timeout": "90m"}})
+    taskrun = generate(buildrun)
+    waiter = step(taskrun, "source-local")
+    assert waiter["args"] == ["start", "--lock-file=/shp-tmp/waiter.lock", "--timeout=1h30m0s"]
+    assert not any(s["name"] == "source-default" for s in taskrun["spec"]["taskSpec"]["steps"])
+
+
+def test_strategy_steps_carry_env_resources_security_and_mounts() -> None:
+    strategy = copy.deepcopy(STRATEGY)
+    strategy["spec"]["volumes"] = [{"name": "cache", "emptyDir": {}}]
+    strategy["spec"]["steps"][0].update(
+        env=[{"name": "S", "value": "1"}], resources={"limits": {"cpu": "1"}},
+        securityContext={"runAsUser": 0}, volumeMounts=[{"name": "cache", "mountPath": "/c"}],
+        imagePullPolicy="Always")
+    build = with_spec(BUILD, env=[{"name": "B", "value": "b"}, {"name": "O", "value": "b"}])
+    buildrun = with_spec(BUILDRUN, env=[{"name": "O", "value": "r"}],
+                         stepResources=[{"name": "build", "resources": {"limits": {"cpu": "2"}}}])
+    built = step(generate(buildrun, build, strategy), "build")
+    assert built["env"] == [{"name": "S", "value": "1"}, {"name": "B", "value": "b"},
+                            {"name": "O", "value": "r"}]
+    assert built["computeResources"] == {"limits": {"cpu": "2"}}
+    assert built["securityContext"] == {"runAsUser": 0}
+    assert built["volumeMounts"] == [{"name": "cache", "mountPath": "/c"}]
+    assert built["imagePullPolicy"] == "Always"
+
+
+def test_env_named_twice_by_build_and_step_is_refused() -> None:
+    strategy = copy.deepcopy(STRATEGY)
+    strategy["spec"]["steps"][0]["env"] = [{"name": "X", "value": "1"}]
+    with pytest.raises(UserError) as exc:
+        generate(build=with_spec(BUILD, env=[{"name": "X", "value": "2"}]), strategy=strategy)
+    assert exc.value.reason == reasons.TASK_RUN_GENERATION_FAILED
+    assert '"X" already exists' in exc.value.message
+
+
+@pytest.mark.parametrize(("volumes", "reason"), [
+    ([{"name": "nope", "emptyDir": {}}], reasons.UNDEFINED_VOLUME),
+    ([{"name": "fixed", "emptyDir": {}}], reasons.VOLUME_NOT_OVERRIDABLE),
+])
+def test_volume_overrides_are_checked(volumes: list[dict[str, Any]], reason: str) -> None:
+    strategy = with_spec(STRATEGY, volumes=[{"name": "fixed", "emptyDir": {}},
+                                            {"name": "open", "overridable": True,
+                                             "emptyDir": {}}])
+    with pytest.raises(UserError) as exc:
+        generate(with_spec(BUILDRUN, volumes=volumes), strategy=strategy)
+    assert exc.value.reason == reason
+
+
+def test_volume_override_replaces_the_source_only() -> None:
+    strategy = with_spec(STRATEGY, volumes=[{"name": "open", "overridable": True,
+                                             "description": "d", "emptyDir": {}}])
+    buildrun = with_spec(BUILDRUN, volumes=[{"name": "open", "configMap": {"name": "c"}}])
+    volumes = generate(buildrun, strategy=strategy)["spec"]["taskSpec"]["volumes"]
+    assert {"name": "open", "configMap": {"name": "c"}} in volumes
+
+
+OUTPUT_STRATEGY = with_spec(STRATEGY, steps=[{"name": "build", "image": "b",
+                                              "args": ["$(params.shp-output-directory)"]}])
+
+
+def test_managed_push_when_a_step_writes_the_output_directory() -> None:
+    build = with_spec(BUILD, output={"image": "r/app", "pushSecret": "push",
+                                     "labels": {"b": "2", "a": "1"}, "timestamp": "Zero"})
+    taskrun = generate(build=build, strategy=OUTPUT_STRATEGY)
+    push = step(taskrun, "image-processing")
+    assert push["args"] == [
+        "--push", "$(params.shp-output-directory)", "--label", "a=1", "--label", "b=2",
+        "--image-timestamp", "0", "--image", "$(params.shp-output-image)",
+        "--insecure=$(params.shp-output-insecure)",
+        "--result-file-image-digest", "$(results.shp-image-digest.path)",
+        "--result-file-image-size", "$(results.shp-image-size.path)",
+        "--result-file-image-vulnerabilities", "$(results.shp-image-vulnerabilities.path)",
+        "--secret-path", "/workspace/shp-push-secret"]
+    assert push["securityContext"]["runAsUser"] == 0
+    assert values(taskrun)["shp-output-directory"] == "/workspace/output-image"
+    assert {"name": "shp-output-directory", "mountPath": "/workspace/output-image"} in step(
+        taskrun, "build")["volumeMounts"]
+
+
+def test_no_image_processing_step_when_there_is_nothing_to_do() -> None:
+    names = [s["name"] for s in generate()["spec"]["taskSpec"]["steps"]]
+    assert names == ["source-default", "build"]
+
+
+def test_vulnerability_scan_settings_and_count_limit() -> None:
+    build = with_spec(BUILD, output={"image": "r/app", "vulnerabilityScan": {
+        "enabled": True, "ignore": {"id": ["CVE-1"], "unfixed": True}}})
+    config = ShipwrightConfig.from_env({"VULNERABILITY_COUNT_LIMIT": "9"})
+    args = step(generate(build=build, config=config), "image-processing")["args"]
+    assert args[:4] == ["--vuln-settings",
+                        '{"enabled":true,"ignore":{"id":["CVE-1"],"unfixed":true}}',
+                        "--vuln-count-limit", "9"]
+
+
+@pytest.mark.parametrize(("timestamp", "expected"), [
+    ("BuildTimestamp", ["--image-timestamp", "1767236645"]),
+    ("SourceTimestamp", ["--image-timestamp-file",
+                         "$(results.shp-source-default-source-timestamp.path)"]),
+    ("123", ["--image-timestamp", "123"]),
+])
+def test_output_timestamps(timestamp: str, expected: list[str]) -> None:
     buildrun = copy.deepcopy(BUILDRUN)
-    buildrun["spec"].update(serviceAccount="builder", timeout="1.5h")
-    build_spec = {**BUILD_SPEC, "source": {"contextDir": "sub/dir"}}
-    effective = effective_build(buildrun, build_spec)
-    spec = generate_taskrun(buildrun, effective, STRATEGY, {"flags": ["-a", "-b"]})["spec"]
-    assert spec["serviceAccountName"] == "builder"
-    assert spec["timeout"] == "5400s"
-    assert {"name": "flags", "type": "array"} in spec["taskSpec"]["params"]
-    assert {"name": "flags", "value": ["-a", "-b"]} in spec["params"]
-    # Only known source params are passed.
-    names = [p["name"] for p in spec["params"]]
-    assert names == ["flags", "shp-output-image", "shp-source-context"]
-    assert {"name": "shp-source-context", "value": "sub/dir"} in spec["params"]
+    buildrun["metadata"]["creationTimestamp"] = "2026-01-01T03:04:05Z"
+    build = with_spec(BUILD, output={"image": "r/app", "timestamp": timestamp})
+    assert step(generate(buildrun, build), "image-processing")["args"][:2] == expected
 
 
-def test_generate_taskrun_without_timeout_or_build_name() -> None:
-    buildrun = copy.deepcopy(BUILDRUN)
-    build_spec = {k: v for k, v in BUILD_SPEC.items() if k != "timeout"}
-    buildrun["spec"] = {"build": {"spec": build_spec}}
-    taskrun = generate(buildrun, build_spec)
-    assert "timeout" not in taskrun["spec"]
-    assert LABEL_BUILD not in taskrun["metadata"]["labels"]
+def test_source_timestamp_without_a_source_is_refused() -> None:
+    build = with_spec(BUILD, source={"type": "Local", "local": {}},
+                      output={"image": "r/app", "timestamp": "SourceTimestamp"})
+    with pytest.raises(UserError) as exc:
+        generate(build=build)
+    assert exc.value.reason == reasons.TASK_RUN_GENERATION_FAILED
 
 
-def test_generate_taskrun_system_params_win_over_strategy_params() -> None:
-    effective = effective_build(BUILDRUN, BUILD_SPEC)
-    params: dict[str, str | list[str]] = {"shp-output-image": "evil", "x": "1"}
-    spec = generate_taskrun(BUILDRUN, effective, STRATEGY, params)["spec"]
-    assert {"name": "shp-output-image", "value": "registry.example.com/app"} in spec["params"]
-    assert [p["name"] for p in spec["params"]].count("shp-output-image") == 1
-    assert [p["name"] for p in spec["taskSpec"]["params"]].count("shp-output-image") == 1
+def test_strategy_security_context_forces_shipwright_steps_and_names_the_user() -> None:
+    strategy = with_spec(STRATEGY, securityContext={"runAsUser": 1001, "runAsGroup": 1002})
+    taskrun = generate(strategy=strategy)
+    source, built = step(taskrun, "source-default"), step(taskrun, "build")
+    assert (source["securityContext"]["runAsUser"], source["securityContext"]["runAsGroup"]) \
+        == (1001, 1002)
+    assert {"name": "shp-security-context", "mountPath": "/etc/passwd", "subPath": "passwd"
+            } in source["volumeMounts"]
+    assert built["securityContext"] == {"runAsUser": 1001, "runAsGroup": 1002}
+    assert taskrun["metadata"]["annotations"][ANNOTATION_SC_PASSWD] == (
+        "shp:x:1001:1002:shp:/shared-home:/sbin/nologin")
 
 
-def test_generate_taskrun_truncates_label_values_of_long_names() -> None:
-    buildrun = copy.deepcopy(BUILDRUN)
-    buildrun["metadata"]["name"] = "r" * 62 + "." + "s" * 100
-    buildrun["spec"]["build"]["name"] = "b" * 253
-    labels = generate(buildrun)["metadata"]["labels"]
-    assert labels[LABEL_BUILDRUN] == "r" * 62
-    assert labels[LABEL_BUILD] == "b" * 63
-    assert labels[LABEL_BUILDRUN_UID] == UID
+def test_pod_template_buildrun_wins_and_tolerations_merge_by_key() -> None:
+    build = with_spec(BUILD, nodeSelector={"a": "1", "b": "1"}, schedulerName="s",
+                      tolerations=[{"key": "k", "operator": "Exists"},
+                                   {"key": "j", "operator": "Exists", "effect": "NoExecute"}])
+    buildrun = with_spec(BUILDRUN, nodeSelector={"b": "2"}, runtimeClassName="kata",
+                         tolerations=[{"key": "k", "operator": "Equal", "value": "v"}])
+    template = generate(buildrun, build)["spec"]["podTemplate"]
+    assert template == {
+        "nodeSelector": {"a": "1", "b": "2"},
+        "tolerations": [{"key": "k", "operator": "Equal", "value": "v", "effect": "NoSchedule"},
+                        {"key": "j", "operator": "Exists", "effect": "NoExecute"}],
+        "runtimeClassName": "kata", "schedulerName": "s",
+    }
+
+
+def test_strategy_annotations_are_copied_except_shipwrights_own() -> None:
+    strategy = copy.deepcopy(STRATEGY)
+    strategy["metadata"]["annotations"] = {
+        "team": "x", "buildrun.shipwright.io/y": "1",
+        "kubectl.kubernetes.io/last-applied-configuration": "{}"}
+    assert generate(strategy=strategy)["metadata"]["annotations"] == {"team": "x"}
+
+
+def test_settings_images_and_templates() -> None:
+    config = ShipwrightConfig.from_env({
+        "GIT_CONTAINER_TEMPLATE": '{"command": ["/git"], "workingDir": "/w"}',
+        "GIT_CONTAINER_IMAGE": "r/git:2"})
+    source = step(generate(config=config), "source-default")
+    assert (source["image"], source["command"], source["workingDir"]) == (
+        "r/git:2", ["/git"], "/w")
+    assert "securityContext" not in source  # the template replaces the default wholesale
+
+
+@pytest.mark.parametrize("env", [{"VULNERABILITY_COUNT_LIMIT": "many"},
+                                 {"BUNDLE_CONTAINER_TEMPLATE": "{not json"},
+                                 {"WAITER_CONTAINER_TEMPLATE": "[]"}])
+def test_bad_settings_are_one_clear_error(env: dict[str, str]) -> None:
+    from controller.buildrun.config import ConfigError
+
+    with pytest.raises(ConfigError, match=next(iter(env))):
+        ShipwrightConfig.from_env(env)
 
 
 def test_generate_taskrun_output_does_not_alias_inputs() -> None:
-    strategy, buildrun = copy.deepcopy(STRATEGY), copy.deepcopy(BUILDRUN)
-    effective = effective_build(buildrun, BUILD_SPEC)
-    params: dict[str, str | list[str]] = {"flags": ["-a"]}
-    taskrun = generate_taskrun(buildrun, effective, strategy, params)
-    taskrun["spec"]["taskSpec"]["steps"][0]["args"].append("--more")
-    taskrun["spec"]["params"][0]["value"].append("-b")
-    assert strategy == STRATEGY
-    assert params == {"flags": ["-a"]}
-    assert buildrun == BUILDRUN
+    inputs = copy.deepcopy((BUILDRUN, BUILD, STRATEGY))
+    taskrun = generate(strategy=OUTPUT_STRATEGY)
+    taskrun["spec"]["taskSpec"]["steps"][1]["args"].append("x")
+    taskrun = generate()
+    for s in taskrun["spec"]["taskSpec"]["steps"]:
+        s.setdefault("env", []).append({"name": "Z"})
+        s.get("securityContext", {}).clear()
+    assert inputs == (BUILDRUN, BUILD, STRATEGY)
+    assert generate()["spec"]["taskSpec"]["steps"][0]["env"][0]["name"] == "HOME"
 
 
 # --- fuzzing over what the CRD schemas admit
@@ -261,6 +453,8 @@ def from_schema(schema: dict[str, Any], key: str = "") -> st.SearchStrategy[Any]
     """Values a structural OpenAPI schema admits (the subset our CRDs use)."""
     if "enum" in schema:
         return st.sampled_from(schema["enum"])
+    if schema.get("x-kubernetes-int-or-string"):
+        return st.one_of(st.integers(min_value=0, max_value=2**31), st.text(max_size=MAX_TEXT))
     kind = schema["type"]
     if kind == "string":
         max_length = schema.get("maxLength", MAX_TEXT)
@@ -276,6 +470,9 @@ def from_schema(schema: dict[str, Any], key: str = "") -> st.SearchStrategy[Any]
         items = from_schema(schema["items"])
         return st.lists(items, max_size=min(schema.get("maxItems", MAX_ITEMS), MAX_ITEMS))
     assert kind == "object", schema
+    if isinstance(schema.get("additionalProperties"), dict):  # a map
+        return st.dictionaries(st.text(max_size=MAX_TEXT),
+                               from_schema(schema["additionalProperties"]), max_size=MAX_ITEMS)
     properties = schema.get("properties", {})
     required = set(schema.get("required", []))
     return st.fixed_dictionaries(
@@ -292,13 +489,6 @@ def with_metadata(schema: dict[str, Any]) -> st.SearchStrategy[dict[str, Any]]:
 buildruns = with_metadata(crd_schema("shipwright.io_buildruns.yaml"))
 builds = with_metadata(crd_schema("shipwright.io_builds.yaml"))
 strategies = with_metadata(crd_schema("shipwright.io_buildstrategies.yaml"))
-param_maps = st.dictionaries(
-    st.text(max_size=MAX_TEXT), st.one_of(st.text(), st.lists(st.text(), max_size=MAX_ITEMS))
-)
-# Anything effective_build can hand over: a timeout is positive and a Go duration.
-timeouts = st.one_of(st.none(), st.floats(min_value=1e-9, max_value=9.2e9))
-
-
 def is_json(value: Any) -> bool:
     """Only JSON types, all the way down (no tuples, no non-string keys)."""
     if isinstance(value, dict):
@@ -316,7 +506,6 @@ def check_taskrun(taskrun: dict[str, Any], buildrun: dict[str, Any]) -> None:
     assert metadata["name"] == taskrun_name(buildrun)
     assert metadata["namespace"] == buildrun["metadata"]["namespace"]
     for key, value in metadata["labels"].items():
-        assert key in (LABEL_BUILDRUN, LABEL_BUILDRUN_UID, LABEL_BUILD)
         assert len(value) <= 63 and LABEL_VALUE.fullmatch(value), (key, value)
     [owner] = metadata["ownerReferences"]
     assert owner["apiVersion"] == "shipwright.io/v1beta1"
@@ -324,60 +513,60 @@ def check_taskrun(taskrun: dict[str, Any], buildrun: dict[str, Any]) -> None:
     assert owner["name"] == buildrun["metadata"]["name"]
     assert owner["uid"] == buildrun["metadata"].get("uid", "")
     assert owner["controller"] is True
-    names = [p["name"] for p in taskrun["spec"]["params"]]
-    assert names == [p["name"] for p in taskrun["spec"]["taskSpec"]["params"]]
-    assert len(names) == len(set(names))
-    if "timeout" in taskrun["spec"]:
-        assert parse_duration(taskrun["spec"]["timeout"]) > 0
+    given = [p["name"] for p in taskrun["spec"].get("params", [])]
+    declared = [p["name"] for p in taskrun["spec"]["taskSpec"]["params"]]
+    assert len(given) == len(set(given))
+    assert set(given) <= set(declared)
 
 
-@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(
-    buildrun=buildruns,
-    build=builds,
-    strategy=strategies,
-    params=param_maps,
-    timeout=timeouts,
-    service_account=st.one_of(st.none(), st.text(max_size=MAX_TEXT)),
-)
-def test_generate_taskrun_never_raises_on_admitted_input(
-    buildrun: dict[str, Any],
-    build: dict[str, Any],
-    strategy: dict[str, Any],
-    params: dict[str, str | list[str]],
-    timeout: float | None,
-    service_account: str | None,
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(buildrun=buildruns, build=builds, strategy=strategies,
+       service_account=st.text(max_size=MAX_TEXT))
+def test_generate_taskrun_raises_only_user_errors_on_admitted_input(
+    buildrun: dict[str, Any], build: dict[str, Any], strategy: dict[str, Any],
+    service_account: str,
 ) -> None:
-    """Straight into generate_taskrun, with an EffectiveBuild made of arbitrary parts."""
-    output = build["spec"]["output"]
-    effective = EffectiveBuild(
-        spec=build["spec"],
-        strategy_name=build["spec"]["strategy"]["name"],
-        timeout=timeout,
-        service_account=service_account,
-        param_values=build["spec"].get("paramValues", []),
-        output_image=output["image"],
-        push_secret=output.get("pushSecret"),
-        retention=build["spec"].get("retention", {}),
-    )
-    inputs = copy.deepcopy((buildrun, build, strategy, params))
-    taskrun = generate_taskrun(buildrun, effective, strategy, params)
-    check_taskrun(taskrun, buildrun)
-    assert (buildrun, build, strategy, params) == inputs
+    """Straight into generate_taskrun, unvalidated: a TaskRun or a UserError, never a crash,
+    and the inputs untouched."""
+    inputs = copy.deepcopy((buildrun, build, strategy))
+    try:
+        taskrun = generate_taskrun(buildrun, build, strategy, service_account, CONFIG)
+    except UserError as exc:
+        assert exc.reason and exc.message
+    else:
+        check_taskrun(taskrun, buildrun)
+    assert (buildrun, build, strategy) == inputs
 
 
-@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(buildrun=buildruns, build=builds, strategy=strategies)
 def test_pipeline_rejects_with_user_error_or_generates_valid_taskrun(
     buildrun: dict[str, Any], build: dict[str, Any], strategy: dict[str, Any]
 ) -> None:
     """The whole pure path, as the reconciler runs it: only UserError may stop it."""
     embedded = (buildrun["spec"].get("build") or {}).get("spec")
-    build_spec = embedded if embedded is not None else build["spec"]
+    if embedded is not None:
+        build = {"metadata": {}, "spec": embedded}
     try:
-        effective = effective_build(buildrun, build_spec)
-        params = resolve_params(effective.param_values, strategy["spec"].get("parameters", []))
+        effective_build(buildrun, build["spec"])
+        validate_params(build["spec"].get("paramValues") or [],
+                        buildrun["spec"].get("paramValues") or [],
+                        strategy["spec"].get("parameters") or [])
+        taskrun = generate_taskrun(buildrun, build, strategy, "default", CONFIG)
     except UserError as exc:
         assert exc.reason and exc.message
         return
-    check_taskrun(generate_taskrun(buildrun, effective, strategy, params), buildrun)
+    check_taskrun(taskrun, buildrun)
+
+
+def test_the_deployment_sets_only_settings_we_read_and_they_parse() -> None:
+    deployment = yaml.safe_load((CRDS.parent / "deployment" / "deployment.yaml").read_text())
+    [container] = deployment["spec"]["template"]["spec"]["containers"]
+    env = {e["name"]: e["value"] for e in container["env"]}
+    read = {f"{kind}_CONTAINER_{form}" for kind in ("GIT", "BUNDLE", "WAITER",
+                                                     "IMAGE_PROCESSING")
+            for form in ("IMAGE", "TEMPLATE")} | {"VULNERABILITY_COUNT_LIMIT",
+                                                   "GIT_ENABLE_REWRITE_RULE"}
+    assert set(env) <= read
+    config = ShipwrightConfig.from_env(env)
+    assert config == ShipwrightConfig.from_env({})  # the defaults, spelled out

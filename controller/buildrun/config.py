@@ -1,0 +1,128 @@
+"""Shipwright's build-controller settings that shape the TaskRun, read from the same
+environment variables as Shipwright v0.20's controller (its pkg/config), once at start.
+
+Each helper step (Git clone, OCI bundle pull, local-source waiter, image processing)
+starts from a container template: Shipwright's default, replaced wholesale by the
+JSON of `*_CONTAINER_TEMPLATE` (a missing image falls back to the default image),
+whose image `*_CONTAINER_IMAGE` then overrides.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+GIT_IMAGE = "ghcr.io/shipwright-io/build/git:latest"
+BUNDLE_IMAGE = "ghcr.io/shipwright-io/build/bundle:latest"
+WAITER_IMAGE = "ghcr.io/shipwright-io/build/waiter:latest"
+IMAGE_PROCESSING_IMAGE = "ghcr.io/shipwright-io/build/image-processing:latest"
+VULNERABILITY_COUNT_LIMIT = 50
+
+_RESTRICTED: dict[str, Any] = {
+    "allowPrivilegeEscalation": False,
+    "capabilities": {"drop": ["ALL"]},
+    "runAsUser": 1000,
+    "runAsGroup": 1000,
+    "readOnlyRootFilesystem": True,
+}
+_SHARED_HOME = {"name": "HOME", "value": "/shared-home"}
+
+# Shipwright's NewDefaultConfig, field by field (Kubernetes container field names).
+_DEFAULT_TEMPLATES: dict[str, dict[str, Any]] = {
+    "GIT": {
+        "image": GIT_IMAGE,
+        "command": ["/ko-app/git"],
+        "env": [_SHARED_HOME, {"name": "GIT_SHOW_LISTING", "value": "false"}],
+        "securityContext": _RESTRICTED,
+    },
+    "BUNDLE": {
+        "image": BUNDLE_IMAGE,
+        "command": ["/ko-app/bundle"],
+        "env": [_SHARED_HOME, {"name": "BUNDLE_SHOW_LISTING", "value": "false"}],
+        "securityContext": _RESTRICTED,
+    },
+    "WAITER": {
+        "image": WAITER_IMAGE,
+        "command": ["/ko-app/waiter"],
+        "args": ["start", "--lock-file=/shp-tmp/waiter.lock"],
+        "env": [_SHARED_HOME],
+        "securityContext": _RESTRICTED,
+    },
+    # Runs as root with DAC_OVERRIDE: it overwrites result files any strategy user wrote.
+    "IMAGE_PROCESSING": {
+        "image": IMAGE_PROCESSING_IMAGE,
+        "command": ["/ko-app/image-processing"],
+        "env": [_SHARED_HOME],
+        "securityContext": {
+            "allowPrivilegeEscalation": False,
+            "runAsUser": 0,
+            "runAsGroup": 0,
+            "readOnlyRootFilesystem": True,
+            "capabilities": {"add": ["DAC_OVERRIDE"], "drop": ["ALL"]},
+        },
+    },
+}
+_TEMPLATE_FIELDS = ("args", "command", "env", "image", "imagePullPolicy", "resources",
+                    "securityContext", "workingDir")
+
+
+class ConfigError(ValueError):
+    """An environment variable holds something Shipwright's controller would refuse too."""
+
+
+@dataclass(frozen=True)
+class ShipwrightConfig:
+    """The settings the TaskRun generator reads; `from_env()` builds it as Shipwright does."""
+
+    git: dict[str, Any]
+    bundle: dict[str, Any]
+    waiter: dict[str, Any]
+    image_processing: dict[str, Any]
+    vulnerability_count_limit: int = VULNERABILITY_COUNT_LIMIT
+    git_rewrite_rule: bool = False
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str] | None = None) -> ShipwrightConfig:
+        env = os.environ if environ is None else environ
+        templates = {kind: _template(env, kind) for kind in _DEFAULT_TEMPLATES}
+        limit = VULNERABILITY_COUNT_LIMIT
+        if env.get("VULNERABILITY_COUNT_LIMIT"):
+            try:
+                limit = int(env["VULNERABILITY_COUNT_LIMIT"])
+            except ValueError:
+                raise ConfigError("VULNERABILITY_COUNT_LIMIT must be an integer, not "
+                                  f"{env['VULNERABILITY_COUNT_LIMIT']!r}") from None
+        rewrite = env.get("GIT_ENABLE_REWRITE_RULE") or ""
+        return cls(
+            git=templates["GIT"],
+            bundle=templates["BUNDLE"],
+            waiter=templates["WAITER"],
+            image_processing=templates["IMAGE_PROCESSING"],
+            vulnerability_count_limit=limit,
+            git_rewrite_rule=rewrite.lower() == "true",
+        )
+
+
+def _template(env: Mapping[str, str], kind: str) -> dict[str, Any]:
+    default = _DEFAULT_TEMPLATES[kind]
+    template = copy.deepcopy(default)
+    raw = env.get(f"{kind}_CONTAINER_TEMPLATE")
+    if raw:
+        name = f"{kind}_CONTAINER_TEMPLATE"
+        try:
+            given = json.loads(raw)
+        except ValueError as exc:
+            raise ConfigError(f"{name} is not JSON: {exc}") from None
+        if not isinstance(given, dict):
+            raise ConfigError(f"{name} must be a JSON object (a container's fields)")
+        # Shipwright decodes into its Step type, which keeps these fields only.
+        template = {k: given[k] for k in _TEMPLATE_FIELDS if given.get(k) not in (None, "")}
+        template.setdefault("image", default["image"])
+    image = env.get(f"{kind}_CONTAINER_IMAGE")
+    if image:
+        template["image"] = image
+    return template

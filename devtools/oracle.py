@@ -1,0 +1,61 @@
+"""Client of the TaskRun oracle (hack/oracle): Shipwright's own GenerateTaskRun and
+Tekton's own SetDefaults + Validate, in one Go process answering a batch of cases.
+
+`ask(cases)` sends every case at once on stdin (one JSON object a line) and reads one
+answer a line, in order; see hack/oracle/main.go for the fields. The binary is built
+by `hack/oracle/build` (`make oracle`), never by a test: `binary()` only finds it in
+the cache, building only when it is missing (minutes on two cores).
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import subprocess
+from pathlib import Path
+from typing import Any
+
+from devtools.stack import HACK, StackError
+
+JSON = dict[str, Any]
+
+
+@functools.cache
+def binary() -> Path:
+    """The oracle's path (built into the cache by hack/oracle/build when missing)."""
+    script = HACK / "oracle" / "build"
+    proc = subprocess.run([str(script)], stdout=subprocess.PIPE, text=True)
+    lines = proc.stdout.strip().splitlines()
+    if proc.returncode != 0 or not lines:
+        raise StackError(f"oracle: hack/oracle/build failed with exit code {proc.returncode} "
+                         "(its stderr says why)")
+    return Path(lines[-1])
+
+
+def case(strategy: JSON, build: JSON, buildrun: JSON, *, service_account: str = "default",
+         env: dict[str, str] | None = None, ours: JSON | None = None,
+         case_id: str = "") -> JSON:
+    """One request: the strategy's kind is read from the object itself."""
+    return {
+        "id": case_id,
+        "strategyKind": strategy.get("kind") or "BuildStrategy",
+        "strategy": strategy,
+        "build": build,
+        "buildRun": buildrun,
+        "serviceAccountName": service_account,
+        "env": env or {},
+        "ours": ours,
+    }
+
+
+def ask(cases: list[JSON], timeout: float = 300) -> list[JSON]:
+    """The oracle's answers to `cases`, in order, from one process."""
+    stdin = "".join(json.dumps(c) + "\n" for c in cases)
+    proc = subprocess.run([str(binary())], input=stdin, capture_output=True, text=True,
+                          timeout=timeout)
+    if proc.returncode != 0:
+        raise StackError(f"oracle: exit code {proc.returncode}: {proc.stderr.strip()[-2000:]}")
+    answers = [json.loads(line) for line in proc.stdout.splitlines() if line.strip()]
+    if len(answers) != len(cases):
+        raise StackError(f"oracle: {len(cases)} cases, {len(answers)} answers")
+    return answers
