@@ -175,7 +175,8 @@ def test_an_empty_string_item_is_a_value_as_in_shipwright() -> None:
 
 
 def test_inputs_are_not_modified() -> None:
-    build = [{"name": "s", "secretValue": SECRET}, {"name": "a", "values": [{"value": "1"}]}]
+    build: list[JSON] = [{"name": "s", "secretValue": SECRET},
+                         {"name": "a", "values": [{"value": "1"}]}]
     run = [{"name": "d", "value": "2"}]
     before = copy.deepcopy((build, run, PARAMS))
     validate_params(build, run, PARAMS)
