@@ -46,7 +46,12 @@ from controller.buildrun.status import (
     truncate,
     with_condition,
 )
-from controller.buildrun.taskrun import LABEL_BUILD, generate_taskrun, taskrun_name
+from controller.buildrun.taskrun import (
+    LABEL_BUILD,
+    LABEL_BUILD_GENERATION,
+    generate_taskrun,
+    taskrun_name,
+)
 from controller.runtime.errors import (
     RetryableError,
     UserError,
@@ -68,9 +73,6 @@ log = logging.getLogger(__name__)
 CANCELED = "BuildRunCanceled"
 # spec.status that cancels a Tekton TaskRun (Tekton spells the reason the same).
 TASKRUN_CANCELLED = "TaskRunCancelled"
-# The label Shipwright sets on a BuildRun, beside LABEL_BUILD, naming the Build's
-# metadata.generation it started from.
-LABEL_BUILD_GENERATION = "build.shipwright.io/generation"
 # spec.strategy.kind of a Build; unset means BuildStrategy, as in Shipwright.
 BUILD_STRATEGY = "BuildStrategy"
 CLUSTER_BUILD_STRATEGY = "ClusterBuildStrategy"
