@@ -21,6 +21,7 @@ from typing import Any, assert_never
 
 from tenacity import AsyncRetrying, retry_if_exception, stop_after_attempt, wait_random
 
+from controller.build import validation as build_validation
 from controller.buildrun import metrics, reasons, serviceaccounts
 from controller.buildrun.config import ShipwrightConfig
 from controller.buildrun.params import validate_params
@@ -62,7 +63,16 @@ from controller.runtime.errors import (
     is_too_large,
 )
 from controller.runtime.events import EventRecorder
-from controller.runtime.kube import JSON, PODS, SERVICEACCOUNTS, ApiError, Kube, Resource, split_key
+from controller.runtime.kube import (
+    JSON,
+    PODS,
+    SECRETS,
+    SERVICEACCOUNTS,
+    ApiError,
+    Kube,
+    Resource,
+    split_key,
+)
 from controller.runtime.reconcile import DONE, Result
 from controller.runtime.store import Store
 from controller.runtime.timestamps import format_time, parse_time
@@ -79,6 +89,19 @@ CLUSTER_BUILD_STRATEGY = "ClusterBuildStrategy"
 # status.executor.kind of the object running a BuildRun (Shipwright can also use PipelineRuns).
 EXECUTOR_KIND = "TaskRun"
 _LABEL_VALUE = re.compile(r"(?:[A-Za-z0-9](?:[-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?)?")
+# What Shipwright's BuildRun reconciler validates of an embedded spec.build.spec before
+# it runs (buildrun.go: validate.All), in its order: the Build controller's checks of
+# the same names, minus output, triggers and runtimeClassName, which it leaves out.
+EMBEDDED_CHECKS: tuple[build_validation.Check, ...] = (
+    build_validation.check_source_url,
+    build_validation.check_secrets,
+    build_validation.check_strategy,
+    build_validation.check_build_name,
+    build_validation.check_env,
+    build_validation.check_node_selector,
+    build_validation.check_tolerations,
+    build_validation.check_scheduler_name,
+)
 
 Clock = Callable[[], datetime.datetime]
 
@@ -344,7 +367,8 @@ class BuildRunReconciler:
 
     async def _validated_build(self, buildrun: JSON) -> tuple[JSON | None, bool]:
         """The referenced Build (None when spec.build.spec embeds one), and whether it
-        still waits for validation (no status.registered yet: row 9).
+        still waits for validation (no status.registered yet: row 9). An embedded spec
+        is validated here, as Shipwright validates it (EMBEDDED_CHECKS).
 
         As Shipwright's BuildRun reconciler: a Build whose status.registered is set but
         not "True" failed validation, and so does every BuildRun of it, at once, with
@@ -354,6 +378,10 @@ class BuildRunReconciler:
         namespace = buildrun["metadata"]["namespace"]
         name = build_name(buildrun)
         if name is None:
+            failed = await self._embedded_verdict(namespace, spec_of(buildrun)["build"]["spec"])
+            if failed is not None:
+                # As Shipwright: the transient Build's message alone.
+                raise UserError(reasons.BUILD_REGISTRATION_FAILED, failed.message)
             return None, False
         build = await self._read(self.caches.builds, BUILDS, namespace, name)
         if build is None:
@@ -377,6 +405,31 @@ class BuildRunReconciler:
                 message += f", message: {truncate(str(status['message']), 1024)}"
             raise UserError(reasons.BUILD_REGISTRATION_FAILED, message)
         return build, False
+
+    async def _embedded_verdict(self, namespace: str,
+                                spec: JSON) -> build_validation.Verdict | None:
+        """The first of EMBEDDED_CHECKS an embedded Build spec fails, or None. Its Secrets
+        are looked up by name, its strategy in the caches (a miss confirmed by a GET)."""
+        transient = {"metadata": {"name": "", "namespace": namespace}, "spec": spec}
+        missing = frozenset([
+            name for name in build_validation.secret_refs(transient)
+            if await self._get_or_none(SECRETS, namespace, name) is None])
+        ref = build_validation.strategy_ref(transient)
+        strategy = None
+        if ref.known and ref.name:
+            if ref.kind == CLUSTER_BUILD_STRATEGY:
+                strategy = await self._read(self.caches.cluster_strategies,
+                                            CLUSTERBUILDSTRATEGIES, namespace, ref.name)
+            else:
+                strategy = await self._read(self.caches.strategies, BUILDSTRATEGIES,
+                                            namespace, ref.name)
+        lookups = build_validation.Lookups(missing, strategy)
+        for check in EMBEDDED_CHECKS:
+            verdict = check(transient, lookups)
+            if verdict is not None:
+                return build_validation.Verdict(
+                    verdict.reason, truncate(verdict.message, build_validation.MESSAGE_MAX))
+        return None
 
     async def _prepare(self, buildrun: JSON, build: JSON | None) -> _Plan:
         """What row 10 (START) would create and record; raises UserError for anything

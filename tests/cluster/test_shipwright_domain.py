@@ -44,6 +44,17 @@ async def validated(kube: Kube, ns: str, build: str = fixtures.BUILD, *,
         subresource="status")
 
 
+async def build_of(kube: Kube, ns: str, name: str, strategy: JSON) -> JSON:
+    """devtools.fixtures.build() with `strategy` as its spec.strategy, kind and all."""
+    body = fixtures.build(name)
+    body["spec"]["strategy"] = strategy
+    return await kube.create(BUILDS, ns, body)
+
+
+async def registered(kube: Kube, ns: str, build: str) -> bool:
+    return ((await kube.get(BUILDS, ns, build)).get("status") or {}).get("registered") == "True"
+
+
 async def secret(kube: Kube, ns: str, name: str = PUSH_SECRET) -> None:
     await kube.create(SECRETS, ns, {
         "apiVersion": "v1", "kind": "Secret", "metadata": {"name": name},
@@ -94,12 +105,9 @@ async def test_a_cluster_build_strategy_runs_and_kind_defaults_to_build_strategy
         **cluster_strategy(cbs), "spec": {**cluster_strategy(cbs)["spec"], "steps": [
             {"name": "cluster-build", "image": fixtures.KANIKO, "args": ["--from-cluster"]}]}})
     try:
-        await world.build("on-cluster", strategy=cbs)
-        await kube.patch(BUILDS, world.ns, "on-cluster",
-                         {"spec": {"strategy": {"name": cbs, "kind": "ClusterBuildStrategy"}}})
+        await build_of(kube, world.ns, "on-cluster", {"name": cbs, "kind": "ClusterBuildStrategy"})
         await validated(kube, world.ns, "on-cluster")
-        await world.build("no-kind")
-        await kube.patch(BUILDS, world.ns, "no-kind", {"spec": {"strategy": {"kind": None}}})
+        await build_of(kube, world.ns, "no-kind", {"name": fixtures.STRATEGY})
         await validated(kube, world.ns, "no-kind")
         async with running_controller(controller_settings(cluster, world.ns)):
             await world.buildrun("cluster", "on-cluster")
@@ -117,22 +125,55 @@ async def test_a_cluster_build_strategy_runs_and_kind_defaults_to_build_strategy
             if s["name"] == "build"] == [list(fixtures.DOCKERFILE_ARGS)]
 
 
-async def test_a_missing_cluster_build_strategy_is_a_user_error(
+async def test_a_cluster_build_strategy_gone_after_validation_is_a_user_error(
     cluster: LocalCluster, kube: Kube, world: World
 ) -> None:
-    """Embedded Build specs: a referenced Build would fail its own validation first
-    (BuildRegistrationFailed), as in Shipwright."""
+    """The Build was validated while its ClusterBuildStrategy existed (a Build is not
+    validated again when a strategy goes, in Shipwright either; it is when the
+    controllers start, hence the order here): its BuildRuns fail with
+    ClusterBuildStrategyNotFound."""
+    cbs = f"cbs-{world.ns}"
+    await kube.create(CLUSTERBUILDSTRATEGIES, None, cluster_strategy(cbs))
+    async with running_controller(controller_settings(cluster, world.ns)) as app:
+        await build_of(kube, world.ns, "on-cluster", {"name": cbs, "kind": "ClusterBuildStrategy"})
+        await wait_for(lambda: registered(kube, world.ns, "on-cluster"), 10,
+                       what="the Build controller's verdict")
+        await kube.delete(CLUSTERBUILDSTRATEGIES, None, cbs)
+        cache = app.buildrun.cluster_strategies.store
+        await wait_for(lambda: cache.get(cbs) is None, 10, what="the deletion in the cache")
+        await world.buildrun("cbs", "on-cluster")
+        gone = await world.finished("cbs")
+    assert condition(gone)["reason"] == reasons.CLUSTER_BUILD_STRATEGY_NOT_FOUND
+    assert condition(gone)["message"] == f"ClusterBuildStrategy {cbs!r} not found"
+    assert await world.taskruns() == []
+
+
+async def test_an_embedded_build_spec_is_validated_as_shipwright_validates_it(
+    cluster: LocalCluster, kube: Kube, world: World
+) -> None:
+    """spec.build.spec is a transient Build: Shipwright's BuildRun reconciler runs the
+    Build validations on it and fails the BuildRun with BuildRegistrationFailed and the
+    validation's message."""
     missing = f"nowhere-{uuid.uuid4().hex[:8]}"
+    no_secret = {"build": {"spec": {**fixtures.build_spec(),
+                                    "output": {"image": fixtures.IMAGE,
+                                               "pushSecret": "no-such-secret"}}}}
     async with running_controller(controller_settings(cluster, world.ns)):
         await world.buildrun("cbs", None, **embedded(
             {"name": missing, "kind": "ClusterBuildStrategy"}))
         await world.buildrun("ns", None, **embedded({"name": missing, "kind": "BuildStrategy"}))
-        cbs = await world.finished("cbs")
-        ns = await world.finished("ns")
-    assert condition(cbs)["reason"] == reasons.CLUSTER_BUILD_STRATEGY_NOT_FOUND
-    assert condition(cbs)["message"] == f"ClusterBuildStrategy {missing!r} not found"
-    assert condition(ns)["reason"] == reasons.BUILD_STRATEGY_NOT_FOUND
-    assert await world.taskruns() == []
+        await world.buildrun("secret", None, **no_secret)
+        await world.buildrun("fine", None, **embedded({"name": "kaniko"}))
+        done = {n: condition(await world.finished(n)) for n in ("cbs", "ns", "secret")}
+        await world.taskrun_of("fine")
+    assert {n: c["reason"] for n, c in done.items()} == dict.fromkeys(
+        done, reasons.BUILD_REGISTRATION_FAILED)
+    # The Build validation's messages (Shipwright's words).
+    assert done["cbs"]["message"] == f"clusterBuildStrategy {missing} does not exist"
+    assert done["ns"]["message"] == \
+        f"buildStrategy {missing} does not exist in namespace {world.ns}"
+    assert done["secret"]["message"] == "referenced secret no-such-secret not found"
+    assert len(await world.taskruns()) == 1
 
 
 # -- a Build's validation ------------------------------------------------------------------
