@@ -160,9 +160,11 @@ USER_ERRORS: list[tuple[str, dict[str, Any], str | None, str]] = [
         "strategy": {"name": "kaniko"}, "output": {"image": "x"}}}, "timeout": "5m"}, None,
      reasons.BUILD_RUN_BUILD_FIELD_OVERRIDE_FORBIDDEN),
     ("other-namespace", {}, "kube-system/app", reasons.INVALID_REFERENCE),
+    # An embedded spec is validated as a Build is (Shipwright): its missing strategy
+    # fails the registration.
     ("missing-strategy", {"build": {"spec": {
         "strategy": {"name": "ghost"}, "output": {"image": "x"}}}}, None,
-     reasons.BUILD_STRATEGY_NOT_FOUND),
+     reasons.BUILD_REGISTRATION_FAILED),
 ]
 
 
