@@ -58,8 +58,9 @@ class App:
             ) from exc
         recorder = EventRecorder(kube, "buildrun-controller", identity)
         buildrun = buildrun_setup.setup(kube, settings, recorder)
-        # The Build controller reads the same Build and BuildStrategy informers.
-        build = build_setup.setup(kube, settings, buildrun.builds, buildrun.strategies)
+        # The Build controller reads the same Build, BuildStrategy and BuildRun informers.
+        build = build_setup.setup(kube, settings, buildrun.builds, buildrun.strategies,
+                                  buildrun.buildruns)
         app = cls(settings, kube, buildrun, build, recorder, Endpoints(lambda: app.synced()),
                   asyncio.Event())
         return app

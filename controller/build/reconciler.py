@@ -4,24 +4,34 @@ What the verdict is lives in `validation.validate` (pure); this module only read
 the API server (referenced Secrets, the strategy) and writes `status.registered`,
 `status.reason` and `status.message`, always through `_write_status`, the only
 Build status writer. As in Shipwright, a Build is never changed otherwise and a
-deleted Build needs nothing.
+deleted Build needs nothing. It also keeps the Build an owner of its BuildRuns exactly
+while `spec.retention.atBuildDeletion` is true.
 """
 
 from __future__ import annotations
 
 import logging
 
+import aiohttp
+
 from controller.build import reasons
 from controller.build.validation import (
     CLUSTER_STRATEGY,
     Lookups,
     Verdict,
+    owner_references,
+    repository_probe,
     secret_refs,
     strategy_ref,
     validate,
 )
 from controller.buildrun import metrics
-from controller.buildrun.resources import BUILDS, BUILDSTRATEGIES, CLUSTERBUILDSTRATEGIES
+from controller.buildrun.resources import (
+    BUILDRUNS,
+    BUILDS,
+    BUILDSTRATEGIES,
+    CLUSTERBUILDSTRATEGIES,
+)
 from controller.runtime.errors import RetryableError, is_not_found
 from controller.runtime.kube import JSON, SECRETS, ApiError, Kube, Resource
 from controller.runtime.reconcile import DONE, Result
@@ -33,13 +43,20 @@ log = logging.getLogger(__name__)
 # every Secret for this; this controller has no list or watch on Secrets (it never
 # holds their contents), only get.
 SECRET_RECHECK_SECONDS = 60.0
+# How long the verify.repository probe of a Git remote may take.
+PROBE_TIMEOUT_SECONDS = 10.0
+# Bytes of a refusing Git server's answer quoted in the message (go-git quotes it all).
+PROBE_BODY_MAX = 512
 
 
 class BuildReconciler:
-    def __init__(self, kube: Kube, builds: Store, strategies: Store) -> None:
+    def __init__(self, kube: Kube, builds: Store, strategies: Store,
+                 buildruns: Store) -> None:
+        """`buildruns` is indexed by "build" (the key of the Build a BuildRun names)."""
         self.kube = kube
         self.builds = builds
         self.strategies = strategies
+        self.buildruns = buildruns
 
     async def reconcile(self, key: str) -> Result:
         build = self.builds.get(key)
@@ -47,6 +64,7 @@ class BuildReconciler:
             return DONE  # deleted: nothing to do, as in Shipwright
         verdict = validate(build, await self._look_up(build))
         await self._write_status(build, verdict)
+        await self._sync_owners(build, key)
         if verdict.registered:
             # Shipwright counts every reconcile that finds a Build valid; reconciles
             # happen on spec changes (generation) only, so this counts registrations.
@@ -75,7 +93,48 @@ class BuildReconciler:
             else:
                 strategy = self.strategies.get(f"{namespace}/{ref.name}") or (
                     await self._get_or_none(BUILDSTRATEGIES, namespace, ref.name))
-        return Lookups(missing, strategy)
+        url, repository_error = repository_probe(build)
+        if url is not None:
+            repository_error = await self._probe(url)
+        return Lookups(missing, strategy, repository_error)
+
+    @staticmethod
+    async def _probe(url: str) -> str | None:
+        """Asks a Git remote for its refs as go-git does; None when it answers 2xx, else
+        the error go-git would give (a 401 reads as unreachable, as Shipwright says)."""
+        try:
+            async with aiohttp.ClientSession(
+                trust_env=True, timeout=aiohttp.ClientTimeout(total=PROBE_TIMEOUT_SECONDS)
+            ) as session, session.get(url) as resp:
+                if 200 <= resp.status < 300:
+                    return None
+                body = (await resp.content.read(PROBE_BODY_MAX)).decode(errors="replace")
+        except (TimeoutError, aiohttp.ClientError, ValueError) as exc:
+            return f'Get "{url}": {exc or type(exc).__name__}'
+        if resp.status == 401:
+            return "remote repository unreachable"
+        if resp.status == 403:
+            return f"authorization failed: {body}"
+        if resp.status == 404:
+            return f"repository not found: {body}"
+        return f'unexpected client error: unexpected requesting "{url}" status code: {resp.status}'
+
+    async def _sync_owners(self, build: JSON, key: str) -> None:
+        """retention.atBuildDeletion set or unset: add or remove the Build as owner of
+        each of its BuildRuns (Shipwright's ownerreferences step). Shipwright logs and
+        ignores a failure here; this raises it, so the reconcile is retried."""
+        for buildrun in self.buildruns.by_index("build", key):
+            refs = owner_references(build, buildrun)
+            if refs is None:
+                continue
+            meta = buildrun["metadata"]
+            try:
+                await self.kube.patch(BUILDRUNS, meta["namespace"], meta["name"], {
+                    "metadata": {"ownerReferences": refs,
+                                 "resourceVersion": meta["resourceVersion"]}})
+            except ApiError as exc:
+                if not is_not_found(exc):
+                    raise
 
     async def _get_or_none(self, resource: Resource, namespace: str | None,
                            name: str) -> JSON | None:

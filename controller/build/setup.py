@@ -39,10 +39,11 @@ class BuildController:
     controller: Controller
 
 
-def setup(kube: Kube, settings: Settings, builds: Informer,
-          strategies: Informer) -> BuildController:
-    """`builds` and `strategies` are the process's shared informers (the BuildRun
-    controller's): one watch per kind, whatever number of controllers reads it."""
+def setup(kube: Kube, settings: Settings, builds: Informer, strategies: Informer,
+          buildruns: Informer) -> BuildController:
+    """`builds`, `strategies` and `buildruns` (indexed by "build") are the process's
+    shared informers (the BuildRun controller's): one watch per kind, whatever number
+    of controllers reads it."""
     q = settings.queue
     queue: RateLimitingQueue[str] = RateLimitingQueue(
         default_controller_rate_limiter(
@@ -53,7 +54,7 @@ def setup(kube: Kube, settings: Settings, builds: Informer,
         controller=NAME,
     )
     controller = Controller(
-        NAME, BuildReconciler(kube, builds.store, strategies.store), queue,
+        NAME, BuildReconciler(kube, builds.store, strategies.store, buildruns.store), queue,
         workers=settings.workers,
         budget=settings.budget,
         reconcile_timeout=settings.reconcile_timeout,

@@ -12,9 +12,10 @@ Differences, each on purpose:
   (nodeSelector entries) the keys are taken sorted, so the answer is stable.
 - Shipwright's `source` check returns an error without setting a reason, so it
   never shows on a Build; it is not repeated here.
-- `build.shipwright.io/verify.repository: "true"` would make Shipwright probe the
-  Git remote from the controller; that probe is not done (see README, "Build
-  validation"). A value other than true/false is reported as Shipwright does.
+- `build.shipwright.io/verify.repository: "true"` makes Shipwright list the Git
+  remote's refs with go-git; the reconciler asks the same smart-HTTP endpoint
+  (`repository_probe` says which, `Lookups.repository_error` carries the answer) and
+  takes any 2xx as reachable, without decoding the refs.
 """
 
 from __future__ import annotations
@@ -56,6 +57,9 @@ _DNS1123_SUBDOMAIN_MSG = ("a lowercase RFC 1123 subdomain must consist of lower 
                           "alphanumeric characters, '-' or '.', and must start and end with "
                           "an alphanumeric character")
 _PLATFORM_VALUE = re.compile("[a-z0-9]+")
+# go-git v5.19 (internal/url): a URL with a scheme, and the scp-like user@host:path form.
+_URL_SCHEME = re.compile(r"[^:]+://")
+_SCP_LIKE = re.compile(r"(?:[^@]+@)?[^:\s]+:(?:[0-9]{1,5}:)?[^\\].*\Z")
 _GO_INT = re.compile("[+-]?[0-9]+")
 
 
@@ -98,6 +102,7 @@ class Lookups:
 
     missing_secrets: frozenset[str] = frozenset()
     strategy: JSON | None = None  # the referenced strategy; None: not found (or kind unknown)
+    repository_error: str | None = None  # why the verified Git remote is unreachable
 
 
 def _spec(build: JSON) -> JSON:
@@ -150,15 +155,49 @@ def validate(build: JSON, lookups: Lookups) -> Verdict:
 Check = Callable[[JSON, Lookups], Verdict | None]
 
 
-def check_source_url(build: JSON, _: Lookups) -> Verdict | None:
+def _verify_annotation(build: JSON) -> str | None:
+    """The verify.repository annotation of a Build with a public Git source (the only
+    kind Shipwright checks); None for any other Build."""
     source = _spec(build).get("source") or {}
     git = source.get("git")
     if source.get("type") != "Git" or git is None or git.get("cloneSecret"):
         return None
-    value = ((build.get("metadata") or {}).get("annotations") or {}).get(
+    value: str = ((build.get("metadata") or {}).get("annotations") or {}).get(
         ANNOTATION_VERIFY_REPOSITORY, "")
-    if value in ("", "false", "true"):
+    return value
+
+
+def repository_probe(build: JSON) -> tuple[str | None, str | None]:
+    """(URL to GET, failure known without asking) for a Build whose Git remote is to be
+    verified; (None, None) when nothing is to be checked. As Shipwright's
+    git.ValidateGitURLExists splits go-git's endpoint protocols: http(s) is asked at
+    `<url>/info/refs?service=git-upload-pack`, a local path or file:// is refused,
+    git:// needs credentials, anything else (ssh, user@host:path) is not checked."""
+    if _verify_annotation(build) != "true":
+        return None, None
+    url = str(((_spec(build).get("source") or {}).get("git") or {}).get("url") or "")
+    if _URL_SCHEME.match(url):
+        scheme = url.split("://", 1)[0]
+        if scheme in ("http", "https"):
+            return url + "/info/refs?service=git-upload-pack", None
+        if scheme == "file":
+            return None, "invalid source url"
+        if scheme == "git":
+            return None, "the source url requires authentication"
+        return None, None
+    if _SCP_LIKE.match(url) and "/" not in url.split(":", 1)[0]:
+        return None, None  # ssh
+    return None, "invalid source url"  # go-git reads it as a local path
+
+
+def check_source_url(build: JSON, lookups: Lookups) -> Verdict | None:
+    value = _verify_annotation(build)
+    if value in (None, "", "false"):
         return None
+    if value == "true":
+        if lookups.repository_error is None:
+            return None
+        return Verdict(reasons.REMOTE_REPOSITORY_UNREACHABLE, lookups.repository_error)
     return Verdict(reasons.REMOTE_REPOSITORY_UNREACHABLE,
                    f"the annotation {ANNOTATION_VERIFY_REPOSITORY} was not properly defined, "
                    "supported values are true or false")
@@ -492,3 +531,25 @@ def qualified_name_errors(value: str) -> list[str]:
 def _go_quote(text: str) -> str:
     """Go's %q for the strings in these messages: double quotes, backslash escapes."""
     return json.dumps(text, ensure_ascii=False)
+
+
+# -- ownership: Shipwright's `ownerreferences` step (pkg/validate/ownerreferences.go) --
+
+
+def owner_references(build: JSON, buildrun: JSON) -> list[JSON] | None:
+    """The ownerReferences a BuildRun of `build` should have, or None when it has them.
+
+    `spec.retention.atBuildDeletion: true` makes the Build an owner of its BuildRuns, so
+    the garbage collector deletes them with it; turning it off removes that owner. The
+    reference has the shape the BuildRun controller gives it when it starts a BuildRun.
+    """
+    meta = build.get("metadata") or {}
+    name = meta.get("name")
+    refs: list[JSON] = list((buildrun.get("metadata") or {}).get("ownerReferences") or [])
+    others = [r for r in refs if not (r.get("kind") == "Build" and r.get("name") == name)]
+    if ((_spec(build).get("retention") or {}).get("atBuildDeletion")) is True:
+        if len(others) < len(refs):
+            return None
+        return [*others, {"apiVersion": build.get("apiVersion", "shipwright.io/v1beta1"),
+                          "kind": "Build", "name": name, "uid": meta.get("uid")}]
+    return others if len(others) < len(refs) else None

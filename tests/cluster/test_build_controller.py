@@ -8,12 +8,14 @@ import asyncio
 from typing import Any
 
 import pytest
+from aiohttp import web
 
 from controller.build import reasons
 from controller.build import reconciler as build_reconciler
-from controller.buildrun.resources import BUILDS
+from controller.buildrun.resources import BUILDRUNS, BUILDS
 from controller.runtime.kube import JSON, SECRETS, Kube
-from devtools.localcluster import LocalCluster
+from devtools import fixtures
+from devtools.localcluster import LocalCluster, free_port
 from tests.harness import World, controller_settings, metric, running_controller, wait_for
 
 pytestmark = pytest.mark.cluster
@@ -89,3 +91,63 @@ async def test_a_bad_node_selector_is_reported(
         status = await registration(kube, world.ns, "picky", reasons.NODE_SELECTOR_NOT_VALID)
         assert status["registered"] == "False"
         assert status["message"].startswith("Node selector key not valid: name part must")
+
+
+async def test_at_build_deletion_makes_the_build_own_its_buildruns_and_back(
+    cluster: LocalCluster, kube: Kube, world: World
+) -> None:
+    async with running_controller(controller_settings(cluster, world.ns)):
+        await world.buildrun("run-1")
+        await world.taskrun_of("run-1")  # started while the Build did not ask for it
+        build = await kube.get(BUILDS, world.ns, "app")
+
+        async def owners() -> list[str]:
+            buildrun = await kube.get(BUILDRUNS, world.ns, "run-1")
+            return [f"{r['kind']}/{r['name']}/{r['uid']}"
+                    for r in buildrun["metadata"].get("ownerReferences") or []]
+        assert await owners() == []
+        await kube.patch(BUILDS, world.ns, "app", {"spec": {"retention": {
+            "atBuildDeletion": True}}})
+
+        async def owned() -> bool:
+            return await owners() == [f"Build/app/{build['metadata']['uid']}"]
+        await wait_for(owned, what="the Build to own its BuildRun")
+        await kube.patch(BUILDS, world.ns, "app", {"spec": {"retention": {
+            "atBuildDeletion": False}}})
+
+        async def released() -> bool:
+            return await owners() == []
+        await wait_for(released, what="the Build to let go of its BuildRun")
+
+
+async def test_verify_repository_asks_the_git_remote(
+    cluster: LocalCluster, kube: Kube, world: World
+) -> None:
+    """`build.shipwright.io/verify.repository: "true"`: the remote is asked for its refs
+    (a local smart-HTTP stand-in here: 200 for one repository, 404 for another)."""
+    async def refs(request: web.Request) -> web.Response:
+        if request.match_info["repo"] == "there.git":
+            return web.Response(body=b"001e# service=git-upload-pack\n0000",
+                                content_type="application/x-git-upload-pack-advertisement")
+        return web.Response(status=404, text="no such repository")
+
+    app = web.Application()
+    app.router.add_get("/{repo}/info/refs", refs)
+    runner = web.AppRunner(app)
+    await runner.setup()
+    port = free_port()
+    await web.TCPSite(runner, "127.0.0.1", port).start()
+    try:
+        verify = {"build.shipwright.io/verify.repository": "true"}
+        for name in ("there", "gone"):
+            body = fixtures.build(name, source={
+                "type": "Git", "git": {"url": f"http://127.0.0.1:{port}/{name}.git"}})
+            body["metadata"]["annotations"] = verify
+            await kube.create(BUILDS, world.ns, body)
+        async with running_controller(controller_settings(cluster, world.ns)):
+            await registration(kube, world.ns, "there", reasons.SUCCEEDED)
+            status = await registration(kube, world.ns, "gone",
+                                        reasons.REMOTE_REPOSITORY_UNREACHABLE)
+            assert status["message"] == "repository not found: no such repository"
+    finally:
+        await runner.cleanup()

@@ -20,7 +20,9 @@ from controller.build.validation import (
     Lookups,
     StrategyRef,
     Verdict,
+    owner_references,
     qualified_name_errors,
+    repository_probe,
     secret_refs,
     strategy_ref,
     validate,
@@ -240,6 +242,42 @@ def test_build_name_must_be_a_label_value() -> None:
     assert verdict.message == "must be no more than 63 characters"
 
 
+def verified(url: str) -> JSON:
+    b = build(source={"type": "Git", "git": {"url": url}})
+    b["metadata"]["annotations"] = {"build.shipwright.io/verify.repository": "true"}
+    return b
+
+
+@pytest.mark.parametrize(("url", "probe"), [
+    ("https://example.com/org/repo",
+     ("https://example.com/org/repo/info/refs?service=git-upload-pack", None)),
+    ("http://127.0.0.1:8080/r.git", ("http://127.0.0.1:8080/r.git/info/refs?service=git-upload-pack",
+                                     None)),
+    ("git@github.com:org/repo.git", (None, None)),  # ssh: not checked
+    ("ssh://git@example.com/repo", (None, None)),
+    ("file:///srv/repo", (None, "invalid source url")),
+    ("/srv/repo", (None, "invalid source url")),
+    ("./rel:path", (None, "invalid source url")),
+    ("git://example.com/repo", (None, "the source url requires authentication")),
+])
+def test_repository_probe_splits_protocols_as_go_git(url: str, probe: object) -> None:
+    assert repository_probe(verified(url)) == probe
+
+
+def test_repository_probe_only_when_asked_for_a_public_git_source() -> None:
+    assert repository_probe(build()) == (None, None)
+    b = verified("https://example.com/r")
+    b["spec"]["source"]["git"]["cloneSecret"] = "s"
+    assert repository_probe(b) == (None, None)
+
+
+def test_an_unreachable_verified_repository() -> None:
+    b = verified("https://example.com/r")
+    assert validate(b, FOUND).registered
+    verdict = validate(b, Lookups(strategy=STRATEGY, repository_error="repository not found: "))
+    assert verdict == Verdict(reasons.REMOTE_REPOSITORY_UNREACHABLE, "repository not found: ")
+
+
 def test_verify_repository_annotation_must_be_true_or_false() -> None:
     b = build()
     b["metadata"]["annotations"] = {"build.shipwright.io/verify.repository": "yes"}
@@ -345,3 +383,19 @@ def test_shipwright_sample_builds_register() -> None:
         ref = strategy_ref(sample)
         verdict = validate(sample, Lookups(strategy=strategies[(ref.kind, ref.name)]))
         assert verdict == REGISTERED, (sample["metadata"]["name"], verdict)
+
+
+def test_owner_references_follow_at_build_deletion() -> None:
+    b = build(retention={"atBuildDeletion": True})
+    b["metadata"]["uid"] = "u1"
+    other = {"apiVersion": "v1", "kind": "ConfigMap", "name": "c", "uid": "u0"}
+    buildrun: JSON = {"metadata": {"name": "br", "ownerReferences": [other]}}
+    mine = {"apiVersion": "shipwright.io/v1beta1", "kind": "Build", "name": "b", "uid": "u1"}
+    assert owner_references(b, buildrun) == [other, mine]
+    owned: JSON = {"metadata": {"name": "br", "ownerReferences": [other, mine]}}
+    assert owner_references(b, owned) is None  # already owned: nothing to write
+    b["spec"]["retention"]["atBuildDeletion"] = False
+    assert owner_references(b, owned) == [other]
+    assert owner_references(b, buildrun) is None
+    del b["spec"]["retention"]
+    assert owner_references(b, owned) == [other]
