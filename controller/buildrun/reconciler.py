@@ -575,13 +575,29 @@ class BuildRunReconciler:
         labels `build.shipwright.io/name` and `/generation` (clients select a Build's
         BuildRuns by them), and with retention.atBuildDeletion the Build as an owner, so
         the garbage collector deletes the BuildRun with it. One metadata patch, only if
-        something is missing; returns the BuildRun as it now is."""
-        change = build_link(buildrun, build)
-        if not change:
-            return buildrun
-        meta = buildrun["metadata"]
-        return await self.kube.patch(BUILDRUNS, meta["namespace"], meta["name"],
-                                     {"metadata": change})
+        something is missing; returns the BuildRun as it now is.
+
+        The Build controller sets the same owner reference on a Build's BuildRuns
+        (Shipwright's ownerreferences step), so the two may race: on a conflict the
+        BuildRun is read again and the change worked out anew, as `_write_status` does."""
+        namespace, name = buildrun["metadata"]["namespace"], buildrun["metadata"]["name"]
+        current: JSON | None = buildrun
+        async for attempt in AsyncRetrying(
+            retry=retry_if_exception(is_conflict),
+            stop=stop_after_attempt(5),
+            wait=wait_random(0, 0.05),
+            reraise=True,
+        ):
+            with attempt:
+                if attempt.retry_state.attempt_number > 1:
+                    current = await self._get_or_none(BUILDRUNS, namespace, name)
+                if current is None:
+                    return buildrun  # deleted: the status write will find it gone
+                change = build_link(current, build)
+                if not change:
+                    return current
+                return await self.kube.patch(BUILDRUNS, namespace, name, {"metadata": change})
+        raise AssertionError("unreachable: tenacity reraises the last error")
 
     async def _ready_service_account(self, namespace: str, plan: _Plan) -> None:
         """Creates the generated ServiceAccount, or adds the Build's secrets to the chosen
