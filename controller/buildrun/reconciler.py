@@ -378,7 +378,11 @@ class BuildRunReconciler:
         namespace = buildrun["metadata"]["namespace"]
         name = build_name(buildrun)
         if name is None:
-            failed = await self._embedded_verdict(namespace, spec_of(buildrun)["build"]["spec"])
+            embedded = spec_of(buildrun)["build"]["spec"]
+            # Shipwright checks the BuildRun's own fields (validate.BuildRunFields: no
+            # overrides beside an embedded spec) before it validates the spec.
+            effective_build(_without_service_account(buildrun), embedded)
+            failed = await self._embedded_verdict(namespace, embedded)
             if failed is not None:
                 # As Shipwright: the transient Build's message alone.
                 raise UserError(reasons.BUILD_REGISTRATION_FAILED, failed.message)

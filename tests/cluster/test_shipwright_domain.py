@@ -164,6 +164,9 @@ async def test_an_embedded_build_spec_is_validated_as_shipwright_validates_it(
         await world.buildrun("ns", None, **embedded({"name": missing, "kind": "BuildStrategy"}))
         await world.buildrun("secret", None, **no_secret)
         await world.buildrun("fine", None, **embedded({"name": "kaniko"}))
+        # The BuildRun's own fields come first, as in Shipwright.
+        await world.buildrun("override", None, timeout="1m", **embedded({"name": missing}))
+        override = condition(await world.finished("override"))
         done = {n: condition(await world.finished(n)) for n in ("cbs", "ns", "secret")}
         await world.taskrun_of("fine")
     assert {n: c["reason"] for n, c in done.items()} == dict.fromkeys(
@@ -174,6 +177,7 @@ async def test_an_embedded_build_spec_is_validated_as_shipwright_validates_it(
         f"buildStrategy {missing} does not exist in namespace {world.ns}"
     assert done["secret"]["message"] == "referenced secret no-such-secret not found"
     assert len(await world.taskruns()) == 1
+    assert override["reason"] == reasons.BUILD_RUN_BUILD_FIELD_OVERRIDE_FORBIDDEN
 
 
 # -- a Build's validation ------------------------------------------------------------------
