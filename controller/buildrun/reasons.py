@@ -60,7 +60,7 @@ TASK_RUN_CANCELLED = "TaskRunCancelled"
 TASK_RUN_TIMEOUT = "TaskRunTimeout"
 
 # Failures the user caused and only the user can fix: retrying would give the same answer.
-# Exactly the reasons a UserError is raised with (state table row 7), so the set of
+# Exactly the reasons a UserError is raised with (state table row 8), so the set of
 # reasons a BuildRun can fail with stays closed and documented; tests/unit/buildrun/
 # test_reasons.py checks it against every `UserError(...)` in the package, both ways.
 USER_ERROR_REASONS: frozenset[str] = frozenset(
@@ -91,3 +91,15 @@ USER_ERROR_REASONS: frozenset[str] = frozenset(
         SPEC_ENV_ONLY_ONE_OF_VALUE_OR_VALUE_FROM_MUST_BE_SPECIFIED,
     }
 )
+
+# Shipwright's reasons for a strategy of the other kind, a kind it does not know, and a
+# Build that failed validation (pkg/reconciler/buildrun/resources/conditions.go); all
+# user errors, so they join USER_ERROR_REASONS.
+CLUSTER_BUILD_STRATEGY_NOT_FOUND = "ClusterBuildStrategyNotFound"
+UNKNOWN_STRATEGY_KIND = "UnknownStrategyKind"
+BUILD_REGISTRATION_FAILED = "BuildRegistrationFailed"
+USER_ERROR_REASONS = USER_ERROR_REASONS | {
+    CLUSTER_BUILD_STRATEGY_NOT_FOUND,
+    UNKNOWN_STRATEGY_KIND,
+    BUILD_REGISTRATION_FAILED,
+}

@@ -14,16 +14,24 @@ from __future__ import annotations
 import contextlib
 import datetime
 import logging
+import re
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any, assert_never
 
 from tenacity import AsyncRetrying, retry_if_exception, stop_after_attempt, wait_random
 
-from controller.buildrun import metrics, reasons
+from controller.build import validation as build_validation
+from controller.buildrun import metrics, reasons, serviceaccounts
 from controller.buildrun.config import ShipwrightConfig
 from controller.buildrun.params import validate_params
-from controller.buildrun.resources import BUILDRUNS, BUILDS, BUILDSTRATEGIES, TASKRUNS
+from controller.buildrun.resources import (
+    BUILDRUNS,
+    BUILDS,
+    BUILDSTRATEGIES,
+    CLUSTERBUILDSTRATEGIES,
+    TASKRUNS,
+)
 from controller.buildrun.spec import (
     build_name,
     effective_build,
@@ -36,9 +44,15 @@ from controller.buildrun.status import (
     running_reason,
     succeeded_condition,
     taskrun_finished,
+    truncate,
     with_condition,
 )
-from controller.buildrun.taskrun import generate_taskrun, taskrun_name
+from controller.buildrun.taskrun import (
+    LABEL_BUILD,
+    LABEL_BUILD_GENERATION,
+    generate_taskrun,
+    taskrun_name,
+)
 from controller.runtime.errors import (
     RetryableError,
     UserError,
@@ -49,7 +63,16 @@ from controller.runtime.errors import (
     is_too_large,
 )
 from controller.runtime.events import EventRecorder
-from controller.runtime.kube import JSON, PODS, SERVICEACCOUNTS, ApiError, Kube, Resource, split_key
+from controller.runtime.kube import (
+    JSON,
+    PODS,
+    SECRETS,
+    SERVICEACCOUNTS,
+    ApiError,
+    Kube,
+    Resource,
+    split_key,
+)
 from controller.runtime.reconcile import DONE, Result
 from controller.runtime.store import Store
 from controller.runtime.timestamps import format_time, parse_time
@@ -60,6 +83,25 @@ log = logging.getLogger(__name__)
 CANCELED = "BuildRunCanceled"
 # spec.status that cancels a Tekton TaskRun (Tekton spells the reason the same).
 TASKRUN_CANCELLED = "TaskRunCancelled"
+# spec.strategy.kind of a Build; unset means BuildStrategy, as in Shipwright.
+BUILD_STRATEGY = "BuildStrategy"
+CLUSTER_BUILD_STRATEGY = "ClusterBuildStrategy"
+# status.executor.kind of the object running a BuildRun (Shipwright can also use PipelineRuns).
+EXECUTOR_KIND = "TaskRun"
+_LABEL_VALUE = re.compile(r"(?:[A-Za-z0-9](?:[-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?)?")
+# What Shipwright's BuildRun reconciler validates of an embedded spec.build.spec before
+# it runs (buildrun.go: validate.All), in its order: the Build controller's checks of
+# the same names, minus output, triggers and runtimeClassName, which it leaves out.
+EMBEDDED_CHECKS: tuple[build_validation.Check, ...] = (
+    build_validation.check_source_url,
+    build_validation.check_secrets,
+    build_validation.check_strategy,
+    build_validation.check_build_name,
+    build_validation.check_env,
+    build_validation.check_node_selector,
+    build_validation.check_tolerations,
+    build_validation.check_scheduler_name,
+)
 
 Clock = Callable[[], datetime.datetime]
 
@@ -106,11 +148,15 @@ def retention_ttl(buildrun: JSON) -> float | None:
 
 @dataclass(frozen=True)
 class _Plan:
-    """What row 8 (START) creates and records, resolved while observing a NEW BuildRun."""
+    """What row 10 (START) creates and records, resolved while observing a NEW BuildRun."""
 
     taskrun: JSON
     snapshot: JSON  # status.buildSpec: the effective Build spec, with its retention
-    build: JSON | None  # the referenced Build; None when spec.build.spec embeds one
+    # The ServiceAccount to create (`.generate`), or the existing one's name and the
+    # secrets it lacks (serviceaccounts.py).
+    create_service_account: JSON | None
+    service_account: str
+    add_secrets: list[str]
 
 
 @dataclass(frozen=True)
@@ -122,6 +168,10 @@ class _Seen:
     observation: Observation
     taskrun: JSON | None = None
     plan: _Plan | None = None
+    # NEW: the referenced Build, once found and validated (its labels go on the BuildRun).
+    build: JSON | None = None
+    # DONE: the ServiceAccount generated for the BuildRun, if it is still there.
+    service_account: JSON | None = None
 
 
 @dataclass(frozen=True)
@@ -133,6 +183,8 @@ class Caches:
     taskruns: Store = field(default_factory=Store)
     builds: Store = field(default_factory=Store)
     strategies: Store = field(default_factory=Store)
+    cluster_strategies: Store = field(default_factory=Store)
+    service_accounts: Store = field(default_factory=Store)
 
 
 class BuildRunReconciler:
@@ -192,12 +244,14 @@ class BuildRunReconciler:
         if phase is Phase.DONE:
             # Cache only: a finished BuildRun costs no API call unless there is work.
             taskrun = self._cached_taskrun(buildrun)
+            service_account = self._generated_service_account(buildrun)
             observation = Observation(
                 phase=phase,
                 taskrun_running=taskrun is not None and not taskrun_finished(taskrun),
                 ttl_passed=self._ttl_remaining(buildrun) == 0.0,
+                generated_sa_left=service_account is not None,
             )
-            return _Seen(buildrun, observation, taskrun)
+            return _Seen(buildrun, observation, taskrun, service_account=service_account)
         taskrun, outcome = await self._observe_taskrun(buildrun)
         observation = Observation(
             phase=phase,
@@ -219,13 +273,24 @@ class BuildRunReconciler:
         name = self._taskrun_name(buildrun)
         return self.caches.taskruns.get(f"{buildrun['metadata']['namespace']}/{name}")
 
+    def _generated_service_account(self, buildrun: JSON) -> JSON | None:
+        """The ServiceAccount `.generate` made for this BuildRun, from the cache, if it is
+        there and not on its way out. One the BuildRun does not own is never returned."""
+        if not serviceaccounts.is_generated(buildrun):
+            return None
+        name = serviceaccounts.generated_name(buildrun)
+        sa = self.caches.service_accounts.get(f"{buildrun['metadata']['namespace']}/{name}")
+        if sa is None or sa["metadata"].get("deletionTimestamp"):
+            return None
+        return sa if serviceaccounts.owned_by(sa, buildrun) else None
+
     async def _read(
         self, store: Store, resource: Resource, namespace: str, name: str
     ) -> JSON | None:
         """From the cache; a miss is asked of the API server, so an object the watch
         has not delivered yet is found and an absence is confirmed before any verdict
         (a terminal status cannot be taken back)."""
-        cached = store.get(f"{namespace}/{name}")
+        cached = store.get(f"{namespace}/{name}" if resource.namespaced else name)
         if cached is not None:
             return cached
         return await self._get_or_none(resource, namespace, name)
@@ -284,69 +349,185 @@ class BuildRunReconciler:
         canceled = spec_of(buildrun).get("state") == CANCELED
         user_error = None
         plan = None
+        build = None
+        unregistered = False
         if not canceled:
             try:
-                plan = await self._prepare(buildrun)
+                build, unregistered = await self._validated_build(buildrun)
+                if not unregistered:
+                    plan = await self._prepare(buildrun, build)
             except UserError as exc:
                 user_error = exc
-        observation = Observation(Phase.NEW, canceled=canceled, user_error=user_error)
+        observation = Observation(Phase.NEW, canceled=canceled, user_error=user_error,
+                                  build_unregistered=unregistered)
         # `existing` is a TaskRun an earlier try created but never recorded: a FINISH
         # stops it too.
-        return _Seen(buildrun, observation, existing, plan)
+        return _Seen(buildrun, observation, existing, plan,
+                     build=None if unregistered else build)
 
-    async def _prepare(self, buildrun: JSON) -> _Plan:
-        """What row 8 (START) would create and record; raises UserError for anything
-        the user must fix.
+    async def _validated_build(self, buildrun: JSON) -> tuple[JSON | None, bool]:
+        """The referenced Build (None when spec.build.spec embeds one), and whether it
+        still waits for validation (no status.registered yet: row 9). An embedded spec
+        is validated here, as Shipwright validates it (EMBEDDED_CHECKS).
 
-        Build and BuildStrategy come from the cache, as Shipwright reads them; a
-        missing reference is confirmed by a live GET (`_read`).
+        As Shipwright's BuildRun reconciler: a Build whose status.registered is set but
+        not "True" failed validation, and so does every BuildRun of it, at once, with
+        BuildRegistrationFailed. That verdict is terminal, so a cached failure is
+        confirmed by a live GET first (the cache may not have the Build's newer status).
         """
         namespace = buildrun["metadata"]["namespace"]
         name = build_name(buildrun)
-        build = None
         if name is None:
-            build_spec = spec_of(buildrun)["build"]["spec"]
-        else:
-            build = await self._read(self.caches.builds, BUILDS, namespace, name)
+            embedded = spec_of(buildrun)["build"]["spec"]
+            # Shipwright checks the BuildRun's own fields (validate.BuildRunFields: no
+            # overrides beside an embedded spec) before it validates the spec.
+            effective_build(_without_service_account(buildrun), embedded)
+            failed = await self._embedded_verdict(namespace, embedded)
+            if failed is not None:
+                # As Shipwright: the transient Build's message alone.
+                raise UserError(reasons.BUILD_REGISTRATION_FAILED, failed.message)
+            return None, False
+        build = await self._read(self.caches.builds, BUILDS, namespace, name)
+        if build is None:
+            raise UserError(reasons.BUILD_NOT_FOUND, f"Build {name!r} not found in "
+                            f"namespace {namespace!r}")
+        registered = (build.get("status") or {}).get("registered")
+        if registered and registered != "True":
+            build = await self._get_or_none(BUILDS, namespace, name)
             if build is None:
                 raise UserError(reasons.BUILD_NOT_FOUND, f"Build {name!r} not found in "
                                 f"namespace {namespace!r}")
+        status = build.get("status") or {}
+        registered = status.get("registered")
+        if not registered:
+            return build, True
+        if registered != "True":
+            # Shipwright's message, and the Build's own, which says what to fix.
+            message = (f"the Build is not registered correctly, build: {name}, registered "
+                       f"status: {registered}, reason: {status.get('reason') or ''}")
+            if status.get("message"):
+                message += f", message: {truncate(str(status['message']), 1024)}"
+            raise UserError(reasons.BUILD_REGISTRATION_FAILED, message)
+        return build, False
+
+    async def _embedded_verdict(self, namespace: str,
+                                spec: JSON) -> build_validation.Verdict | None:
+        """The first of EMBEDDED_CHECKS an embedded Build spec fails, or None. Its Secrets
+        are looked up by name, its strategy in the caches (a miss confirmed by a GET)."""
+        transient = {"metadata": {"name": "", "namespace": namespace}, "spec": spec}
+        missing = frozenset([
+            name for name in build_validation.secret_refs(transient)
+            if await self._get_or_none(SECRETS, namespace, name) is None])
+        ref = build_validation.strategy_ref(transient)
+        strategy = None
+        if ref.known and ref.name:
+            if ref.kind == CLUSTER_BUILD_STRATEGY:
+                strategy = await self._read(self.caches.cluster_strategies,
+                                            CLUSTERBUILDSTRATEGIES, namespace, ref.name)
+            else:
+                strategy = await self._read(self.caches.strategies, BUILDSTRATEGIES,
+                                            namespace, ref.name)
+        lookups = build_validation.Lookups(missing, strategy)
+        for check in EMBEDDED_CHECKS:
+            verdict = check(transient, lookups)
+            if verdict is not None:
+                return build_validation.Verdict(
+                    verdict.reason, truncate(verdict.message, build_validation.MESSAGE_MAX))
+        return None
+
+    async def _prepare(self, buildrun: JSON, build: JSON | None) -> _Plan:
+        """What row 10 (START) would create and record; raises UserError for anything
+        the user must fix. `build` is the validated Build, None for an embedded spec.
+
+        Build, strategies and ServiceAccounts come from the caches, as Shipwright reads
+        them; a missing reference is confirmed by a live GET (`_read`). The
+        ServiceAccount is checked before the strategy, in Shipwright's order.
+        """
+        namespace = buildrun["metadata"]["namespace"]
+        if build is None:
+            build_spec = spec_of(buildrun)["build"]["spec"]
+        else:
             build_spec = build.get("spec") or {}
-        effective = effective_build(buildrun, build_spec)
-        strategy = await self._read(self.caches.strategies, BUILDSTRATEGIES, namespace,
-                                    effective.strategy_name)
-        if strategy is None:
-            raise UserError(reasons.BUILD_STRATEGY_NOT_FOUND,
-                            f"BuildStrategy {effective.strategy_name!r} not found in namespace "
-                            f"{namespace!r}")
+        choice = serviceaccounts.choose(buildrun)
+        # ".generate" is no object name: the choice is made here, not by spec.py.
+        effective = effective_build(
+            _without_service_account(buildrun) if choice.generated else buildrun, build_spec)
+        create_sa, sa_name, add_secrets = await self._plan_service_account(
+            buildrun, choice, effective.push_secret)
+        effective = replace(effective, service_account=sa_name)
+        strategy = await self._strategy(namespace, effective.spec.get("strategy") or {},
+                                        effective.strategy_name)
         build_obj = build if build is not None else {
             "metadata": {"namespace": namespace}, "spec": build_spec}
         validate_params((build_obj.get("spec") or {}).get("paramValues") or [],
                         spec_of(buildrun).get("paramValues") or [],
                         (strategy.get("spec") or {}).get("parameters") or [])
-        if effective.service_account and await self._get_or_none(
-            SERVICEACCOUNTS, namespace, effective.service_account
-        ) is None:
-            raise UserError(reasons.SERVICE_ACCOUNT_NOT_FOUND,
-                            f"ServiceAccount {effective.service_account!r} not found in "
-                            f"namespace {namespace!r}")
         snapshot = dict(effective.spec)
         if effective.retention:
             snapshot["retention"] = effective.retention
-        taskrun = generate_taskrun(buildrun, build_obj, strategy,
-                                   effective.service_account or "default", self.taskrun_config)
-        return _Plan(taskrun, snapshot, build)
+        taskrun = generate_taskrun(buildrun, build_obj, strategy, sa_name, self.taskrun_config)
+        return _Plan(taskrun, snapshot, create_sa, sa_name, add_secrets)
+
+    async def _strategy(self, namespace: str, ref: JSON, name: str) -> JSON:
+        """The strategy spec.strategy names: a BuildStrategy in the namespace when its kind
+        is BuildStrategy or unset (Shipwright's default), else a ClusterBuildStrategy."""
+        kind = strategy_kind(ref)
+        if kind == BUILD_STRATEGY:
+            strategy = await self._read(self.caches.strategies, BUILDSTRATEGIES, namespace,
+                                        name)
+            if strategy is None:
+                raise UserError(reasons.BUILD_STRATEGY_NOT_FOUND,
+                                f"BuildStrategy {name!r} not found in namespace "
+                                f"{namespace!r}")
+            return strategy
+        strategy = await self._read(self.caches.cluster_strategies, CLUSTERBUILDSTRATEGIES,
+                                    namespace, name)
+        if strategy is None:
+            raise UserError(reasons.CLUSTER_BUILD_STRATEGY_NOT_FOUND,
+                            f"ClusterBuildStrategy {name!r} not found")
+        return strategy
+
+    async def _plan_service_account(
+        self, buildrun: JSON, choice: serviceaccounts.Choice, push_secret: str | None
+    ) -> tuple[JSON | None, str, list[str]]:
+        """(the ServiceAccount to create, the name the TaskRun runs as, the secrets to add
+        to it), as Shipwright chooses: serviceaccounts.py."""
+        namespace = buildrun["metadata"]["namespace"]
+        store = self.caches.service_accounts
+        if choice.generated:
+            existing = store.get(f"{namespace}/{choice.name}")
+            if existing is None:
+                return (serviceaccounts.generated_service_account(buildrun, push_secret),
+                        choice.name, [])
+            # Made by an earlier try (or a namesake, which Shipwright uses as it is).
+            return None, choice.name, []
+        if choice.explicit:
+            sa = await self._read(store, SERVICEACCOUNTS, namespace, choice.name)
+            if sa is None:
+                raise UserError(reasons.SERVICE_ACCOUNT_NOT_FOUND,
+                                f"ServiceAccount {choice.name!r} not found in namespace "
+                                f"{namespace!r}")
+            return None, choice.name, serviceaccounts.missing_secrets(sa, push_secret)
+        # The namespace's own: from the cache alone, since "pipeline" is absent from most
+        # clusters and a GET per start to confirm that would double a start's reads.
+        for name in choice.candidates:
+            sa = store.get(f"{namespace}/{name}")
+            if sa is not None:
+                return None, name, serviceaccounts.missing_secrets(sa, push_secret)
+        # Neither exists (yet: kube-controller-manager makes "default" with the
+        # namespace). Shipwright would wait; the TaskRun runs as "default", as Tekton's own
+        # default would have it, and Tekton reports a pod that cannot be made.
+        return None, choice.name, []
 
     async def _start(self, buildrun: JSON, plan: _Plan) -> Result:
-        """Row 8: create (or adopt) the TaskRun and record it in one status write.
+        """Row 10: make the ServiceAccount ready, create (or adopt) the TaskRun and record
+        it in one status write.
 
         Raises UserError when the API server's answer is the user's to fix (the TaskRun
-        is invalid, its name is taken, the snapshot does not fit); the caller decides
-        again with it (row 7)."""
+        is invalid, its name is taken, the snapshot does not fit, the ServiceAccount is
+        gone); the caller decides again with it (row 8)."""
         namespace = buildrun["metadata"]["namespace"]
-        retention = plan.snapshot.get("retention") or {}
-        if plan.build is not None and retention.get("atBuildDeletion"):
-            await self._own_by_build(buildrun, plan.build)
+        await self._ready_service_account(namespace, plan)
         try:
             created = await self.kube.create(TASKRUNS, namespace, plan.taskrun)
         except ApiError as exc:
@@ -367,6 +548,7 @@ class BuildRunReconciler:
             status = dict(status)
             status.setdefault("startTime", now)
             status["taskRunName"] = created["metadata"]["name"]
+            status["executor"] = {"kind": EXECUTOR_KIND, "name": created["metadata"]["name"]}
             status.setdefault("buildSpec", plan.snapshot)
             # What the first reconcile of the running BuildRun would write, so it
             # finds nothing to change: one status write per start, not two.
@@ -392,16 +574,60 @@ class BuildRunReconciler:
                     written, max((self.clock() - created_at).total_seconds(), 0.0))
         return self._requeue_at_deadline(written or buildrun)
 
-    async def _own_by_build(self, buildrun: JSON, build: JSON) -> None:
-        """retention.atBuildDeletion: the Build owns the BuildRun, so the garbage
-        collector deletes the BuildRun with it."""
-        meta = buildrun["metadata"]
-        refs = [r for r in meta.get("ownerReferences") or [] if r.get("kind") != "Build"]
-        refs.append({"apiVersion": build["apiVersion"], "kind": "Build",
-                     "name": build["metadata"]["name"], "uid": build["metadata"]["uid"]})
-        await self.kube.patch(BUILDRUNS, meta["namespace"], meta["name"], {
-            "metadata": {"ownerReferences": refs,
-                         "resourceVersion": meta["resourceVersion"]}})
+    async def _link_to_build(self, buildrun: JSON, build: JSON) -> JSON:
+        """What Shipwright writes on a BuildRun of a validated Build before it runs: the
+        labels `build.shipwright.io/name` and `/generation` (clients select a Build's
+        BuildRuns by them), and with retention.atBuildDeletion the Build as an owner, so
+        the garbage collector deletes the BuildRun with it. One metadata patch, only if
+        something is missing; returns the BuildRun as it now is.
+
+        The Build controller sets the same owner reference on a Build's BuildRuns
+        (Shipwright's ownerreferences step), so the two may race: on a conflict the
+        BuildRun is read again and the change worked out anew, as `_write_status` does."""
+        namespace, name = buildrun["metadata"]["namespace"], buildrun["metadata"]["name"]
+        current: JSON | None = buildrun
+        async for attempt in AsyncRetrying(
+            retry=retry_if_exception(is_conflict),
+            stop=stop_after_attempt(5),
+            wait=wait_random(0, 0.05),
+            reraise=True,
+        ):
+            with attempt:
+                if attempt.retry_state.attempt_number > 1:
+                    current = await self._get_or_none(BUILDRUNS, namespace, name)
+                if current is None:
+                    return buildrun  # deleted: the status write will find it gone
+                change = build_link(current, build)
+                if not change:
+                    return current
+                return await self.kube.patch(BUILDRUNS, namespace, name, {"metadata": change})
+        raise AssertionError("unreachable: tenacity reraises the last error")
+
+    async def _ready_service_account(self, namespace: str, plan: _Plan) -> None:
+        """Creates the generated ServiceAccount, or adds the Build's secrets to the chosen
+        one (a strategic merge patch: the list is merged by name, nothing is dropped)."""
+        if plan.create_service_account is not None:
+            try:
+                await self.kube.create(SERVICEACCOUNTS, namespace, plan.create_service_account)
+            except ApiError as exc:
+                if not is_already_exists(exc):
+                    raise
+            return
+        if not plan.add_secrets:
+            return
+        try:
+            await self.kube.patch(SERVICEACCOUNTS, namespace, plan.service_account,
+                                  serviceaccounts.secrets_patch(plan.add_secrets),
+                                  content_type=serviceaccounts.STRATEGIC_MERGE_PATCH)
+        except ApiError as exc:
+            if not is_not_found(exc):
+                raise
+            raise UserError(reasons.SERVICE_ACCOUNT_NOT_FOUND,
+                            f"ServiceAccount {plan.service_account!r} not found in namespace "
+                            f"{namespace!r}") from exc
+        log.info("added the Build's secrets to the ServiceAccount",
+                 extra={"key": f"{namespace}/{plan.service_account}",
+                        "secrets": plan.add_secrets})
 
     async def _adopt(self, buildrun: JSON, name: str) -> JSON:
         """A TaskRun with our deterministic name exists: ours from an earlier try, or not."""
@@ -428,17 +654,28 @@ class BuildRunReconciler:
                 await self._delete(buildrun)
                 return DONE
             case Action.START:
-                assert seen.plan is not None
+                plan = seen.plan
+                assert plan is not None
+                if seen.build is not None:
+                    buildrun = await self._link_to_build(buildrun, seen.build)
+                    seen = replace(seen, buildrun=buildrun, build=None)
                 try:
-                    return await self._start(buildrun, seen.plan)
+                    return await self._start(buildrun, plan)
                 except UserError as exc:
                     # The API server's answer to the start is the user's to fix: the
-                    # table decides again with it (row 7).
+                    # table decides again with it (row 8).
                     observation = replace(seen.observation, user_error=exc)
                     return await self._act(seen, decide(observation))
             case Action.FINISH:
+                if seen.build is not None:
+                    # A user error after the Build resolved: labelled as Shipwright does.
+                    buildrun = await self._link_to_build(buildrun, seen.build)
                 await self._finish(buildrun, taskrun, decision)
                 return DONE
+            case Action.DELETE_SERVICE_ACCOUNT:
+                assert seen.service_account is not None
+                await self._delete_service_account(seen.service_account)
+                return self._requeue_at(self._ttl_remaining(buildrun))
             case Action.PROGRESS:
                 assert taskrun is not None
                 written = await self._progress(buildrun, taskrun)
@@ -459,6 +696,19 @@ class BuildRunReconciler:
         log.info("deleted BuildRun after its retention TTL",
                  extra={"key": f"{meta['namespace']}/{meta['name']}"})
 
+    async def _delete_service_account(self, service_account: JSON) -> None:
+        """Row 3: the generated ServiceAccount goes once its BuildRun is done. The uid
+        precondition spares a namesake created since."""
+        meta = service_account["metadata"]
+        try:
+            await self.kube.delete(SERVICEACCOUNTS, meta["namespace"], meta["name"],
+                                   preconditions={"uid": meta["uid"]})
+        except ApiError as exc:
+            if not (is_not_found(exc) or is_conflict(exc)):
+                raise
+        log.info("deleted the ServiceAccount generated for the BuildRun",
+                 extra={"key": f"{meta['namespace']}/{meta['name']}"})
+
     async def _progress(self, buildrun: JSON, taskrun: JSON) -> JSON | None:
         reason, message = running_reason(taskrun)
         current = succeeded_condition(buildrun.get("status")) or {}
@@ -466,7 +716,8 @@ class BuildRunReconciler:
             return None
         now = format_time(self.clock())
         written = await self._write_status(
-            buildrun, lambda s: with_condition(s, "Unknown", reason, message, now)
+            buildrun, lambda s: with_condition(_with_executor(s), "Unknown", reason, message,
+                                               now)
         )
         if written is not None and reason == reasons.RUNNING and current.get("reason") != reason:
             start = parse_time((buildrun.get("status") or {}).get("startTime"))
@@ -492,8 +743,8 @@ class BuildRunReconciler:
         now = format_time(now_t)
 
         def finished(status: JSON) -> JSON:
-            status = with_condition(dict(status), decision.succeeded, decision.reason,
-                                    decision.message, now)
+            status = with_condition(_with_executor(status), decision.succeeded,
+                                    decision.reason, decision.message, now)
             status["completionTime"] = now
             if outcome is not None and outcome.failure_details:
                 status["failureDetails"] = outcome.failure_details
@@ -578,3 +829,54 @@ class BuildRunReconciler:
                         return None
                     raise
         raise AssertionError("unreachable: tenacity reraises the last error")
+
+
+def _with_executor(status: JSON) -> JSON:
+    """A copy of `status`, with `executor` beside a `taskRunName` written before it was
+    (a BuildRun started by an older version of this controller), as Shipwright fills it."""
+    status = dict(status)
+    name = status.get("taskRunName")
+    if name and not status.get("executor"):
+        status["executor"] = {"kind": EXECUTOR_KIND, "name": name}
+    return status
+
+
+def _without_service_account(buildrun: JSON) -> JSON:
+    """The BuildRun with spec.serviceAccount left out (a shallow copy)."""
+    spec = {k: v for k, v in spec_of(buildrun).items() if k != "serviceAccount"}
+    return {**buildrun, "spec": spec}
+
+
+def strategy_kind(ref: JSON) -> str:
+    """spec.strategy.kind, unset meaning BuildStrategy as in Shipwright; UserError
+    UnknownStrategyKind for any kind but the two."""
+    kind = ref.get("kind") or BUILD_STRATEGY
+    if kind in (BUILD_STRATEGY, CLUSTER_BUILD_STRATEGY):
+        return str(kind)
+    raise UserError(reasons.UNKNOWN_STRATEGY_KIND,
+                    f"unknown strategy kind {truncate(str(kind), 64)!r}: spec.strategy.kind "
+                    f"is {BUILD_STRATEGY} (the default) or {CLUSTER_BUILD_STRATEGY}")
+
+
+def build_link(buildrun: JSON, build: JSON) -> JSON:
+    """The metadata merge patch `_link_to_build` sends ({} when nothing is missing): the
+    Build's name and generation labels, and with retention.atBuildDeletion the Build as
+    an owner (over the resourceVersion read: a list is replaced whole)."""
+    meta = buildrun["metadata"]
+    bmeta = build["metadata"]
+    change: JSON = {}
+    labels = {LABEL_BUILD: bmeta["name"],
+              LABEL_BUILD_GENERATION: str(bmeta.get("generation") or "")}
+    # A validated Build's name is a label value (Shipwright's BuildNameInvalid otherwise).
+    if (bmeta.get("generation") and _LABEL_VALUE.fullmatch(bmeta["name"])
+            and any((meta.get("labels") or {}).get(k) != v for k, v in labels.items())):
+        change["labels"] = labels
+    refs = meta.get("ownerReferences") or []
+    if ((build.get("spec") or {}).get("retention") or {}).get("atBuildDeletion") and not any(
+            r.get("uid") == bmeta["uid"] for r in refs):
+        refs = [r for r in refs if r.get("kind") != "Build"]
+        refs.append({"apiVersion": build["apiVersion"], "kind": "Build",
+                     "name": bmeta["name"], "uid": bmeta["uid"]})
+        change["ownerReferences"] = refs
+        change["resourceVersion"] = meta["resourceVersion"]
+    return change

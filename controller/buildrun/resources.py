@@ -14,4 +14,4 @@ BUILDSTRATEGIES = Resource("shipwright.io", "v1beta1", "buildstrategies", "Build
 TASKRUNS = Resource("tekton.dev", "v1", "taskruns", "TaskRun")
 # Cluster-scoped; a Build may name one (spec.strategy.kind: ClusterBuildStrategy).
 CLUSTERBUILDSTRATEGIES = Resource("shipwright.io", "v1beta1", "clusterbuildstrategies",
-                                  "ClusterBuildStrategy")
+                                  "ClusterBuildStrategy", namespaced=False)

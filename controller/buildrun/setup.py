@@ -12,12 +12,18 @@ from dataclasses import dataclass
 from controller.buildrun import metrics as buildrun_metrics
 from controller.buildrun.config import ShipwrightConfig
 from controller.buildrun.reconciler import BuildRunReconciler, Caches
-from controller.buildrun.resources import BUILDRUNS, BUILDS, BUILDSTRATEGIES, TASKRUNS
+from controller.buildrun.resources import (
+    BUILDRUNS,
+    BUILDS,
+    BUILDSTRATEGIES,
+    CLUSTERBUILDSTRATEGIES,
+    TASKRUNS,
+)
 from controller.buildrun.taskrun import LABEL_BUILDRUN
 from controller.runtime.errors import ERROR_CLASSES, RetryableError
 from controller.runtime.events import EventRecorder
 from controller.runtime.informers import EventType, Informer
-from controller.runtime.kube import JSON, Kube, key_of
+from controller.runtime.kube import JSON, SERVICEACCOUNTS, Kube, key_of
 from controller.runtime.reconcile import Controller
 from controller.settings import Settings
 from workqueue import RateLimitingQueue, default_controller_rate_limiter
@@ -31,9 +37,10 @@ def build_names(buildrun: JSON) -> list[str]:
     return [f"{buildrun['metadata']['namespace']}/{name}"] if name else []
 
 
-def owner_buildrun(taskrun: JSON) -> str | None:
-    """The BuildRun key a TaskRun belongs to: its controller ownerReference, else its label."""
-    meta = taskrun["metadata"]
+def owner_buildrun(obj: JSON) -> str | None:
+    """The BuildRun key a TaskRun (or generated ServiceAccount) belongs to: its controller
+    ownerReference, else its label."""
+    meta = obj["metadata"]
     for ref in meta.get("ownerReferences") or []:
         if ref.get("kind") == "BuildRun" and ref.get("controller"):
             return f"{meta['namespace']}/{ref['name']}"
@@ -48,11 +55,14 @@ class BuildRunController:
     buildruns: Informer
     builds: Informer
     strategies: Informer
+    cluster_strategies: Informer
     taskruns: Informer
+    service_accounts: Informer
     controller: Controller
 
     def informers(self) -> tuple[Informer, ...]:
-        return (self.buildruns, self.builds, self.strategies, self.taskruns)
+        return (self.buildruns, self.builds, self.strategies, self.cluster_strategies,
+                self.taskruns, self.service_accounts)
 
 
 def setup(kube: Kube, settings: Settings, recorder: EventRecorder) -> BuildRunController:
@@ -63,7 +73,11 @@ def setup(kube: Kube, settings: Settings, recorder: EventRecorder) -> BuildRunCo
     builds = Informer(kube, BUILDS, ns, resync_period=resync)
     # Read when a BuildRun starts; a BuildRun never waits on a strategy, so no handler.
     strategies = Informer(kube, BUILDSTRATEGIES, ns, resync_period=resync)
+    # Cluster-scoped: watched whole even with --namespace.
+    cluster_strategies = Informer(kube, CLUSTERBUILDSTRATEGIES, None, resync_period=resync)
     taskruns = Informer(kube, TASKRUNS, ns, resync_period=resync)
+    # Which ServiceAccount a BuildRun runs as, and whether its generated one is left.
+    service_accounts = Informer(kube, SERVICEACCOUNTS, ns, resync_period=resync)
     q = settings.queue
     queue: RateLimitingQueue[str] = RateLimitingQueue(
         default_controller_rate_limiter(
@@ -76,7 +90,8 @@ def setup(kube: Kube, settings: Settings, recorder: EventRecorder) -> BuildRunCo
     reconciler = BuildRunReconciler(
         kube,
         Caches(buildruns=buildruns.store, taskruns=taskruns.store, builds=builds.store,
-               strategies=strategies.store),
+               strategies=strategies.store, cluster_strategies=cluster_strategies.store,
+               service_accounts=service_accounts.store),
         recorder,
         taskrun_config=ShipwrightConfig.from_env(),
     )
@@ -88,18 +103,19 @@ def setup(kube: Kube, settings: Settings, recorder: EventRecorder) -> BuildRunCo
         on_retry=_count_retry,
     )
     _zero_retry_series()
-    _wire(controller, buildruns, builds, taskruns)
-    return BuildRunController(buildruns, builds, strategies, taskruns, controller)
+    _wire(controller, buildruns, builds, taskruns, service_accounts)
+    return BuildRunController(buildruns, builds, strategies, cluster_strategies, taskruns,
+                              service_accounts, controller)
 
 
 def _wire(controller: Controller, buildruns: Informer, builds: Informer,
-          taskruns: Informer) -> None:
+          taskruns: Informer, service_accounts: Informer) -> None:
     enqueue = controller.enqueue
 
     def on_buildrun(_: EventType, obj: JSON, __: JSON | None) -> None:
         enqueue(key_of(obj))
 
-    def on_taskrun(_: EventType, obj: JSON, __: JSON | None) -> None:
+    def on_owned(_: EventType, obj: JSON, __: JSON | None) -> None:
         owner = owner_buildrun(obj)
         if owner:
             enqueue(owner)
@@ -109,7 +125,10 @@ def _wire(controller: Controller, buildruns: Informer, builds: Informer,
             enqueue(key_of(buildrun))
 
     buildruns.add_handler(on_buildrun)
-    taskruns.add_handler(on_taskrun)
+    taskruns.add_handler(on_owned)
+    # A generated ServiceAccount's arrival in the cache may come after its BuildRun is
+    # done: the BuildRun is looked at again then (state table row 3 deletes it).
+    service_accounts.add_handler(on_owned)
     builds.add_handler(on_build)
 
 

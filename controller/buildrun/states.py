@@ -19,14 +19,19 @@ reconciler before any status is written and the queue retries with
 exponential backoff. When the retry budget is spent the reconciler observes
 once more, with `retries_exhausted` set to the last error, and the table
 decides as for any other observation: in NEW and RUNNING a finished TaskRun's
-own outcome comes first (rows 4 and 9), so a built image is never reported as
-a failure; otherwise rows 5 and 10 finish with ReconcilerRetriesExhausted.
+own outcome comes first (rows 5 and 11), so a built image is never reported as
+a failure; otherwise rows 6 and 12 finish with ReconcilerRetriesExhausted.
 
 Whenever a BuildRun finishes while its TaskRun still runs, the TaskRun is
 cancelled after the status is written; DONE row 1 repeats that until it
-sticks, so no image is built for a BuildRun that says Failed. The only other
-thing that happens to a DONE BuildRun is its deletion when its retention
-TTL runs out (row 2); the reconciler wakes exactly then (requeue-after).
+sticks, so no image is built for a BuildRun that says Failed. Once the TaskRun
+has stopped, a ServiceAccount generated for the BuildRun is deleted (row 3). The
+only other thing that happens to a DONE BuildRun is its deletion when its
+retention TTL runs out (row 2); the reconciler wakes exactly then (requeue-after).
+
+A NEW BuildRun of a Build that Shipwright's Build controller has not validated
+yet waits (row 9): nothing is written, nothing is retried, and the Build's
+status write wakes it through the Build informer.
 """
 
 from __future__ import annotations
@@ -54,6 +59,8 @@ class Action(enum.Enum):
              "condition, requeue at deadline")
     FINISH = "write the terminal status, then cancel the TaskRun if it still runs"
     PROGRESS = "write Pending/Running if it changed, requeue at the deadline"
+    DELETE_SERVICE_ACCOUNT = ("delete the ServiceAccount generated for the BuildRun "
+                              "(preconditioned on its uid)")
 
 
 @dataclass(frozen=True)
@@ -68,6 +75,9 @@ class Observation:
     deadline_passed: bool = False
     # NEW only: the user error found while resolving Build, strategy, params, SA.
     user_error: UserError | None = None
+    # NEW only: the referenced Build has no status.registered yet (its validation has not
+    # run); the Build informer wakes the BuildRun when the Build's status changes.
+    build_unregistered: bool = False
     # The TaskRun's terminal outcome, if it finished: in RUNNING that of the recorded
     # TaskRun; in NEW that of a TaskRun an earlier try created but never recorded
     # (the reconciler looks for one only when giving up).
@@ -76,6 +86,8 @@ class Observation:
     taskrun_running: bool = False
     # DONE: the retention TTL (ttlAfterSucceeded/ttlAfterFailed) has run out.
     ttl_passed: bool = False
+    # DONE: the ServiceAccount generated for the BuildRun (`.generate`) still exists.
+    generated_sa_left: bool = False
     # NEW/RUNNING: the retry budget is spent; the last system error, for the message.
     retries_exhausted: RetryableError | None = None
 
@@ -145,28 +157,35 @@ TABLE: tuple[Row, ...] = (
         _just(Action.STOP_TASKRUN)),
     Row(2, Phase.DONE, "retention TTL ran out", lambda o: o.ttl_passed,
         _just(Action.DELETE)),
-    Row(3, Phase.DONE, "anything else (wake again at the TTL, if any)", lambda _: True,
+    # As Shipwright: the generated ServiceAccount goes once the TaskRun has stopped.
+    Row(3, Phase.DONE, "generated ServiceAccount left", lambda o: o.generated_sa_left,
+        _just(Action.DELETE_SERVICE_ACCOUNT)),
+    Row(4, Phase.DONE, "anything else (wake again at the TTL, if any)", lambda _: True,
         _just(Action.NOTHING)),
     # In NEW and RUNNING alike: a finished TaskRun's outcome first (its work is done,
     # report it), then the spent retry budget, then the rest.
-    Row(4, Phase.NEW, "TaskRun of an earlier, unrecorded try finished (looked for when "
+    Row(5, Phase.NEW, "TaskRun of an earlier, unrecorded try finished (looked for when "
         "giving up)", _finished, _finish_with_outcome),
-    Row(5, Phase.NEW, "retry budget spent", _budget_spent, _give_up),
-    Row(6, Phase.NEW, "spec.state is BuildRunCanceled", lambda o: o.canceled,
+    Row(6, Phase.NEW, "retry budget spent", _budget_spent, _give_up),
+    Row(7, Phase.NEW, "spec.state is BuildRunCanceled", lambda o: o.canceled,
         _finish(reasons.BUILD_RUN_CANCELED, "the BuildRun was canceled before it started")),
-    Row(7, Phase.NEW, "user error (Build/strategy/SA missing, bad params, timeout, ref)",
+    Row(8, Phase.NEW, "user error (Build/strategy/SA missing, bad params, timeout, ref)",
         lambda o: o.user_error is not None, _finish_with_user_error),
-    Row(8, Phase.NEW, "everything resolves", lambda _: True,
+    # Never a failure and never a retry: Shipwright's Build controller has not validated
+    # the Build yet. Its status write wakes the BuildRun (the Build informer).
+    Row(9, Phase.NEW, "Build not validated yet (no status.registered)",
+        lambda o: o.build_unregistered, _just(Action.NOTHING)),
+    Row(10, Phase.NEW, "everything resolves", lambda _: True,
         _just(Action.START)),
-    Row(9, Phase.RUNNING, "TaskRun finished", _finished, _finish_with_outcome),
-    Row(10, Phase.RUNNING, "retry budget spent", _budget_spent, _give_up),
-    Row(11, Phase.RUNNING, "TaskRun deleted before it finished", lambda o: o.taskrun_missing,
+    Row(11, Phase.RUNNING, "TaskRun finished", _finished, _finish_with_outcome),
+    Row(12, Phase.RUNNING, "retry budget spent", _budget_spent, _give_up),
+    Row(13, Phase.RUNNING, "TaskRun deleted before it finished", lambda o: o.taskrun_missing,
         _finish(reasons.TASK_RUN_IS_MISSING, "the TaskRun was deleted before it finished")),
-    Row(12, Phase.RUNNING, "spec.state is BuildRunCanceled", lambda o: o.canceled,
+    Row(14, Phase.RUNNING, "spec.state is BuildRunCanceled", lambda o: o.canceled,
         _finish(reasons.BUILD_RUN_CANCELED, "the BuildRun was canceled")),
-    Row(13, Phase.RUNNING, "timeout deadline passed", lambda o: o.deadline_passed,
+    Row(15, Phase.RUNNING, "timeout deadline passed", lambda o: o.deadline_passed,
         _finish(reasons.BUILD_RUN_TIMEOUT, "the BuildRun ran past its timeout")),
-    Row(14, Phase.RUNNING, "TaskRun in progress", lambda _: True,
+    Row(16, Phase.RUNNING, "TaskRun in progress", lambda _: True,
         _just(Action.PROGRESS)),
 )
 

@@ -38,10 +38,11 @@ async def taskrun_cancelled(kube: Kube, namespace: str, name: str) -> bool:
 
 
 async def unrecorded_taskrun(kube: Kube, buildrun: JSON) -> JSON:
-    """Row 8's first half done by hand (prepare, create the TaskRun), then a "crash"
+    """Row 10's first half done by hand (prepare, create the TaskRun), then a "crash"
     before the status write: the TaskRun exists, the BuildRun does not know it."""
     half = BuildRunReconciler(kube, Caches(), EventRecorder(kube, "t", "t"))
-    taskrun = (await half._prepare(buildrun)).taskrun
+    build, _ = await half._validated_build(buildrun)
+    taskrun = (await half._prepare(buildrun, build)).taskrun
     await kube.create(TASKRUNS, buildrun["metadata"]["namespace"], taskrun)
     return taskrun
 
@@ -55,7 +56,7 @@ async def events_for(kube: Kube, namespace: str, name: str) -> list[str]:
     return [e["reason"] for e in items if e["involvedObject"]["name"] == name]
 
 
-# -- happy path and TaskRun outcomes (rows 8, 14, 9) ---------------------------------------
+# -- happy path and TaskRun outcomes (rows 10, 16, 11) -------------------------------------
 
 
 async def test_success_creates_one_owned_taskrun_and_reports_the_digest(
@@ -137,7 +138,7 @@ async def test_taskrun_failures_map_to_buildrun_reasons(
         assert "kubectl logs" in done["status"]["failureDetails"]["message"]
 
 
-# -- user errors: terminal at once, no TaskRun, no requeue (row 7) -------------------------
+# -- user errors: terminal at once, no TaskRun, no requeue (row 8) -------------------------
 
 
 USER_ERRORS: list[tuple[str, dict[str, Any], str | None, str]] = [
@@ -159,9 +160,11 @@ USER_ERRORS: list[tuple[str, dict[str, Any], str | None, str]] = [
         "strategy": {"name": "kaniko"}, "output": {"image": "x"}}}, "timeout": "5m"}, None,
      reasons.BUILD_RUN_BUILD_FIELD_OVERRIDE_FORBIDDEN),
     ("other-namespace", {}, "kube-system/app", reasons.INVALID_REFERENCE),
+    # An embedded spec is validated as a Build is (Shipwright): its missing strategy
+    # fails the registration.
     ("missing-strategy", {"build": {"spec": {
         "strategy": {"name": "ghost"}, "output": {"image": "x"}}}}, None,
-     reasons.BUILD_STRATEGY_NOT_FOUND),
+     reasons.BUILD_REGISTRATION_FAILED),
 ]
 
 
@@ -189,7 +192,7 @@ async def test_user_errors_are_terminal_at_once(
     assert await world.taskruns() == []
 
 
-# -- cancel (rows 6, 12), a deleted TaskRun (11), the DONE rows (1, 3) ---------------------
+# -- cancel (rows 7, 14), a deleted TaskRun (13), the DONE rows (1, 4) -------------------
 
 
 async def test_cancel_before_start_and_while_running(
@@ -348,7 +351,7 @@ async def test_webhook_failing_forever_ends_in_retries_exhausted(
 async def test_giving_up_takes_a_finished_unrecorded_taskruns_outcome(
     kube: Kube, world: World
 ) -> None:
-    """Row 4: a try created the TaskRun, then every try failed; the TaskRun built the
+    """Row 5: a try created the TaskRun, then every try failed; the TaskRun built the
     image meanwhile, so the image is reported, not ReconcilerRetriesExhausted."""
     taskrun = await unrecorded_taskrun(kube, await world.buildrun("br"))
     await TektonSimulator(kube).finish(world.ns, taskrun["metadata"]["name"], "success",
@@ -363,7 +366,7 @@ async def test_giving_up_takes_a_finished_unrecorded_taskruns_outcome(
 async def test_giving_up_finishes_new_and_running_buildruns_and_stops_their_taskruns(
     cluster: LocalCluster, kube: Kube, world: World
 ) -> None:
-    """Rows 5 and 10: the last error is the message, and no TaskRun runs on."""
+    """Rows 6 and 12: the last error is the message, and no TaskRun runs on."""
     async with running_controller(controller_settings(cluster, world.ns)):
         await world.buildrun("running")
         running = await world.taskrun_of("running")

@@ -37,7 +37,14 @@ import yaml
 
 from controller.buildrun.resources import BUILDRUNS, TASKRUNS
 from controller.cli import parser as controller_flags
-from controller.runtime.kube import EVENTS, LEASES, ApiError, Kube, load_api_client
+from controller.runtime.kube import (
+    EVENTS,
+    LEASES,
+    SERVICEACCOUNTS,
+    ApiError,
+    Kube,
+    load_api_client,
+)
 from devtools.localcluster import LocalCluster, free_port, write_token_kubeconfig
 from devtools.tekton import TektonSimulator
 from tests.harness import World, condition, wait_for
@@ -156,11 +163,11 @@ EXPECTED_CLUSTER_RULES = {
     ("shipwright.io", "buildruns/finalizers"): {"update"},
     ("shipwright.io", "builds"): {"get", "list", "watch"},
     ("shipwright.io", "builds/status"): {"patch"},
-    ("shipwright.io", "clusterbuildstrategies"): {"get"},
     ("", "secrets"): {"get"},
     ("shipwright.io", "buildstrategies"): {"get", "list", "watch"},
+    ("shipwright.io", "clusterbuildstrategies"): {"get", "list", "watch"},
     ("tekton.dev", "taskruns"): {"get", "list", "watch", "create", "patch"},
-    ("", "serviceaccounts"): {"get"},
+    ("", "serviceaccounts"): {"get", "list", "watch", "create", "patch", "delete"},
     ("", "pods"): {"get"},
     ("", "events"): {"create"},
 }
@@ -517,14 +524,14 @@ async def _access(cluster: LocalCluster, verb: str, group: str, resource: str,
 DENIED = [
     ("list", "", "secrets"), ("watch", "", "secrets"),
     ("get", "", "configmaps"), ("list", "", "pods"), ("create", "", "pods"),
-    ("delete", "", "pods"), ("list", "", "serviceaccounts"),
+    ("delete", "", "pods"), ("update", "", "serviceaccounts"),
     ("create", "", "serviceaccounts/token"),
     ("list", "", "events"), ("patch", "", "events"), ("delete", "", "events"), ("get", "", "nodes"),
     ("create", "shipwright.io", "buildruns"), ("update", "shipwright.io", "buildruns"),
     ("update", "shipwright.io", "buildruns/status"), ("get", "shipwright.io", "buildruns/status"),
     ("create", "shipwright.io", "builds"), ("patch", "shipwright.io", "builds"),
     ("delete", "shipwright.io", "builds"), ("patch", "shipwright.io", "buildstrategies"),
-    ("list", "shipwright.io", "clusterbuildstrategies"),
+    ("patch", "shipwright.io", "clusterbuildstrategies"),
     ("delete", "tekton.dev", "taskruns"), ("update", "tekton.dev", "taskruns"),
     ("patch", "tekton.dev", "taskruns/status"), ("create", "tekton.dev", "pipelineruns"),
     ("create", "rbac.authorization.k8s.io", "rolebindings"),
@@ -669,6 +676,30 @@ async def _exercise(admin: Kube, metrics_url: str) -> None:
     await admin.patch(BUILDRUNS, "apps", "cancel", {"spec": {"state": "BuildRunCanceled"}})
     assert condition(await w.finished("cancel", timeout=30))["reason"] == "BuildRunCanceled"
     await wait_for(lambda: _taskrun_cancelled(admin, taskrun), 30, what="TaskRun cancelled")
+
+    # `.generate`: a ServiceAccount created with the push secret, deleted once done; the
+    # namespace's `default` (made here: no kube-controller-manager) gets the secret
+    # patched in (serviceaccounts create, patch, delete).
+    await admin.create(SERVICEACCOUNTS, "apps", {
+        "apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "default"}})
+    push = {"image": "registry.example.com/app:latest", "pushSecret": "creds"}
+    await w.buildrun("gen", serviceAccount=".generate", output=push)
+    taskrun = await w.taskrun_of("gen", timeout=30)
+    await tekton.finish("apps", taskrun, "success")
+    await w.finished("gen", timeout=30)
+    await w.buildrun("to-default", output=push)
+    await w.taskrun_of("to-default", timeout=30)
+    assert (await admin.get(SERVICEACCOUNTS, "apps", "default"))["secrets"] == [
+        {"name": "creds"}]
+
+    async def generated_gone() -> bool:
+        try:
+            await admin.get(SERVICEACCOUNTS, "apps", "gen")
+        except ApiError as exc:
+            return exc.status == 404
+        return False
+
+    await wait_for(generated_gone, 30, what="the generated ServiceAccount to be deleted")
 
     # A missing ServiceAccount is a user error, not a 403 (serviceaccounts get).
     await w.buildrun("no-sa", serviceAccount="nobody")

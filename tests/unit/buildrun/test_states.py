@@ -22,37 +22,47 @@ CASES = [
     # (row, observation, action, reason)
     (1, Observation(Phase.DONE, taskrun_running=True, ttl_passed=True), Action.STOP_TASKRUN, ""),
     (2, Observation(Phase.DONE, ttl_passed=True), Action.DELETE, ""),
-    (3, Observation(Phase.DONE, outcome=SUCCESS, canceled=True, deadline_passed=True),
+    (4, Observation(Phase.DONE, outcome=SUCCESS, canceled=True, deadline_passed=True),
      Action.NOTHING, ""),
-    (3, Observation(Phase.DONE, taskrun_missing=True), Action.NOTHING, ""),
-    (4, Observation(Phase.NEW, outcome=SUCCESS, retries_exhausted=WEBHOOK), Action.FINISH,
+    (4, Observation(Phase.DONE, taskrun_missing=True), Action.NOTHING, ""),
+    (3, Observation(Phase.DONE, generated_sa_left=True, taskrun_missing=True),
+     Action.DELETE_SERVICE_ACCOUNT, ""),
+    (1, Observation(Phase.DONE, generated_sa_left=True, taskrun_running=True),
+     Action.STOP_TASKRUN, ""),
+    (2, Observation(Phase.DONE, generated_sa_left=True, ttl_passed=True), Action.DELETE, ""),
+    (5, Observation(Phase.NEW, outcome=SUCCESS, retries_exhausted=WEBHOOK), Action.FINISH,
      reasons.SUCCEEDED),
-    (4, Observation(Phase.NEW, outcome=FAILURE, retries_exhausted=WEBHOOK, canceled=True),
+    (5, Observation(Phase.NEW, outcome=FAILURE, retries_exhausted=WEBHOOK, canceled=True),
      Action.FINISH, reasons.FAILED),
-    (5, Observation(Phase.NEW, retries_exhausted=WEBHOOK), Action.FINISH,
+    (6, Observation(Phase.NEW, retries_exhausted=WEBHOOK), Action.FINISH,
      reasons.RECONCILER_RETRIES_EXHAUSTED),
-    (5, Observation(Phase.NEW, retries_exhausted=WEBHOOK, canceled=True, user_error=USER),
+    (6, Observation(Phase.NEW, retries_exhausted=WEBHOOK, canceled=True, user_error=USER),
      Action.FINISH, reasons.RECONCILER_RETRIES_EXHAUSTED),
-    (6, Observation(Phase.NEW, canceled=True, user_error=USER), Action.FINISH,
+    (7, Observation(Phase.NEW, canceled=True, user_error=USER), Action.FINISH,
      reasons.BUILD_RUN_CANCELED),
-    (7, Observation(Phase.NEW, user_error=USER), Action.FINISH, reasons.BUILD_NOT_FOUND),
-    (8, Observation(Phase.NEW), Action.START, ""),
-    (9, Observation(Phase.RUNNING, outcome=SUCCESS, canceled=True, deadline_passed=True),
-     Action.FINISH, reasons.SUCCEEDED),
-    (9, Observation(Phase.RUNNING, outcome=FAILURE, retries_exhausted=WEBHOOK), Action.FINISH,
-     reasons.FAILED),
-    (10, Observation(Phase.RUNNING, retries_exhausted=WEBHOOK, taskrun_running=True),
+    (8, Observation(Phase.NEW, user_error=USER), Action.FINISH, reasons.BUILD_NOT_FOUND),
+    (9, Observation(Phase.NEW, build_unregistered=True), Action.NOTHING, ""),
+    (7, Observation(Phase.NEW, build_unregistered=True, canceled=True), Action.FINISH,
+     reasons.BUILD_RUN_CANCELED),
+    (6, Observation(Phase.NEW, build_unregistered=True, retries_exhausted=WEBHOOK),
      Action.FINISH, reasons.RECONCILER_RETRIES_EXHAUSTED),
-    (10, Observation(Phase.RUNNING, retries_exhausted=WEBHOOK, taskrun_missing=True,
+    (10, Observation(Phase.NEW), Action.START, ""),
+    (11, Observation(Phase.RUNNING, outcome=SUCCESS, canceled=True, deadline_passed=True),
+     Action.FINISH, reasons.SUCCEEDED),
+    (11, Observation(Phase.RUNNING, outcome=FAILURE, retries_exhausted=WEBHOOK), Action.FINISH,
+     reasons.FAILED),
+    (12, Observation(Phase.RUNNING, retries_exhausted=WEBHOOK, taskrun_running=True),
+     Action.FINISH, reasons.RECONCILER_RETRIES_EXHAUSTED),
+    (12, Observation(Phase.RUNNING, retries_exhausted=WEBHOOK, taskrun_missing=True,
                      canceled=True, deadline_passed=True),
      Action.FINISH, reasons.RECONCILER_RETRIES_EXHAUSTED),
-    (11, Observation(Phase.RUNNING, taskrun_missing=True, canceled=True), Action.FINISH,
+    (13, Observation(Phase.RUNNING, taskrun_missing=True, canceled=True), Action.FINISH,
      reasons.TASK_RUN_IS_MISSING),
-    (12, Observation(Phase.RUNNING, canceled=True, deadline_passed=True, taskrun_running=True),
+    (14, Observation(Phase.RUNNING, canceled=True, deadline_passed=True, taskrun_running=True),
      Action.FINISH, reasons.BUILD_RUN_CANCELED),
-    (13, Observation(Phase.RUNNING, deadline_passed=True, taskrun_running=True), Action.FINISH,
+    (15, Observation(Phase.RUNNING, deadline_passed=True, taskrun_running=True), Action.FINISH,
      reasons.BUILD_RUN_TIMEOUT),
-    (14, Observation(Phase.RUNNING, taskrun_running=True), Action.PROGRESS, ""),
+    (16, Observation(Phase.RUNNING, taskrun_running=True), Action.PROGRESS, ""),
 ]
 
 
@@ -96,7 +106,8 @@ def _flags(names: tuple[str, ...], values: tuple[bool, ...]) -> dict[str, Any]:
 
 def _observations(phase: Phase) -> list[Observation]:
     """Every combination of the observed facts, in one phase."""
-    flags = ("canceled", "deadline_passed", "taskrun_missing", "taskrun_running", "ttl_passed")
+    flags = ("canceled", "deadline_passed", "taskrun_missing", "taskrun_running", "ttl_passed",
+             "build_unregistered", "generated_sa_left")
     return [
         replace(Observation(phase), **_flags(flags, values), outcome=outcome,
                 user_error=user_error, retries_exhausted=exhausted)
@@ -110,7 +121,8 @@ def _observations(phase: Phase) -> list[Observation]:
 def test_done_never_writes_status() -> None:
     """Whatever is observed, a DONE BuildRun gets no FINISH/START/PROGRESS."""
     for obs in _observations(Phase.DONE):
-        assert decide(obs).action in (Action.NOTHING, Action.STOP_TASKRUN, Action.DELETE), obs
+        assert decide(obs).action in (Action.NOTHING, Action.STOP_TASKRUN, Action.DELETE,
+                                      Action.DELETE_SERVICE_ACCOUNT), obs
 
 
 @pytest.mark.parametrize("phase", [Phase.NEW, Phase.RUNNING])
