@@ -153,7 +153,10 @@ class TektonStack:
     (admin kubeconfig, CA, raw `request`). Logs are `workdir/<component>.log`.
     """
 
-    def __init__(self, workdir: Path) -> None:
+    def __init__(self, workdir: Path, *,
+                 tekton_controller_env: dict[str, str] | None = None) -> None:
+        """`tekton_controller_env` adds to the Tekton controller's environment, e.g.
+        KUBE_API_QPS / KUBE_API_BURST (knative reads them; Tekton doubles them)."""
         self.workdir = workdir
         workdir.mkdir(parents=True, exist_ok=True)
         kube_bins = build("localcluster")
@@ -168,6 +171,8 @@ class TektonStack:
         self.webhook_port = free_port()
         self._children: list[ChildProcess] = []
         self._webhook: ChildProcess | None = None
+        self._tekton_controller: ChildProcess | None = None
+        self._controller_env = dict(tekton_controller_env or {})
         self._kubeconfigs: dict[str, Path] = {}
         self._webhook_ca = b""
         # Seconds from start() to each milestone, for the record.
@@ -208,7 +213,7 @@ class TektonStack:
             # left its pod for up to 30 s. So it starts once every CRD is served.
             self._start_controller_manager()
             self.start_tekton_webhook()
-            self._start_tekton_controller()
+            self.start_tekton_controller()
             await _all(self.webhook_admits(), self._default_service_account())
             mark("stack up")
         except BaseException:
@@ -223,6 +228,7 @@ class TektonStack:
             child.stop(timeout=1.0)
         self._children.clear()
         self._webhook = None
+        self._tekton_controller = None
         self.cluster.stop()
 
     def pids(self) -> dict[str, int]:
@@ -512,18 +518,32 @@ class TektonStack:
             **extra,
         )
 
-    def _start_tekton_controller(self) -> None:
-        self._spawn(
+    def start_tekton_controller(self) -> None:
+        """Starts Tekton's controller (again). With `-disable-ha` it takes no leases, so a
+        restart after a kill reconciles at once instead of waiting out the dead process's
+        leases (knative's default lease is 60 s); one replica runs here anyway."""
+        if self._tekton_controller is not None:
+            return
+        self._tekton_controller = self._spawn(
             "tekton-controller",
-            [str(self._tekton_controller_bin), *(a for kv in FAKE_IMAGES.items() for a in kv)],
+            [str(self._tekton_controller_bin), "-disable-ha",
+             *(a for kv in FAKE_IMAGES.items() for a in kv)],
             self._tekton_env(
                 CONTROLLER_SA,
                 "config-leader-election-controller",
                 CONFIG_DEFAULTS_NAME="config-defaults",
                 CONFIG_SPIRE="config-spire",
+                **self._controller_env,
             ),
         )
 
+    def stop_tekton_controller(self, sig: int = signal.SIGKILL) -> None:
+        """Stops Tekton's controller (SIGKILL by default: a crash). TaskRuns then stand
+        still; pods run on under kwok."""
+        if self._tekton_controller is not None:
+            self._tekton_controller.stop(sig, timeout=1.0)
+            self._children.remove(self._tekton_controller)
+            self._tekton_controller = None
 
 async def _main() -> None:
     """`python -m devtools.stack [DIR]`: start, print the timings, stop."""
