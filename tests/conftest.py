@@ -25,11 +25,15 @@ from devtools.localcluster import LocalCluster
 from devtools.stack import TektonStack
 from tests.harness import World, wait_for
 
+# As OpenShift has it: setting blockOwnerDeletion on an owner reference (our TaskRuns',
+# Tekton's pods') needs update on the owner's finalizers (tests/cluster/test_manifests.py).
+STRICT = ["--enable-admission-plugins=OwnerReferencesPermissionEnforcement"]
+
 
 @pytest.fixture(scope="session")
 async def stack(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[TektonStack]:
     t = time.monotonic()
-    async with TektonStack(tmp_path_factory.mktemp("stack")) as s:
+    async with TektonStack(tmp_path_factory.mktemp("stack"), apiserver_args=STRICT) as s:
         print(f"\nTektonStack up in {time.monotonic() - t:.2f}s: {s.timings}")
         yield s
 
