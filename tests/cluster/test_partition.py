@@ -2,7 +2,7 @@
 
 Each replica runs in-process (`controller.app.App`, as the hand-over test in
 test_controller.py does) and reaches kube-apiserver through its own
-`tests.proxy.Proxy`, which can stall its connections without closing them,
+`devtools.proxy.Proxy`, which can stall its connections without closing them,
 reset them, hold back every answer, or stall only the connections open now. Durations are
 short (lease 4 s, renew 3 s, retry 1 s) so the whole file runs in about a minute.
 
@@ -36,6 +36,7 @@ from controller.runtime.leader import LeaderElector
 from controller.runtime.timestamps import parse_time
 from controller.settings import LeaderElectionSettings
 from devtools.localcluster import LocalCluster, write_token_kubeconfig
+from devtools.proxy import Proxy
 from tests.conftest import api_client_for
 from tests.harness import (
     Interval,
@@ -46,7 +47,6 @@ from tests.harness import (
     record_reconciles,
     wait_for,
 )
-from tests.proxy import Proxy
 
 pytestmark = pytest.mark.cluster
 
