@@ -45,7 +45,7 @@ lint: $(STAMP)
 test: $(STAMP) apiserver stack shipwright promtool image lint
 	$(VENV)/bin/pytest -q $(PYTEST_ARGS)
 
-dev: $(STAMP) apiserver
+dev: $(STAMP) stack
 	$(PY) -m devtools.dev
 
 clean:
