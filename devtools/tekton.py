@@ -1,7 +1,9 @@
-"""A stand-in for Tekton, for tests and `make dev` only.
+"""A stand-in for Tekton, where no Tekton runs (a bare LocalCluster: the end-to-end
+benchmarks, the dashboard render), and for the one TaskRun state a test needs that
+real Tekton never produces (tests/cluster/test_buildrun.py says which).
 
-No Tekton controller and no kubelet run on the local API server, so nothing
-would ever move a TaskRun along. This module does what Tekton would: it
+On a bare API server nothing would ever move a TaskRun along. This module does what
+Tekton would: it
 patches a TaskRun's status (Running, then Succeeded True/False with Tekton's
 reasons, step states and results) through the real API server, and can
 create the Pod object an eviction shows up on. The controller under test
