@@ -70,6 +70,9 @@ class LogSummary:
     webhook_errors: int = 0  # reconciles that failed on a call to the flaky webhook
     webhook_by_name: Counter[str] = field(default_factory=Counter)  # ... by BuildRun name
     tekton_webhook_errors: int = 0  # ... on a call to Tekton's (stopped) webhook
+    # ... because Tekton's webhook refused the call (HTTP 400: a cancel patch on a TaskRun
+    # Tekton had just finished, "Once the TaskRun is complete, no updates are allowed")
+    tekton_refused: int = 0
     # Failed reconciles by BuildRun name, "webhook", "tekton-webhook" or "other" (any
     # other system error).
     errors_by_name: dict[str, Counter[str]] = field(default_factory=dict)
@@ -104,8 +107,11 @@ def summarize_log(path: Path) -> LogSummary:
         error = str(entry.get("error") or "")
         webhook = any(m in error.lower() for m in WEBHOOK_MARKERS)
         tekton = webhook and TEKTON_WEBHOOK_MARKER in error
-        webhook = webhook and not tekton
-        kind = "webhook" if webhook else "tekton-webhook" if tekton else "other"
+        refused = tekton and "denied the request" in error
+        tekton = tekton and not refused
+        webhook = webhook and not (tekton or refused)
+        kind = ("webhook" if webhook else "tekton-webhook" if tekton
+                else "tekton-refused" if refused else "other")
         name = str(entry.get("key") or "").rpartition("/")[2]
         if msg == "reconciled" and entry.get("result") == "error":
             out.errors_by_name.setdefault(name, Counter())[kind] += 1
@@ -114,6 +120,8 @@ def summarize_log(path: Path) -> LogSummary:
                 out.webhook_by_name[name] += 1
             elif tekton:
                 out.tekton_webhook_errors += 1
+            elif refused:
+                out.tekton_refused += 1
             else:
                 out.other_errors[error.split(":")[0][:60]] += 1
         elif msg == "retry budget spent, giving up":
@@ -124,7 +132,7 @@ def summarize_log(path: Path) -> LogSummary:
             out.gave_up.setdefault(name, tries)
             out.budget_spent += 1
             out.budget_spent_webhook += webhook
-            out.budget_spent_tekton += tekton
+            out.budget_spent_tekton += tekton or refused
         elif msg == "leader election lost, stopping at once":
             out.leadership_lost += 1
         elif msg == "stopping after a fatal error":

@@ -757,6 +757,9 @@ class Soak:
         tekton_refused = (self.apiserver_counts["tekton_webhook_refused_creates"]
                           + self.apiserver_counts["taskrun_patch_500"])
         tekton_logged = sum(s.tekton_webhook_errors for s in logs.values())
+        # Not a fault the soak injects: Tekton's webhook refusing a cancel patch on a
+        # TaskRun it had just finished; the controller counts it as a webhook retry.
+        tekton_refused_logged = sum(s.tekton_refused for s in logs.values())
         tekton_exhausting = sum(s.budget_spent_tekton for s in logs.values())
 
         logged = sum(s.webhook_errors for s in logs.values())
@@ -767,8 +770,8 @@ class Soak:
         for inc in replicas.incarnations:
             s = logs[inc.log]
             scraped = inc.scrape.get(("buildrun_retries_total", (("error_class", "webhook"),)), 0)
-            gap = (s.webhook_errors + s.tekton_webhook_errors - s.budget_spent_webhook
-                   - s.budget_spent_tekton) - int(scraped)
+            gap = (s.webhook_errors + s.tekton_webhook_errors + s.tekton_refused
+                   - s.budget_spent_webhook - s.budget_spent_tekton) - int(scraped)
             after_scrape += gap
             if gap:
                 after_scrape_by_end[inc.signal_sent or f"exit code {inc.exit_code}"] += gap
@@ -834,8 +837,12 @@ class Soak:
             "reached a reconcile that logged it (the API server counts each call, with no "
             "time to match it to a replica end; a negative figure means logged failures the "
             f"API server's count missed: {self.apiserver_scrapes_missed} scrapes missed)",
+            f"- -{tekton_refused_logged}: reconciles whose cancel patch Tekton's webhook "
+            "refused (HTTP 400, the TaskRun was already complete), counted as webhook "
+            "retries though no fault was injected",
             f"difference {difference} = {exhausting + tekton_exhausting} + {after_scrape} + "
-            f"{failures - logged} + {tekton_refused - tekton_logged} (the four lines above)",
+            f"{failures - logged} + {tekton_refused - tekton_logged} - "
+            f"{tekton_refused_logged} (the five lines above)",
             f"other classes in buildrun_retries_total are not webhook failures: "
             f"{ {k: v for k, v in by_class.items() if k != 'webhook'} } (API server restarts, "
             "conflicts left after _write_status' own 5 tries)",
@@ -848,6 +855,7 @@ class Soak:
             "tekton_webhook_refused": tekton_refused,
             "tekton_webhook_logged": tekton_logged,
             "tekton_webhook_exhausting": tekton_exhausting,
+            "tekton_refused_logged": tekton_refused_logged,
             "difference": difference,
             "logged_webhook_errors": logged,
             "budget_exhausting": exhausting,
