@@ -58,7 +58,7 @@ lint: $(STAMP)
 test: $(STAMP) apiserver stack shipwright oracle shp promtool image lint
 	$(VENV)/bin/pytest -q $(PYTEST_ARGS)
 
-dev: $(STAMP) apiserver
+dev: $(STAMP) stack
 	$(PY) -m devtools.dev
 
 clean:

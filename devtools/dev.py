@@ -1,14 +1,16 @@
-"""`make dev`: the controller against a real local API server, with sample BuildRuns.
+"""`make dev`: the controller against a real local Kubernetes with real Tekton, with
+sample BuildRuns.
 
 What runs, all on loopback and in a throwaway folder under /tmp:
 
-- a LocalCluster (real etcd + kube-apiserver, CRDs applied);
+- the whole local stack (devtools.stack.TektonStack): etcd, kube-apiserver,
+  kube-controller-manager, kube-scheduler, kwok playing the kubelet, and Tekton
+  Pipelines' real webhook and controller, which run the TaskRuns; a FateWebhook
+  (devtools.fates) tells kwok how long each sample's pod runs and how it ends,
+  and every change Tekton makes to a TaskRun's condition is told on a "[tekton]"
+  line (devtools.tektonlog);
 - the controller itself, in-process (controller.app.App), watching namespace
   "demo", its /metrics on the printed URL;
-- a **simulated** Tekton, labelled "[tekton-simulator]" wherever it speaks:
-  no Tekton runs here, so it watches the namespace's TaskRuns and starts and
-  finishes them after short delays (and honours cancellation) through the
-  real API server, as Tekton's controller would;
 - a FlakyWebhook (a real validating admission webhook) whose first two calls
   time out, so the first BuildRun's TaskRun creation hits system errors that
   the controller retries with backoff until it goes through.
@@ -22,12 +24,12 @@ not end as expected.
 
 This module parses the flags and wires the parts together, and owns the order
 things start and stop in; the parts are devtools.samples (the four BuildRuns and
-their story), devtools.simulator (the Tekton stand-in), devtools.screen (the table
+their story), devtools.tektonlog (what Tekton does), devtools.screen (the table
 and the activity lines) and devtools.terminal (Ctrl-C as a key).
 
 Invariants: everything started is stopped before `main` returns, in this order:
-the simulated Tekton and the samples, then the controller (it drains while the
-webhook still answers), then the webhook, then the API server and etcd; the working
+the Tekton log and the samples, then the controller (it drains while the
+webhook still answers), then the webhooks, then the stack; the working
 folder is removed only if it was made here, not asked to be kept, and the exit
 code is 0.
 """
@@ -56,20 +58,22 @@ from controller.runtime import logs
 from controller.runtime.kube import JSON, ApiError, Kube
 from controller.runtime.kube import load_api_client as _load_api_client
 from controller.settings import QueueSettings, RetryBudget, Settings
+from devtools.fates import FateWebhook
 from devtools.localcluster import LocalCluster
 from devtools.polling import wait_until
 from devtools.samples import (
     NAMESPACE,
     SAMPLES,
     create_samples_base,
+    fate_for,
     finished,
-    plan_for,
     play_samples,
     unexpected,
     webhook_script,
 )
 from devtools.screen import DEV, Screen
-from devtools.simulator import SIMULATOR, SimulatedTekton
+from devtools.stack import TektonStack
+from devtools.tektonlog import TEKTON, TektonLog
 from devtools.terminal import keys_not_signals, restore_terminal
 from devtools.webhook import FlakyWebhook
 
@@ -106,14 +110,20 @@ class Dev:
     async def run(self) -> int:
         screen = self.screen
         screen.print(f"{DEV} working folder: {self.workdir}")
-        screen.print(f"{DEV} starting a local etcd and kube-apiserver ...")
-        async with LocalCluster(self.workdir / "cluster") as cluster:
+        screen.print(f"{DEV} starting etcd, kube-apiserver, kube-controller-manager, "
+                     "kube-scheduler, kwok and Tekton Pipelines ...")
+        stack = TektonStack(self.workdir / "stack")
+        async with stack:
+            screen.print(f"{DEV} stack up in {stack.timings['stack up']:.1f}s "
+                         f"(logs: {stack.workdir})")
+            cluster = stack.cluster
             kube = Kube(await _load_api_client(str(cluster.kubeconfig)))
             try:
-                return await self._with_cluster(cluster, kube)
+                async with FateWebhook(cluster, fate_for):
+                    return await self._with_cluster(cluster, kube)
             finally:
                 await kube.close()
-                screen.print(f"{DEV} stopping the API server and etcd")
+                screen.print(f"{DEV} stopping Tekton, kwok, the Kubernetes servers and etcd")
 
     async def _with_cluster(self, cluster: LocalCluster, kube: Kube) -> int:
         screen = self.screen
@@ -143,7 +153,8 @@ class Dev:
             screen.print(f"{DEV} controller logs: {self.log_file}")
             screen.print(f"{DEV} kubectl --kubeconfig {cluster.kubeconfig} -n {NAMESPACE} "
                          "get buildruns,taskruns")
-            screen.print(f"{DEV} {SIMULATOR} is a stand-in for Tekton: no real builds run")
+            screen.print(f"{DEV} {TEKTON} Tekton Pipelines v1.10.3 runs the TaskRuns; kwok plays "
+                         "the kubelet, so pods run no containers and no image is built")
             if not self.args.once:
                 screen.print(f"{DEV} Ctrl-C stops everything")
             screen.print()
@@ -151,12 +162,12 @@ class Dev:
             webhook = FlakyWebhook(cluster, NAMESPACE, webhook_script(screen.say))
             await webhook.__aenter__()
             try:
-                tekton = SimulatedTekton(kube, NAMESPACE, screen.say, plan_for)
-                tasks.append(asyncio.create_task(tekton.run(), name="tekton-simulator"))
+                tekton = TektonLog(kube, NAMESPACE, screen.say)
+                tasks.append(asyncio.create_task(tekton.run(), name="tekton-log"))
                 tasks.append(asyncio.create_task(play_samples(kube, screen.say),
                                                  name="samples"))
                 code = await self._watch(kube, app_task, tasks[-1])
-                # In order: the simulated Tekton and the samples, then the controller
+                # In order: the Tekton log and the samples, then the controller
                 # (it drains while the webhook still answers), then the webhook.
                 await _cancel(tasks)
                 app.request_stop()
@@ -233,8 +244,8 @@ def setup_logging(path: Path, level: str) -> None:
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="python -m devtools.dev",
-        description="Run the controller against a local API server with sample BuildRuns "
-                    "and a simulated Tekton.",
+        description="Run the controller against a local Kubernetes with real Tekton "
+                    "Pipelines (kwok plays the kubelet), with sample BuildRuns.",
     )
     p.add_argument("--once", action="store_true",
                    default=os.environ.get("DEV_ONCE", "") not in ("", "0"),

@@ -5,7 +5,10 @@ end as, and the order and timing that make each one's story happen.
   webhook times out (a system error, retried), then succeeds;
 - `hello` runs and succeeds;
 - `missing-build` names a Build that does not exist (a user error, never retried);
-- `cancel-me` runs for an hour unless cancelled, and is cancelled once Running.
+- `cancel-me` runs until cancelled, and is cancelled once Running.
+
+Real Tekton runs the TaskRuns and kwok their pods; `fate_for` tells kwok (through
+devtools.fates) how long each sample's pod runs and how it ends.
 
 Invariants: SAMPLES' names are unique and each `expect` is the reason its Succeeded
 condition must end with; `play_samples` creates `flaky-webhook` alone and waits for its
@@ -20,12 +23,11 @@ from dataclasses import dataclass
 
 from controller.buildrun.resources import BUILDRUNS
 from controller.buildrun.status import succeeded_condition
-from controller.buildrun.taskrun import LABEL_BUILDRUN
 from controller.runtime.kube import JSON, Kube
 from devtools import fixtures
+from devtools.fates import fate_annotations, results
 from devtools.polling import wait_until
 from devtools.screen import DEV
-from devtools.tekton import Finish
 from devtools.webhook import Verdict
 
 NAMESPACE = "demo"
@@ -33,8 +35,10 @@ CANCELED = "BuildRunCanceled"
 WEBHOOK = "[flaky-webhook]"
 # The webhook times out this many TaskRun creations, then allows every one.
 WEBHOOK_FAILURES = 2
-# How long a TaskRun of no sample runs (none is expected: the namespace is the demo's).
+# How long a sample's pod runs before it succeeds.
 DEFAULT_RUN_SECONDS = 4.0
+# The digest the sample pods report (kwok writes it as the step's result).
+DIGEST = "sha256:" + "d3" * 32
 
 
 @dataclass(frozen=True)
@@ -43,7 +47,7 @@ class Sample:
     build: str
     expect: str  # the reason its Succeeded condition must end with
     story: str
-    run_seconds: float = DEFAULT_RUN_SECONDS  # how long its simulated TaskRun runs once started
+    run_seconds: float | None = DEFAULT_RUN_SECONDS  # its pod's run time; None: until stopped
 
 
 SAMPLES = (
@@ -53,7 +57,7 @@ SAMPLES = (
     Sample("missing-build", "does-not-exist", "BuildNotFound",
            "user error: its Build does not exist, fails at once, never retried"),
     Sample("cancel-me", "hello", CANCELED,
-           "cancelled (spec.state=BuildRunCanceled) while its TaskRun runs", 3600.0),
+           "cancelled (spec.state=BuildRunCanceled) while its TaskRun runs", None),
 )
 SAMPLE_BY_NAME = {s.name: s for s in SAMPLES}
 
@@ -119,11 +123,16 @@ def unexpected(done: dict[str, str | None]) -> list[str]:
             for s in SAMPLES if done.get(s.name) != s.expect]
 
 
-def plan_for(taskrun: JSON) -> tuple[float, Finish]:
-    """The simulated Tekton's plan: its sample's run time, then success."""
-    owner = (taskrun["metadata"].get("labels") or {}).get(LABEL_BUILDRUN, "")
-    sample = SAMPLE_BY_NAME.get(owner)
-    return (sample.run_seconds if sample else DEFAULT_RUN_SECONDS), "success"
+def fate_for(namespace: str, buildrun: str) -> dict[str, str] | None:
+    """What kwok does with a sample's pod (devtools.fates): runs `run_seconds`, then
+    succeeds with the digest as its result, or holds until Tekton stops it."""
+    sample = SAMPLE_BY_NAME.get(buildrun)
+    if namespace != NAMESPACE or sample is None:
+        return None
+    if sample.run_seconds is None:
+        return fate_annotations(fate="hold")
+    return fate_annotations(fate="succeed", run_duration=f"{sample.run_seconds:g}s",
+                            results=results(**{"shp-image-digest": DIGEST}))
 
 
 def webhook_script(say: Callable[[str], None]) -> Callable[[int], Verdict]:

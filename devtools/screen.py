@@ -21,7 +21,7 @@ from controller.buildrun.status import succeeded_condition
 from controller.runtime.kube import JSON
 from controller.runtime.timestamps import parse_time
 
-# The label of the dev tool's own lines (the others: devtools.simulator.SIMULATOR,
+# The label of the dev tool's own lines (the others: devtools.tektonlog.TEKTON,
 # devtools.samples.WEBHOOK).
 DEV = "[dev]"
 

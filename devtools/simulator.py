@@ -1,4 +1,4 @@
-"""The Tekton of `make dev` and of the dashboard render: a stand-in that moves every
+"""The Tekton of the dashboard render (docs/): a stand-in that moves every
 TaskRun of one namespace along on its own, labelled "[tekton-simulator]" wherever it
 speaks.
 

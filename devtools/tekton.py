@@ -1,7 +1,9 @@
-"""A stand-in for Tekton, for tests and `make dev` only.
+"""A stand-in for Tekton, where no Tekton runs (a bare LocalCluster: the end-to-end
+benchmarks, the dashboard render), and for the one TaskRun state a test needs that
+real Tekton never produces (tests/cluster/test_buildrun.py says which).
 
-No Tekton controller and no kubelet run on the local API server, so nothing
-would ever move a TaskRun along. This module does what Tekton would: it
+On a bare API server nothing would ever move a TaskRun along. This module does what
+Tekton would: it
 patches a TaskRun's status (Running, then Succeeded True/False with Tekton's
 reasons, step states and results) through the real API server, and can
 create the Pod object an eviction shows up on. The controller under test
@@ -45,12 +47,14 @@ class TektonSimulator:
                      digest: str = "sha256:" + "ab" * 32) -> JSON:
         pod = f"{name}-pod"
         step = {"name": "build", "container": "step-build"}
-        status: JSON = {"podName": pod, "completionTime": format_time(now())}
+        at = format_time(now())
+        status: JSON = {"podName": pod, "completionTime": at}
         if how == "success":
             status["conditions"] = _condition("True", "Succeeded", "All Steps have completed "
                                               "executing")
             status["results"] = [{"name": "shp-image-digest", "type": "string", "value": digest}]
-            status["steps"] = [{**step, "terminated": {"exitCode": 0, "reason": "Completed"}}]
+            status["steps"] = [{**step, "terminated": {"exitCode": 0, "reason": "Completed",
+                                                       "startedAt": at, "finishedAt": at}}]
         elif how == "timeout":
             status["conditions"] = _condition("False", "TaskRunTimeout",
                                               f"TaskRun {name} failed to finish within its timeout")
@@ -62,7 +66,8 @@ class TektonSimulator:
                                               '"step-build" exited with code 1')
             reason = "OOMKilled" if how == "oom" else "Error"
             status["steps"] = [{**step, "terminated": {"exitCode": 137 if how == "oom" else 1,
-                                                       "reason": reason}}]
+                                                       "reason": reason, "startedAt": at,
+                                                       "finishedAt": at}}]
             if how == "error-result":
                 status["results"] = [
                     {"name": "shp-error-reason", "type": "string", "value": "GitAuthFailed"},

@@ -1,25 +1,22 @@
-"""The soak's cast besides the controller: a flaky webhook that knows whose call it
-answers, Tekton (TektonSimulator, made to persist through API server restarts),
-and a second writer that makes status updates conflict."""
+"""The soak's cast besides the controller and the real Tekton stack: a flaky webhook
+that knows whose call it answers, and a second writer that makes status updates
+conflict."""
 
 from __future__ import annotations
 
 import asyncio
 import random
 import time
-from collections import Counter, defaultdict
+from collections import defaultdict
 from collections.abc import Callable
 from typing import Literal
 
 from controller.buildrun.resources import BUILDRUNS
 from controller.buildrun.taskrun import LABEL_BUILDRUN
-from controller.runtime.errors import is_already_exists
-from controller.runtime.kube import JSON, PODS, ApiError, Kube
+from controller.runtime.kube import JSON, Kube
 from devtools.localcluster import LocalCluster
 from devtools.polling import transient
-from devtools.tekton import TektonSimulator
 from devtools.webhook import FlakyWebhook, Verdict
-from soak.api import persist
 
 Outcome = Literal["success", "failure", "timeout", "evicted", "oom"]
 OUTCOMES: tuple[Outcome, ...] = ("success", "failure", "timeout", "evicted", "oom")
@@ -43,86 +40,6 @@ class AttributedWebhook(FlakyWebhook):
         self.by_buildrun[owner].append(verdict)
         self.log.append((time.monotonic(), owner, verdict))
         return verdict
-
-
-class Tekton:
-    """Plays Tekton for every TaskRun that appears: Running after a short while, then
-    the outcome planned for its BuildRun. Every call persists through restarts."""
-
-    def __init__(self, kube: Kube, plan: dict[str, Outcome], rng: random.Random,
-                 delay: tuple[float, float], deadline: float) -> None:
-        self.sim = TektonSimulator(kube)
-        self.kube = kube
-        self.plan = plan
-        self.rng = rng
-        self.delay = delay
-        self.deadline = deadline
-        self.handled: set[str] = set()
-        self.finished: Counter[str] = Counter()
-        self.unplanned: list[str] = []  # TaskRuns of BuildRuns that should have none
-        self.retries = 0
-        self.failures: list[str] = []
-        self._tasks: set[asyncio.Task[None]] = set()
-
-    def on_taskrun(self, _: str, taskrun: JSON) -> None:
-        meta = taskrun["metadata"]
-        key = f"{meta['namespace']}/{meta['name']}"
-        if key in self.handled:
-            return
-        self.handled.add(key)
-        task = asyncio.create_task(self._play(taskrun))
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
-
-    def _retried(self, _: BaseException) -> None:
-        self.retries += 1
-
-    async def _play(self, taskrun: JSON) -> None:
-        meta = taskrun["metadata"]
-        ns, name = meta["namespace"], meta["name"]
-        owner = (meta.get("labels") or {}).get(LABEL_BUILDRUN, "")
-        how = self.plan.get(owner)
-        if how is None:
-            self.unplanned.append(name)
-            how = "success"
-        try:
-            await asyncio.sleep(self.rng.uniform(*self.delay))
-            await persist(lambda: self.sim.start(ns, name), deadline=self.deadline,
-                          not_found=True, on_retry=self._retried)
-            await asyncio.sleep(self.rng.uniform(*self.delay))
-            if how == "evicted":
-                # finish("evicted") is finish("failure") plus an evicted Pod; the Pod part
-                # is made idempotent here so a retry after a restart does not trip on it.
-                await persist(lambda: self._evict(ns, f"{name}-pod"), deadline=self.deadline,
-                              on_retry=self._retried)
-                await persist(lambda: self.sim.finish(ns, name, "failure"),
-                              deadline=self.deadline, not_found=True, on_retry=self._retried)
-            else:
-                await persist(lambda: self.sim.finish(ns, name, how), deadline=self.deadline,
-                              not_found=True, on_retry=self._retried)
-            self.finished[how] += 1
-        except Exception as exc:  # reported, and the BuildRun will show up as lost
-            self.failures.append(f"{name}: {exc!r}")
-
-    async def _evict(self, ns: str, pod: str) -> None:
-        try:
-            await self.sim.evict_pod(ns, pod)
-        except ApiError as exc:
-            if not is_already_exists(exc):
-                raise
-            await self.kube.patch(PODS, ns, pod, {"status": {
-                "phase": "Failed", "reason": "Evicted",
-                "message": "The node was low on resource: memory.",
-            }}, subresource="status")
-
-    @property
-    def busy(self) -> int:
-        return len(self._tasks)
-
-    async def stop(self) -> None:
-        for task in list(self._tasks):
-            task.cancel()
-        await asyncio.gather(*self._tasks, return_exceptions=True)
 
 
 class SecondWriter:

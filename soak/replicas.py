@@ -1,7 +1,8 @@
 """Controller replicas as real subprocesses: started, killed, restarted, scraped.
 
-Each replica slot runs `python -m controller ...` again and again; every run
-is an Incarnation with its own log file and metrics port. Counters die with
+Each replica slot runs `python -m controller ...` again and again, each slot with its
+own kubeconfig (the soak points each at its own proxy, so one replica can be cut off);
+every run is an Incarnation with its own log file and metrics port. Counters die with
 the process, so they are scraped every second and right before every kill we
 make, and the last scrape of each incarnation is what the soak adds up. What
 an incarnation counted after its last scrape is lost; the report says how
@@ -45,6 +46,10 @@ COUNTERS = (
 
 # How kube-apiserver words a failed webhook call (the controller's own markers).
 WEBHOOK_MARKERS = ("failed calling webhook", "admission webhook")
+# Tekton's own webhooks (webhook.pipeline.tekton.dev, validation.webhook.pipeline...):
+# failing calls to them are the soak's "Tekton webhook stopped" fault, counted apart.
+TEKTON_WEBHOOK_MARKER = "pipeline.tekton.dev"
+RSS = "process_resident_memory_bytes"
 
 Sample = tuple[str, tuple[tuple[str, str], ...]]
 
@@ -53,7 +58,7 @@ def parse_metrics(text: str) -> dict[Sample, float]:
     samples: dict[Sample, float] = {}
     for family in text_string_to_metric_families(text):
         for s in family.samples:
-            if s.name in COUNTERS or s.name == "leader_election_master_status":
+            if s.name in COUNTERS or s.name in ("leader_election_master_status", RSS):
                 samples[(s.name, tuple(sorted(s.labels.items())))] = float(s.value)
     return samples
 
@@ -62,9 +67,14 @@ def parse_metrics(text: str) -> dict[Sample, float]:
 class LogSummary:
     """What one incarnation's JSON log says it did."""
 
-    webhook_errors: int = 0  # reconciles that failed on a webhook call
+    webhook_errors: int = 0  # reconciles that failed on a call to the flaky webhook
     webhook_by_name: Counter[str] = field(default_factory=Counter)  # ... by BuildRun name
-    # Failed reconciles by BuildRun name, "webhook" or "other" (any other system error).
+    tekton_webhook_errors: int = 0  # ... on a call to Tekton's (stopped) webhook
+    # ... because Tekton's webhook refused the call (HTTP 400: a cancel patch on a TaskRun
+    # Tekton had just finished, "Once the TaskRun is complete, no updates are allowed")
+    tekton_refused: int = 0
+    # Failed reconciles by BuildRun name, "webhook", "tekton-webhook" or "other" (any
+    # other system error).
     errors_by_name: dict[str, Counter[str]] = field(default_factory=dict)
     # Names whose retry budget this process spent, with their failed tries up to then
     # (the try that spent it included), by class as above.
@@ -72,6 +82,7 @@ class LogSummary:
     other_errors: Counter[str] = field(default_factory=Counter)
     budget_spent: int = 0
     budget_spent_webhook: int = 0
+    budget_spent_tekton: int = 0
     leadership_lost: int = 0
     fatal: list[str] = field(default_factory=list)
     tracebacks: list[str] = field(default_factory=list)
@@ -95,22 +106,33 @@ def summarize_log(path: Path) -> LogSummary:
         msg = entry.get("msg")
         error = str(entry.get("error") or "")
         webhook = any(m in error.lower() for m in WEBHOOK_MARKERS)
+        tekton = webhook and TEKTON_WEBHOOK_MARKER in error
+        refused = tekton and "denied the request" in error
+        tekton = tekton and not refused
+        webhook = webhook and not (tekton or refused)
+        kind = ("webhook" if webhook else "tekton-webhook" if tekton
+                else "tekton-refused" if refused else "other")
         name = str(entry.get("key") or "").rpartition("/")[2]
         if msg == "reconciled" and entry.get("result") == "error":
-            out.errors_by_name.setdefault(name, Counter())["webhook" if webhook else "other"] += 1
+            out.errors_by_name.setdefault(name, Counter())[kind] += 1
             if webhook:
                 out.webhook_errors += 1
                 out.webhook_by_name[name] += 1
+            elif tekton:
+                out.tekton_webhook_errors += 1
+            elif refused:
+                out.tekton_refused += 1
             else:
                 out.other_errors[error.split(":")[0][:60]] += 1
         elif msg == "retry budget spent, giving up":
             # Logged while handling the failed try that spent the budget, before its own
             # "reconciled" line: count that try in.
             tries = Counter(out.errors_by_name.get(name, Counter()))
-            tries["webhook" if webhook else "other"] += 1
+            tries[kind] += 1
             out.gave_up.setdefault(name, tries)
             out.budget_spent += 1
             out.budget_spent_webhook += webhook
+            out.budget_spent_tekton += tekton or refused
         elif msg == "leader election lost, stopping at once":
             out.leadership_lost += 1
         elif msg == "stopping after a fatal error":
@@ -131,6 +153,7 @@ class Incarnation:
     process: asyncio.subprocess.Process | None = None
     scrape: dict[Sample, float] = field(default_factory=dict)
     scraped_at: float | None = None
+    peak_rss: float = 0.0  # the largest process_resident_memory_bytes scraped
     ended: float | None = None
     exit_code: int | None = None
     signal_sent: str | None = None
@@ -152,15 +175,18 @@ class Incarnation:
             return False
         self.scrape = parse_metrics(text)
         self.scraped_at = time.monotonic()
+        self.peak_rss = max(self.peak_rss, self.scrape.get((RSS, ()), 0.0))
         return True
 
 
 class ReplicaSet:
     """`size` slots of the controller; a slot whose process ends is started again."""
 
-    def __init__(self, kubeconfig: Path, workdir: Path, *, size: int, max_retries: int,
+    def __init__(self, kubeconfigs: list[Path], workdir: Path, *, max_retries: int,
                  rng: random.Random, restart_delay: tuple[float, float] = (0.5, 3.0)) -> None:
-        self.kubeconfig = kubeconfig
+        """One slot per kubeconfig in `kubeconfigs`."""
+        self.kubeconfigs = kubeconfigs
+        size = len(kubeconfigs)
         self.workdir = workdir
         self.size = size
         self.max_retries = max_retries
@@ -172,10 +198,10 @@ class ReplicaSet:
         self._tasks: list[asyncio.Task[None]] = []
         self._session: aiohttp.ClientSession | None = None
 
-    def argv(self, metrics_port: int, probe_port: int) -> list[str]:
+    def argv(self, slot: int, metrics_port: int, probe_port: int) -> list[str]:
         return [
             sys.executable, "-m", "controller",
-            "--kubeconfig", str(self.kubeconfig),
+            "--kubeconfig", str(self.kubeconfigs[slot]),
             "--leader-elect", "--leader-election-namespace", "default",
             "--lease-duration", "4", "--renew-deadline", "3", "--retry-period", "0.5",
             "--metrics-bind-address", f"127.0.0.1:{metrics_port}",
@@ -197,7 +223,7 @@ class ReplicaSet:
                           free_port(), free_port(), time.monotonic())
         with inc.log.open("wb") as log:
             inc.process = await asyncio.create_subprocess_exec(
-                *self.argv(inc.metrics_port, inc.probe_port),
+                *self.argv(slot, inc.metrics_port, inc.probe_port),
                 stdin=asyncio.subprocess.DEVNULL, stdout=log, stderr=asyncio.subprocess.STDOUT,
                 cwd=REPO, preexec_fn=die_with_parent,
             )
@@ -294,6 +320,13 @@ class ReplicaSet:
                 inc.ended = inc.ended or time.monotonic()
         if self._session is not None:
             await self._session.close()
+
+    def peak_rss(self) -> dict[int, float]:
+        """Each slot's largest scraped resident set size (bytes), over its processes."""
+        out: dict[int, float] = {}
+        for inc in self.incarnations:
+            out[inc.slot] = max(out.get(inc.slot, 0.0), inc.peak_rss)
+        return out
 
     def totals(self) -> dict[Sample, float]:
         """Every counter summed over incarnations, each at its last scrape."""

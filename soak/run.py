@@ -1,17 +1,22 @@
 """Fault soak: N BuildRuns through two controller replicas while the world misbehaves.
 
     .venv/bin/python -m soak.run --buildruns 500 --seed 1
-    .venv/bin/python -m soak.run --buildruns 5000 --seed 7 --create-rate 10 --timeout 7200
+    .venv/bin/python -m soak.run --buildruns 5000 --seed 7 --timeout 7200
 
-It starts its own etcd + kube-apiserver (LocalCluster, loopback only), runs the
-controller as two `python -m controller --leader-elect ...` subprocesses, and
-creates N BuildRuns (valid ones with a planned TaskRun outcome; user errors;
-"doomed" ones whose every webhook call fails). Tekton is played by
-TektonSimulator. Meanwhile, at random (seeded) times: the TaskRun admission
-webhook times out or answers 500, the API server is SIGKILLed and restarted
-(which also cuts every watch), replicas are SIGKILLed or SIGTERMed and started
-again, and a second writer patches labels on BuildRuns so that the
-controller's status writes conflict. A separate list+watch records every
+It starts its own whole stack on loopback (devtools.stack.TektonStack: etcd,
+kube-apiserver, kube-controller-manager, kube-scheduler, kwok as the kubelet, and
+Tekton's real webhook and controller), runs the controller as two
+`python -m controller --leader-elect ...` subprocesses, each reaching the API server
+through its own devtools.proxy.Proxy, and creates N BuildRuns (valid ones with a
+planned pod outcome, which kwok plays out as devtools.fates tells it; user errors;
+"doomed" ones whose every webhook call fails). Meanwhile, at random (seeded)
+times: a TaskRun admission webhook of ours times out or answers 500, the API
+server is SIGKILLed and restarted (which also cuts every watch), replicas are
+SIGKILLed or SIGTERMed and started again, a second writer patches labels on
+BuildRuns so that the controller's status writes conflict, Tekton's webhook is
+stopped and started again, Tekton's controller is SIGKILLed and started again,
+and the leader's proxy stalls (every connection held open, nothing forwarded) so
+that the leader must give up its lease. A separate list+watch records every
 BuildRun state seen. At the end it prints:
 
     lost        BuildRuns without a terminal status within the bound      (must be 0)
@@ -25,8 +30,9 @@ BuildRun state seen. At the end it prints:
                 tries; those whose budget was partly spent by other
                 system errors (API server restarts) are listed apart     (must be 0)
     retries     buildrun_retries_total summed over every replica process
-                vs webhook calls that failed, with the difference broken
-                down from the replicas' own logs
+                vs webhook calls that failed (ours, and Tekton's while it
+                was stopped, as the API server counted them), with the
+                difference broken down from the replicas' own logs
 
 and exits 1 if one of the four invariants is broken (2 if the soak itself failed).
 Every knob is a flag; timings are bounded by --timeout.
@@ -55,16 +61,26 @@ import aiohttp
 from controller.buildrun import reasons
 from controller.buildrun.resources import BUILDRUNS, TASKRUNS
 from controller.buildrun.status import succeeded_condition
+from controller.buildrun.taskrun import LABEL_BUILDRUN
 from controller.runtime.errors import is_already_exists
 from controller.runtime.kube import JSON, ApiError, Kube, load_api_client
 from controller.runtime.timestamps import format_time, now
 from devtools import fixtures
-from devtools.localcluster import LocalCluster
+from devtools.fates import FateWebhook, fate_annotations, results
+from devtools.localcluster import LocalCluster, write_token_kubeconfig
 from devtools.polling import wait_until
+from devtools.proxy import Proxy
+from devtools.stack import TektonStack
 from devtools.webhook import Verdict
-from soak.actors import OUTCOMES, AttributedWebhook, Outcome, SecondWriter, Tekton, poisson
+from soak.actors import OUTCOMES, AttributedWebhook, Outcome, SecondWriter, poisson
 from soak.api import get_text, persist
-from soak.replicas import LogSummary, ReplicaSet, Sample, summarize_log
+from soak.replicas import (
+    TEKTON_WEBHOOK_MARKER,
+    LogSummary,
+    ReplicaSet,
+    Sample,
+    summarize_log,
+)
 from soak.watch import Follower, Seen
 
 NS = "soak"
@@ -89,6 +105,27 @@ USER_ERRORS: dict[str, tuple[JSON, str]] = {
                     reasons.INVALID_TIMEOUT),
 }
 DOOMED = "doomed"
+DIGEST = "sha256:" + "5a" * 32
+# What kwok does with a pod, by planned outcome (hack/kwok/stages/README.md). A
+# "timeout" pod holds until Tekton (the TaskRun's timeout) or the controller (the
+# BuildRun's) stops it.
+FATES: dict[Outcome, dict[str, str]] = {
+    "success": {"fate": "succeed", "results": results(**{"shp-image-digest": DIGEST})},
+    "failure": {"fate": "fail", "exit_code": "2"},
+    "timeout": {"fate": "hold"},
+    "evicted": {"fate": "evict"},
+    "oom": {"fate": "oom"},
+}
+# TaskRun reasons Tekton gives when it could not make the pod: an API server restart in
+# the middle of the pod create is one (Tekton's handlePodCreationError fails the TaskRun
+# for any error it does not know). The controller then rightly reports Failed.
+TEKTON_POD_FAILURES = ("PodCreationFailed", "PodAdmissionFailed")
+# Tekton's knative client defaults to 5 QPS (Tekton doubles it, twice) and 2 workers
+# per reconciler: too few for thousands of TaskRuns on one node (a first 5000 run with
+# them made 264 pods in 322 s while 1129 BuildRuns had been created). The soak gives
+# Tekton's controller this instead.
+TEKTON_CONTROLLER_ENV = {"KUBE_API_QPS": "50", "KUBE_API_BURST": "100",
+                         "THREADS_PER_CONTROLLER": "16"}
 
 
 @dataclass(frozen=True)
@@ -106,7 +143,13 @@ class Config:
     kill_leader: float = 0.75  # chance a kill targets the leader
     sigkill: float = 0.8  # chance a kill is SIGKILL rather than SIGTERM
     conflict_rate: float = 5.0  # label patches per second; 0: none
-    tekton_delay: tuple[float, float] = (0.1, 2.0)  # before Running, and before the end
+    tekton_delay: tuple[float, float] = (0.1, 2.0)  # pod Pending, then Running, this long
+    buildrun_timeout: str = "6s"  # spec.timeout of runs planned to time out
+    tekton_webhook_stop_every: float = 30.0  # mean seconds between stops; 0: never
+    tekton_webhook_down: tuple[float, float] = (1.0, 3.0)  # seconds stopped, then started
+    tekton_controller_kill_every: float = 30.0  # mean seconds between SIGKILLs; 0: never
+    leader_stall_every: float = 30.0  # mean seconds between stalls of the leader's proxy
+    leader_stall_seconds: float = 6.0  # longer than the lease (4 s): the leader must go
     max_retries: int = 8
     chaos_seconds: float = 900.0  # faults stop after this long at most
     settle_seconds: float = 180.0  # then everything must finish within this
@@ -130,15 +173,17 @@ def make_plan(cfg: Config) -> list[Planned]:
         r = rng.random()
         if r < cfg.user_errors:
             kind = rng.choice(sorted(USER_ERRORS))
-            spec, reason = USER_ERRORS[kind]
-            plan.append(Planned(name, f"user:{kind}", spec, reason))
+            user_spec, reason = USER_ERRORS[kind]
+            plan.append(Planned(name, f"user:{kind}", user_spec, reason))
         elif r < cfg.user_errors + cfg.doomed:
             plan.append(Planned(name, DOOMED, {"build": {"name": fixtures.BUILD}},
                                 reasons.RECONCILER_RETRIES_EXHAUSTED))
         else:
             how = rng.choices(OUTCOMES, weights=cfg.outcome_weights)[0]
-            plan.append(Planned(name, how, {"build": {"name": fixtures.BUILD}},
-                                OUTCOME_REASON[how]))
+            spec: JSON = {"build": {"name": fixtures.BUILD}}
+            if how == "timeout":
+                spec["timeout"] = cfg.buildrun_timeout
+            plan.append(Planned(name, how, spec, OUTCOME_REASON[how]))
     return plan
 
 
@@ -196,7 +241,9 @@ class Report:
     duplicated: list[str] = field(default_factory=list)
     wrong: list[str] = field(default_factory=list)
     exhausted_mixed: list[str] = field(default_factory=list)
+    tekton_failed: list[str] = field(default_factory=list)
     retries: dict[str, Any] = field(default_factory=dict)
+    peak_rss_mib: dict[str, float] = field(default_factory=dict)
     health: dict[str, Any] = field(default_factory=dict)
 
     @property
@@ -217,7 +264,13 @@ class Report:
             f"{f['kills_by_signal']}); replica processes {f['incarnations']} "
             f"(exit codes {f['exit_codes']}); label patches {f['label_patches']} "
             f"({f['label_patches_unfinished']} on unfinished BuildRuns); "
-            f"webhook calls {f['webhook_calls']} {f['webhook_verdicts']}",
+            f"webhook calls {f['webhook_calls']} {f['webhook_verdicts']}; "
+            f"Tekton webhook stops {f['tekton_webhook_stops']} "
+            f"(down {f['tekton_webhook_down_mean']:.1f} s mean); Tekton controller kills "
+            f"{f['tekton_controller_kills']}; leader stalls {f['leader_stalls']} "
+            f"({f['leader_stalls_left']} stalled leaders exited; "
+            f"{f['leader_stalls_no_leader']} found no leader to stall); "
+            f"pods given a fate {f['pods_with_fate']}",
             f"api server answered: {f['apiserver_requests']} (status_conflicts: status "
             "patches refused 409 Conflict; taskrun_already_exists: creates of a TaskRun that "
             "existed, adopted)",
@@ -225,24 +278,33 @@ class Report:
             f"flipped: {len(self.flipped)}",
             f"duplicated: {len(self.duplicated)}",
             f"wrong: {len(self.wrong)}",
+            f"  of the planned outcomes, {len(self.tekton_failed)} ended Failed because Tekton "
+            f"failed their TaskRun itself ({', '.join(TEKTON_POD_FAILURES)}: it could not make "
+            "the pod, e.g. the API server restarted mid-create); the controller reported "
+            "Tekton's outcome, so these are right, and listed below",
             f"  of {self.reasons.get('ReconcilerRetriesExhausted', 0)} ReconcilerRetriesExhausted, "
             f"{len(self.exhausted_mixed)} spent part of their budget on other system errors "
             "(API server restarts), which the budget counts too (right by the controller's "
             "contract, listed below; wrong by the stricter webhook-failures-only rule)",
             f"retries: buildrun_retries_total {r['metric_total']} {r['metric_by_class']} "
-            f"vs webhook failures {r['webhook_failures']}: "
+            f"vs webhook failures {r['webhook_failures']} + {r['tekton_webhook_refused']}: "
             f"difference (failures - webhook retries) {r['difference']}",
         ]
         lines += [f"  {line}" for line in r["explained"]]
+        lines.append("peak RSS of each replica slot (largest process_resident_memory_bytes "
+                     "scraped, every second, over its processes): " + ", ".join(
+                         f"slot {k} {v:.1f} MiB" for k, v in sorted(self.peak_rss_mib.items())))
         h = self.health
         lines.append(
             f"health: reconcile panics {h['panics']}, tracebacks in logs {h['tracebacks']}, "
             f"fatal stops {h['fatal']}, lost leases {h['leadership_lost']}, "
-            f"non-JSON log lines {h['unstructured']}, reconciles {h['reconciles']}"
+            f"non-JSON log lines {h['unstructured']}, reconciles {h['reconciles']}, "
+            f"stack {h.get('stack', '?')}"
         )
         for title, items in (("lost", self.lost), ("flipped", self.flipped),
                              ("duplicated", self.duplicated), ("wrong", self.wrong),
                              ("exhausted with other system errors", self.exhausted_mixed),
+                             ("failed by Tekton", self.tekton_failed),
                              ("traceback", h.get("traceback_samples", [])),
                              ("fatal stop", [f[:200] for f in h.get("fatal_samples", [])]),
                              ("non-JSON log line", h.get("unstructured_samples", []))):
@@ -273,7 +335,27 @@ class Soak:
         self.apiserver_counts: Counter[str] = Counter()
         self.exhausted_mixed: list[str] = []  # see _exhausted_wrongly
         self.apiserver_scrapes_missed = 0
+        self.tekton_webhook_down: list[tuple[float, float]] = []  # (stopped at, seconds)
+        self.tekton_controller_kills: list[float] = []
+        self.leader_stalls: list[tuple[float, int, bool]] = []  # (time, slot, leader left)
+        self.leader_stalls_missed = 0  # no leader to stall at that moment
         self._webhook_rng = random.Random(f"{cfg.seed}:webhook")
+        self._fates = self._plan_fates()
+
+    def _plan_fates(self) -> dict[str, dict[str, str]]:
+        """Each planned run's pod annotations: its outcome's fate, and a Pending and a
+        Running time drawn from tekton_delay."""
+        rng = random.Random(f"{self.cfg.seed}:fates")
+        lo, hi = self.cfg.tekton_delay
+        out = {}
+        for name, how in self.outcomes.items():
+            out[name] = fate_annotations(
+                **FATES[how], start_delay=f"{int(rng.uniform(lo, hi) * 1000)}ms",
+                run_duration=f"{int(rng.uniform(lo, hi) * 1000)}ms")
+        return out
+
+    def fate(self, namespace: str, buildrun: str) -> dict[str, str] | None:
+        return self._fates.get(buildrun) if namespace == NS else None
 
     def verdict(self, buildrun: str) -> Verdict:
         r = self._webhook_rng.random()
@@ -299,13 +381,20 @@ class Soak:
         workdir.mkdir(parents=True, exist_ok=True)
         report = Report(config={k: (str(v) if isinstance(v, Path) else v)
                                 for k, v in asdict(cfg).items()}, workdir=str(workdir))
-        async with LocalCluster(workdir / "cluster") as cluster:
+        stack = TektonStack(workdir / "stack", tekton_controller_env=TEKTON_CONTROLLER_ENV)
+        async with stack:
+            self.progress(f"stack up: {stack.timings}")
+            cluster = stack.cluster
             kube = Kube(await load_api_client(str(cluster.kubeconfig)))
             try:
                 await self._setup(kube)
                 webhook = AttributedWebhook(cluster, NS, self.verdict)
-                async with webhook:
-                    await self._drive(cluster, kube, webhook, workdir, hard_deadline, report)
+                # The soak's own loop answers it while busy: allow more than the 5 s default
+                # (a slow answer would fail the pod create, and Tekton the TaskRun).
+                fates = FateWebhook(cluster, self.fate, timeout_seconds=15)
+                async with webhook, fates:
+                    await self._drive(stack, kube, webhook, fates, workdir, hard_deadline,
+                                      report)
             finally:
                 await kube.close()
         report.seconds = time.monotonic() - t0
@@ -313,6 +402,14 @@ class Soak:
 
     async def _setup(self, kube: Kube) -> None:
         await fixtures.setup_namespace(kube, NS)
+
+        async def has_default_sa() -> bool:  # Tekton's pods need it
+            try:
+                await kube.request("GET", f"/api/v1/namespaces/{NS}/serviceaccounts/default")
+            except ApiError:
+                return False
+            return True
+        await wait_until(has_default_sa, 60, 0.1)
 
     async def _create(self, kube: Kube, p: Planned) -> None:
         try:
@@ -337,17 +434,22 @@ class Soak:
             await asyncio.sleep(1.0 / self.cfg.create_rate)
         await asyncio.gather(*tasks)
 
-    async def _drive(self, cluster: LocalCluster, kube: Kube, webhook: AttributedWebhook,
-                     workdir: Path, hard_deadline: float, report: Report) -> None:
+    async def _drive(self, stack: TektonStack, kube: Kube, webhook: AttributedWebhook,
+                     fates: FateWebhook, workdir: Path, hard_deadline: float,
+                     report: Report) -> None:
         cfg = self.cfg
-        tekton = Tekton(kube, self.outcomes, random.Random(f"{cfg.seed}:tekton"),
-                        cfg.tekton_delay, hard_deadline)
+        cluster = stack.cluster
         buildrun_watch = Follower(kube, BUILDRUNS, NS, self.recorder.on_object)
-        taskrun_watch = Follower(kube, TASKRUNS, NS, tekton.on_taskrun)
-        watches = [asyncio.create_task(w.run()) for w in (buildrun_watch, taskrun_watch)]
-        await asyncio.wait_for(asyncio.gather(buildrun_watch.synced.wait(),
-                                              taskrun_watch.synced.wait()), 60)
-        replicas = ReplicaSet(cluster.kubeconfig, workdir, size=2, max_retries=cfg.max_retries,
+        watches = [asyncio.create_task(buildrun_watch.run())]
+        await asyncio.wait_for(buildrun_watch.synced.wait(), 60)
+        proxies = [Proxy("127.0.0.1", cluster.port) for _ in range(2)]
+        for p in proxies:
+            await p.__aenter__()
+        kubeconfigs = [write_token_kubeconfig(workdir / f"kubeconfig-slot-{i}", p.url,
+                                              cluster.ca_file, cluster.admin.name,
+                                              cluster.admin.token)
+                       for i, p in enumerate(proxies)]
+        replicas = ReplicaSet(kubeconfigs, workdir, max_retries=cfg.max_retries,
                               rng=random.Random(f"{cfg.seed}:replicas"))
         writer = SecondWriter(kube, NS, random.Random(f"{cfg.seed}:writer"), cfg.conflict_rate,
                               lambda: self.created, self.unfinished)
@@ -374,15 +476,53 @@ class Soak:
                     self.kills.append((time.monotonic(), victim.slot, str(victim.signal_sent),
                                        victim is leader))
 
+            down_rng = random.Random(f"{cfg.seed}:tekton-webhook-down")
+
+            async def tekton_webhook_outage() -> None:
+                t = time.monotonic()
+                stack.stop_tekton_webhook()
+                down = down_rng.uniform(*cfg.tekton_webhook_down)
+                await asyncio.sleep(down)
+                stack.start_tekton_webhook()  # serving again about a second later
+                self.tekton_webhook_down.append((t, down))
+
+            async def tekton_controller_kill() -> None:
+                self.tekton_controller_kills.append(time.monotonic())
+                stack.stop_tekton_controller()
+                await asyncio.sleep(0.5)
+                stack.start_tekton_controller()
+
+            async def leader_stall() -> None:
+                # Right after a kill there may be none: wait a while for the next one.
+                leader = await wait_until(replicas.leader, 15, 0.5)
+                if leader is None:
+                    self.leader_stalls_missed += 1
+                    return
+                proxy = proxies[leader.slot]
+                t = time.monotonic()
+                proxy.stall()
+                await asyncio.sleep(cfg.leader_stall_seconds)
+                left = not leader.alive  # bounded renewal: it exits before the lease ends
+                proxy.resume()
+                self.leader_stalls.append((t, leader.slot, left))
+
+            def chaos_task(name: str, every: float, action: Callable[[], object]
+                           ) -> asyncio.Task[None]:
+                return asyncio.create_task(poisson(random.Random(f"{cfg.seed}:{name}"), every,
+                                                   stop, action))
+
             chaos = [
-                asyncio.create_task(poisson(random.Random(f"{cfg.seed}:restarts"),
-                                            cfg.apiserver_restart_every, stop, restart)),
-                asyncio.create_task(poisson(random.Random(f"{cfg.seed}:kills"),
-                                            cfg.kill_every, stop, kill)),
+                chaos_task("restarts", cfg.apiserver_restart_every, restart),
+                chaos_task("kills", cfg.kill_every, kill),
+                chaos_task("tekton-webhook", cfg.tekton_webhook_stop_every,
+                           tekton_webhook_outage),
+                chaos_task("tekton-controller", cfg.tekton_controller_kill_every,
+                           tekton_controller_kill),
+                chaos_task("leader-stall", cfg.leader_stall_every, leader_stall),
                 asyncio.create_task(writer.run(stop)),
             ]
             creating = asyncio.create_task(self._create_all(kube, hard_deadline))
-            progress = asyncio.create_task(self._report_progress(replicas, tekton, webhook))
+            progress = asyncio.create_task(self._report_progress(replicas, fates, webhook))
             try:
                 while time.monotonic() < chaos_deadline and not (
                     creating.done() and self.all_done()
@@ -396,6 +536,10 @@ class Soak:
                 self.progress("faults stop; waiting for every BuildRun to finish")
                 stop.set()
                 await asyncio.gather(*chaos)
+                for p in proxies:
+                    p.resume()
+                stack.start_tekton_webhook()
+                stack.start_tekton_controller()
                 await creating
                 await replicas.all_running(60)
                 settle_deadline = min(time.monotonic() + cfg.settle_seconds, hard_deadline)
@@ -416,16 +560,26 @@ class Soak:
                 await asyncio.gather(progress, *chaos, creating, return_exceptions=True)
         finally:
             await replicas.stop()
-            await tekton.stop()
+            for p in proxies:
+                await p.__aexit__(None, None, None)
             for task in watches:
                 task.cancel()
             await asyncio.gather(*watches, return_exceptions=True)
-        self._judge(report, taskruns, webhook, tekton, replicas, writer, buildrun_watch)
+        try:
+            stack.check_alive()
+            stack_health = "every process alive"
+        except Exception as exc:
+            stack_health = f"a process died: {str(exc)[:300]}"
+        self._judge(report, taskruns, webhook, fates, replicas, writer, buildrun_watch)
+        report.health["stack"] = stack_health
         (workdir / "timeline.json").write_text(json.dumps({
             "webhook_calls": webhook.log,
             "replica_kills": self.kills,
             "apiserver_kills": self.apiserver_kills,
             "apiserver_down": self.apiserver_down,
+            "tekton_webhook_down": self.tekton_webhook_down,
+            "tekton_controller_kills": self.tekton_controller_kills,
+            "leader_stalls": self.leader_stalls,
             "replica_processes": [
                 {"slot": i.slot, "number": i.number, "log": str(i.log), "started": i.started,
                  "ended": i.ended, "exit_code": i.exit_code, "signal": i.signal_sent,
@@ -444,7 +598,7 @@ class Soak:
         else:
             self.apiserver_scrapes_missed += 1
 
-    async def _report_progress(self, replicas: ReplicaSet, tekton: Tekton,
+    async def _report_progress(self, replicas: ReplicaSet, fates: FateWebhook,
                                webhook: AttributedWebhook) -> None:
         t0 = time.monotonic()
         while True:
@@ -453,8 +607,11 @@ class Soak:
             self.progress(
                 f"t={time.monotonic() - t0:.0f}s created {len(self.created)}/{len(self.plan)} "
                 f"finished {len(self.created) - len(self.unfinished())} "
-                f"taskruns {len(tekton.handled)} (playing {tekton.busy}) "
+                f"pods {fates.calls} "
                 f"restarts {len(self.apiserver_kills)} kills {len(self.kills)} "
+                f"tekton webhook stops {len(self.tekton_webhook_down)} "
+                f"tekton controller kills {len(self.tekton_controller_kills)} "
+                f"leader stalls {len(self.leader_stalls)} "
                 f"webhook calls {webhook.calls} "
                 f"leader {f'slot {leader.slot}' if leader else 'none'}"
             )
@@ -462,7 +619,7 @@ class Soak:
     # -- judging ---------------------------------------------------------------------
 
     def _judge(self, report: Report, taskruns: list[JSON], webhook: AttributedWebhook,
-               tekton: Tekton, replicas: ReplicaSet, writer: SecondWriter,
+               fates: FateWebhook, replicas: ReplicaSet, writer: SecondWriter,
                watch: Follower) -> None:
         cfg = self.cfg
         report.created = len(self.created)
@@ -476,6 +633,11 @@ class Soak:
             by_owner.setdefault(owner or f"(no owner) {meta['name']}", []).append(meta["name"])
         report.duplicated = [f"{owner}: {names}" for owner, names in sorted(by_owner.items())
                              if len(names) > 1]
+        # What Tekton itself decided for each BuildRun's TaskRun.
+        tekton_says: dict[str, JSON] = {}
+        for tr in taskruns:
+            owner = (tr["metadata"].get("labels") or {}).get(LABEL_BUILDRUN, "")
+            tekton_says[owner] = succeeded_condition(tr.get("status")) or {}
 
         logs = {i.log: summarize_log(i.log) for i in replicas.incarnations}
         self.exhausted_mixed.clear()
@@ -494,6 +656,12 @@ class Soak:
             why = None
             if reason == reasons.RECONCILER_RETRIES_EXHAUSTED:
                 why = self._exhausted_wrongly(p.name, webhook, logs, budget, message)
+            elif reason != p.expected and reason == reasons.FAILED and (
+                tekton_says.get(p.name, {}).get("reason") in TEKTON_POD_FAILURES
+            ):
+                report.tekton_failed.append(
+                    f"{p.name} ({p.kind}): TaskRun {tekton_says[p.name].get('reason')}: "
+                    f"{str(tekton_says[p.name].get('message'))[:200]}")
             elif reason != p.expected:
                 why = f"{reason} ({status}), expected {p.expected}: {message}"
             elif (status == "True") != (reason == reasons.SUCCEEDED):
@@ -527,10 +695,18 @@ class Soak:
             "webhook_verdicts": dict(verdicts),
             "soak_watch_errors": watch.watch_errors,
             "soak_watch_lists": watch.lists,
-            "tekton_retries": tekton.retries,
-            "tekton_failures": tekton.failures[:20],
-            "tekton_unplanned": tekton.unplanned[:20],
+            "tekton_webhook_stops": len(self.tekton_webhook_down),
+            "tekton_webhook_down_mean": (
+                sum(d for _, d in self.tekton_webhook_down) / len(self.tekton_webhook_down)
+                if self.tekton_webhook_down else 0.0),
+            "tekton_controller_kills": len(self.tekton_controller_kills),
+            "leader_stalls": len(self.leader_stalls),
+            "leader_stalls_left": sum(1 for s in self.leader_stalls if s[2]),
+            "leader_stalls_no_leader": self.leader_stalls_missed,
+            "pods_with_fate": fates.calls,
         }
+        report.peak_rss_mib = {str(slot): round(rss / 2**20, 1)
+                               for slot, rss in replicas.peak_rss().items()}
         report.exhausted_mixed = self.exhausted_mixed
         self._retries(report, webhook, replicas, logs)
 
@@ -577,6 +753,14 @@ class Soak:
         metric_total = sum(by_class.values())
         metric_webhook = by_class.get("webhook", 0)
         failures = sum(1 for v in webhook.verdicts if v != "allow")
+        # Tekton's webhook stopped: the calls the API server failed, as it counted them.
+        tekton_refused = (self.apiserver_counts["tekton_webhook_refused_creates"]
+                          + self.apiserver_counts["taskrun_patch_500"])
+        tekton_logged = sum(s.tekton_webhook_errors for s in logs.values())
+        # Not a fault the soak injects: Tekton's webhook refusing a cancel patch on a
+        # TaskRun it had just finished; the controller counts it as a webhook retry.
+        tekton_refused_logged = sum(s.tekton_refused for s in logs.values())
+        tekton_exhausting = sum(s.budget_spent_tekton for s in logs.values())
 
         logged = sum(s.webhook_errors for s in logs.values())
         exhausting = sum(s.budget_spent_webhook for s in logs.values())
@@ -586,7 +770,8 @@ class Soak:
         for inc in replicas.incarnations:
             s = logs[inc.log]
             scraped = inc.scrape.get(("buildrun_retries_total", (("error_class", "webhook"),)), 0)
-            gap = (s.webhook_errors - s.budget_spent_webhook) - int(scraped)
+            gap = (s.webhook_errors + s.tekton_webhook_errors + s.tekton_refused
+                   - s.budget_spent_webhook - s.budget_spent_tekton) - int(scraped)
             after_scrape += gap
             if gap:
                 after_scrape_by_end[inc.signal_sent or f"exit code {inc.exit_code}"] += gap
@@ -625,11 +810,17 @@ class Soak:
             near_apiserver += a
             unexplained += gap - r - a
 
-        difference = failures - metric_webhook
+        difference = failures + tekton_refused - metric_webhook
         explained = [
-            f"{failures} webhook calls failed ({dict(Counter(webhook.verdicts))} of all calls)"
-            f"; the replicas' logs show {logged} reconciles failing on a webhook call",
-            f"- {exhausting} of those spent a retry budget: by design the failure that exhausts "
+            f"{failures} calls to our flaky webhook failed ({dict(Counter(webhook.verdicts))} "
+            f"of all calls) and the API server failed {tekton_refused} TaskRun creates and "
+            "cancel patches on Tekton's stopped webhook (creates: "
+            "apiserver_admission_webhook_rejection_count, calling_webhook_error; patches: "
+            "apiserver_request_total PATCH taskruns 500; scraped before every restart); the "
+            "replicas' logs show "
+            f"{logged} and {tekton_logged} reconciles failing on them",
+            f"- {exhausting + tekton_exhausting} of those spent a retry budget "
+            f"({exhausting} and {tekton_exhausting}): by design the failure that exhausts "
             "the budget is not a retry (it hands over to give_up; "
             f"controller_retry_budget_exhausted_total, all classes: "
             f"{counter('controller_retry_budget_exhausted_total', controller='buildrun')})",
@@ -642,8 +833,16 @@ class Soak:
             f"lost lease) and {near_apiserver} when the API server was killed (the controller got "
             f"a connection error instead); {unexplained} with neither nearby; "
             f"{logged_without_call} logged webhook errors had no recorded call",
-            f"difference {difference} = {exhausting} + {after_scrape} + {failures - logged} "
-            "(the three lines above)",
+            f"- {tekton_refused - tekton_logged} failed calls to Tekton's webhook never "
+            "reached a reconcile that logged it (the API server counts each call, with no "
+            "time to match it to a replica end; a negative figure means logged failures the "
+            f"API server's count missed: {self.apiserver_scrapes_missed} scrapes missed)",
+            f"- -{tekton_refused_logged}: reconciles whose cancel patch Tekton's webhook "
+            "refused (HTTP 400, the TaskRun was already complete), counted as webhook "
+            "retries though no fault was injected",
+            f"difference {difference} = {exhausting + tekton_exhausting} + {after_scrape} + "
+            f"{failures - logged} + {tekton_refused - tekton_logged} - "
+            f"{tekton_refused_logged} (the five lines above)",
             f"other classes in buildrun_retries_total are not webhook failures: "
             f"{ {k: v for k, v in by_class.items() if k != 'webhook'} } (API server restarts, "
             "conflicts left after _write_status' own 5 tries)",
@@ -653,6 +852,10 @@ class Soak:
             "metric_by_class": by_class,
             "metric_webhook": metric_webhook,
             "webhook_failures": failures,
+            "tekton_webhook_refused": tekton_refused,
+            "tekton_webhook_logged": tekton_logged,
+            "tekton_webhook_exhausting": tekton_exhausting,
+            "tekton_refused_logged": tekton_refused_logged,
             "difference": difference,
             "logged_webhook_errors": logged,
             "budget_exhausting": exhausting,
@@ -685,10 +888,17 @@ class Soak:
 # What the API server itself counted, by (resource, subresource, verb, code).
 _REQUESTS = re.compile(r'^apiserver_request_total\{(?P<labels>[^}]*)\} (?P<value>\S+)$', re.M)
 _LABEL = re.compile(r'(\w+)="([^"]*)"')
+# Calls the API server failed per webhook: Tekton's, while the soak has it stopped.
+_REJECTIONS = re.compile(
+    r'^apiserver_admission_webhook_rejection_count\{(?P<labels>[^}]*)\} (?P<value>\S+)$', re.M)
 WATCHED_REQUESTS = {
     "status_conflicts": ("buildruns", "status", "PATCH", "409"),
     "taskrun_already_exists": ("taskruns", "", "POST", "409"),
     "taskrun_creates": ("taskruns", "", "POST", "201"),
+    # Only the controller PATCHes TaskRuns (to cancel them; Tekton's controller writes
+    # with PUT on status); a 500 there is Tekton's stopped webhook (the flaky one only
+    # sees creates).
+    "taskrun_patch_500": ("taskruns", "", "PATCH", "500"),
 }
 
 
@@ -709,6 +919,12 @@ async def apiserver_requests(cluster: LocalCluster) -> Counter[str] | None:
         # Dry runs are the webhook's own readiness probes, not the controller's calls.
         if key in wanted and not labels.get("dry_run"):
             counts[wanted[key]] += int(float(m["value"]))
+    for m in _REJECTIONS.finditer(text):
+        labels = dict(_LABEL.findall(m["labels"]))
+        if (TEKTON_WEBHOOK_MARKER in labels.get("name", "")
+                and labels.get("operation") == "CREATE"
+                and labels.get("error_type") == "calling_webhook_error"):
+            counts["tekton_webhook_refused_creates"] += int(float(m["value"]))
     return counts
 
 
@@ -741,7 +957,19 @@ def parser() -> argparse.ArgumentParser:
     add("--sigkill", type=float, default=d.sigkill, help="chance a kill is SIGKILL, else SIGTERM")
     add("--conflict-rate", type=float, default=d.conflict_rate,
         help="label patches per second by a second writer; 0: none")
-    add("--tekton-delay", type=float, nargs=2, default=d.tekton_delay, metavar=("MIN", "MAX"))
+    add("--tekton-delay", type=float, nargs=2, default=d.tekton_delay, metavar=("MIN", "MAX"),
+        help="seconds a pod stays Pending, and then Running (each drawn per pod)")
+    add("--buildrun-timeout", default=d.buildrun_timeout,
+        help="spec.timeout of the BuildRuns planned to time out (their pods hold)")
+    add("--tekton-webhook-stop-every", type=float, default=d.tekton_webhook_stop_every,
+        metavar="SECONDS", help="mean time between stops of Tekton's webhook; 0: never")
+    add("--tekton-webhook-down", type=float, nargs=2, default=d.tekton_webhook_down,
+        metavar=("MIN", "MAX"), help="seconds Tekton's webhook stays stopped")
+    add("--tekton-controller-kill-every", type=float, default=d.tekton_controller_kill_every,
+        metavar="SECONDS", help="mean time between SIGKILLs of Tekton's controller; 0: never")
+    add("--leader-stall-every", type=float, default=d.leader_stall_every, metavar="SECONDS",
+        help="mean time between stalls of the leader's proxy; 0: never")
+    add("--leader-stall-seconds", type=float, default=d.leader_stall_seconds)
     add("--max-retries", type=int, default=d.max_retries)
     add("--chaos-seconds", type=float, default=d.chaos_seconds)
     add("--settle-seconds", type=float, default=d.settle_seconds)
@@ -760,7 +988,12 @@ def main(argv: list[str] | None = None) -> int:
         webhook_timeout=args.webhook_timeout, webhook_error=args.webhook_error,
         apiserver_restart_every=args.apiserver_restart_every, kill_every=args.kill_every,
         kill_leader=args.kill_leader, sigkill=args.sigkill, conflict_rate=args.conflict_rate,
-        tekton_delay=tuple(args.tekton_delay), max_retries=args.max_retries,
+        tekton_delay=tuple(args.tekton_delay), buildrun_timeout=args.buildrun_timeout,
+        tekton_webhook_stop_every=args.tekton_webhook_stop_every,
+        tekton_webhook_down=tuple(args.tekton_webhook_down),
+        tekton_controller_kill_every=args.tekton_controller_kill_every,
+        leader_stall_every=args.leader_stall_every,
+        leader_stall_seconds=args.leader_stall_seconds, max_retries=args.max_retries,
         chaos_seconds=args.chaos_seconds, settle_seconds=args.settle_seconds,
         timeout=args.timeout, workdir=args.workdir,
     )

@@ -39,8 +39,8 @@ def test_the_two_commands_are_as_they_were() -> None:
     two = section("The two commands")
     assert "make test   # set up (venv, Python deps, real kube-apiserver + etcd built from " \
         "the Go module proxy) and run every test" in two
-    assert "make dev    # run the controller locally against a real local API server, with a " \
-        "labelled Tekton simulator" in two
+    assert "make dev    # run the controller locally against a local Kubernetes with real " \
+        "Tekton (kwok plays the kubelet)" in two
 
 
 def _plain(value: object) -> str:

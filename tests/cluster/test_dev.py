@@ -1,7 +1,7 @@
 """`make dev` end to end: `python -m devtools.dev` in a subprocess.
 
-Each test starts its own local API server (as `make dev` does), so these run
-the whole thing: controller, simulated Tekton, flaky webhook and the samples.
+Each test starts its own whole stack (as `make dev` does), so these run the whole
+thing: controller, real Tekton with kwok pods, flaky webhook and the samples.
 """
 
 from __future__ import annotations
@@ -59,11 +59,12 @@ def test_dev_once_runs_every_sample_to_its_expected_outcome(tmp_path: Path) -> N
     assert proc.returncode == 0, out
 
     assert re.search(r"metrics: http://127\.0\.0\.1:\d+/metrics", out), out
-    # The stand-in is labelled wherever it speaks, and it did move TaskRuns along.
-    simulator = [line for line in out.splitlines() if "[tekton-simulator]" in line]
-    assert any("Running" in line for line in simulator), out
-    assert any("Succeeded" in line for line in simulator), out
-    assert any("cancelled (TaskRunCancelled)" in line for line in simulator), out
+    # Real Tekton moved the TaskRuns along, and each change was told.
+    assert "[tekton-simulator]" not in out, out
+    tekton = [line for line in out.splitlines() if "[tekton] TaskRun" in line]
+    assert any(": Running (Unknown), pod " in line for line in tekton), out
+    assert any("(BuildRun hello): Succeeded (True)" in line for line in tekton), out
+    assert any("(BuildRun cancel-me): TaskRunCancelled (False)" in line for line in tekton), out
     # The webhook timed out the first two creates, the controller retried, then it passed.
     assert "[flaky-webhook] TaskRun create #1: timing out" in out
     assert "[flaky-webhook] TaskRun create #2: timing out" in out
@@ -150,7 +151,7 @@ def test_sigterm_stops_it_cleanly(tmp_path: Path) -> None:
     assert proc.stdout is not None
     seen = bytearray()
     try:
-        _read_until(proc.stdout.fileno(), "[tekton-simulator] TaskRun", 120, seen)
+        _read_until(proc.stdout.fileno(), "[tekton] TaskRun", 120, seen)
         proc.send_signal(signal.SIGTERM)
         rest, _ = proc.communicate(timeout=60)
     finally:

@@ -6,10 +6,8 @@ fate); see tests/cluster/test_tekton.py for the stack itself.
 
 from __future__ import annotations
 
-import time
 import uuid
 from collections.abc import AsyncIterator
-from typing import Any
 
 import pytest
 
@@ -18,8 +16,8 @@ from controller.buildrun.resources import BUILDS, BUILDSTRATEGIES, CLUSTERBUILDS
 from controller.runtime.kube import JSON, PODS, SERVICEACCOUNTS, ApiError, Kube, Resource
 from devtools import fixtures
 from devtools.stack import TektonStack
-from tests.conftest import api_client_for
-from tests.harness import World, condition, controller_settings, running_controller, wait_for
+from tests.cluster.test_tekton import controller
+from tests.harness import World, condition, wait_for
 
 pytestmark = pytest.mark.cluster
 
@@ -30,44 +28,29 @@ STEPS = [{"name": "build", "image": "gcr.io/kaniko-project/executor",
           "command": ["/kaniko/executor"], "args": ["--dockerfile=$(params.dockerfile)"]}]
 
 
-@pytest.fixture(scope="module")
-async def stack(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[TektonStack]:
-    t = time.monotonic()
-    async with TektonStack(tmp_path_factory.mktemp("domain-tekton")) as s:
-        print(f"\nTektonStack up in {time.monotonic() - t:.2f}s")
-        yield s
-
-
-@pytest.fixture(scope="module")
-async def tkube(stack: TektonStack) -> AsyncIterator[Kube]:
-    k = Kube(await api_client_for(stack.cluster.kubeconfig))
-    yield k
-    await k.close()
-
-
 @pytest.fixture
-async def tworld(tkube: Kube) -> AsyncIterator[World]:
+async def tworld(kube: Kube) -> AsyncIterator[World]:
     """A namespace with its `default` ServiceAccount (kube-controller-manager's), a push
     Secret, a BuildStrategy "kaniko" Tekton can run and a Build "app" pushing with it."""
     ns = f"dt-{uuid.uuid4().hex[:8]}"
-    await tkube.create(NAMESPACES, None, {"apiVersion": "v1", "kind": "Namespace",
+    await kube.create(NAMESPACES, None, {"apiVersion": "v1", "kind": "Namespace",
                                           "metadata": {"name": ns}})
 
     async def has_default_sa() -> bool:
-        return await get_or_none(tkube, SERVICEACCOUNTS, ns, "default") is not None
+        return await get_or_none(kube, SERVICEACCOUNTS, ns, "default") is not None
     await wait_for(has_default_sa, 30, what="the default ServiceAccount")
-    await tkube.create(SECRETS, ns, {
+    await kube.create(SECRETS, ns, {
         "apiVersion": "v1", "kind": "Secret", "metadata": {"name": "registry-creds"},
         "type": "kubernetes.io/dockerconfigjson",
         "data": {".dockerconfigjson": "eyJhdXRocyI6e319"}})  # {"auths":{}}
-    await tkube.create(BUILDSTRATEGIES, ns, {
+    await kube.create(BUILDSTRATEGIES, ns, {
         "apiVersion": fixtures.API, "kind": "BuildStrategy", "metadata": {"name": "kaniko"},
         "spec": {"parameters": [fixtures.dockerfile_parameter()], "steps": STEPS}})
     body = fixtures.build()
     body["spec"]["output"]["pushSecret"] = "registry-creds"
-    await tkube.create(BUILDS, ns, body)
-    yield World(tkube, ns)
-    await tkube.delete(NAMESPACES, None, ns)
+    await kube.create(BUILDS, ns, body)
+    yield World(kube, ns)
+    await kube.delete(NAMESPACES, None, ns)
 
 
 async def get_or_none(kube: Kube, resource: Resource, ns: str, name: str) -> JSON | None:
@@ -83,10 +66,6 @@ async def pod_of(w: World, buildrun: str) -> JSON:
     taskrun = await w.kube.get(TASKRUNS, w.ns, await w.taskrun_of(buildrun, 30))
     pod: JSON = await w.kube.get(PODS, w.ns, taskrun["status"]["podName"])
     return pod
-
-
-def controller(stack: TektonStack, w: World, **overrides: Any) -> Any:
-    return running_controller(controller_settings(stack.cluster, w.ns, **overrides))
 
 
 async def test_generate_runs_the_pod_as_its_own_service_account_then_deletes_it(

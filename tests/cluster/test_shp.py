@@ -20,17 +20,8 @@ from controller.build import reasons as build_reasons
 from controller.buildrun import reasons
 from controller.buildrun.resources import BUILDRUNS, BUILDS
 from devtools.stack import TektonStack, build
-from tests.cluster.test_tekton import (  # noqa: F401 (session fixtures of the Tekton stack)
-    FateWebhook,
-    controller,
-    fate,
-    fates,
-    running_pod,
-    stack,
-    tkube,
-    tworld,
-)
-from tests.harness import World, condition, metric, wait_for
+from tests.cluster.test_tekton import controller
+from tests.harness import World, condition, metric, running_pod, wait_for
 
 pytestmark = pytest.mark.cluster
 
@@ -57,10 +48,10 @@ async def shp(tekton: TektonStack, w: World, *args: str, timeout: float = 90) ->
 
 
 async def test_shp_creates_lists_cancels_and_follows(
-    stack: TektonStack, fates: FateWebhook, tworld: World  # noqa: F811
+    stack: TektonStack, world: World
 ) -> None:
-    w = tworld
-    fate(fates, w, "held", fate="hold")
+    w = world
+    w.fate("held", fate="hold")
     async with controller(stack, w):
         await shp(stack, w, "build", "create", "shp-app", "--strategy-kind", "BuildStrategy",
                   "--strategy-name", "kaniko", "--source-git-url",

@@ -1,6 +1,9 @@
-"""The fault soak, short: ~100 BuildRuns through two replica processes while the API
-server restarts, replicas are killed, the webhook flakes and a second writer makes
-status writes conflict. The long run is `python -m soak.run` (see RELIABILITY.md).
+"""The fault soak, short: 100 BuildRuns through two replica processes on the whole
+stack (real Tekton, kwok pods; the soak starts its own) while the API server
+restarts, replicas are killed, our webhook flakes, a second writer makes status
+writes conflict, Tekton's webhook is stopped and started, Tekton's controller is
+killed and the leader's proxy stalls. The long run is `python -m soak.run` (see
+RELIABILITY.md).
 
 Also here: what the soak found in the controller, each pinned by a focused test.
 """
@@ -24,18 +27,21 @@ from tests.harness import controller_settings, wait_for
 pytestmark = pytest.mark.cluster
 
 
-@pytest.mark.timeout(400)
+@pytest.mark.timeout(500)
 async def test_short_soak_loses_flips_duplicates_and_misreports_nothing(tmp_path: Path) -> None:
     cfg = Config(
         buildruns=100,
         seed=1,
         create_rate=5.0,
-        apiserver_restart_every=8.0,
-        kill_every=5.0,
+        apiserver_restart_every=12.0,
+        kill_every=6.0,
         conflict_rate=5.0,
+        tekton_webhook_stop_every=8.0,
+        tekton_controller_kill_every=8.0,
+        leader_stall_every=8.0,
         chaos_seconds=90.0,
-        settle_seconds=90.0,
-        timeout=300.0,
+        settle_seconds=120.0,
+        timeout=400.0,
         workdir=tmp_path / "soak",
     )
     lines: list[str] = []
@@ -53,7 +59,11 @@ async def test_short_soak_loses_flips_duplicates_and_misreports_nothing(tmp_path
     assert f["kills"] >= 1, text
     assert f["label_patches_unfinished"] >= 10, text
     assert f["webhook_verdicts"].get("error", 0) + f["webhook_verdicts"].get("timeout", 0) >= 5
+    assert f["tekton_webhook_stops"] >= 1 and report.retries["tekton_webhook_refused"] >= 1, text
+    assert f["tekton_controller_kills"] >= 1, text
+    assert f["leader_stalls"] >= 1, text
     assert report.reasons.get("ReconcilerRetriesExhausted", 0) >= 1, text  # the doomed ones
+    assert report.reasons.get("TaskRunGenerationFailed", 0) == 0, text
     assert report.health["panics"] == 0, text
     assert report.health["tracebacks"] == 0, text
 

@@ -1,4 +1,4 @@
-"""A loopback TCP proxy that misbehaves on demand, for partition tests.
+"""A loopback TCP proxy that misbehaves on demand, for the partition tests and the soak.
 
 Each client connection gets its own connection to the upstream (kube-apiserver:
 the TLS passes through untouched), and bytes are copied both ways. On demand:
