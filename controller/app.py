@@ -14,6 +14,7 @@ import logging
 import signal
 from dataclasses import dataclass
 
+from controller.buildlimit import setup as buildlimit_setup
 from controller.buildrun import setup as buildrun_setup
 from controller.runtime.events import EventRecorder
 from controller.runtime.informers import Informer
@@ -36,6 +37,7 @@ class App:
     settings: Settings
     kube: Kube
     buildrun: buildrun_setup.BuildRunController
+    build_limits: Controller
     recorder: EventRecorder
     endpoints: Endpoints
     stopping: asyncio.Event
@@ -56,15 +58,16 @@ class App:
             ) from exc
         recorder = EventRecorder(kube, "buildrun-controller", identity)
         buildrun = buildrun_setup.setup(kube, settings, recorder)
-        app = cls(settings, kube, buildrun, recorder, Endpoints(lambda: app.synced()),
-                  asyncio.Event())
+        build_limits = buildlimit_setup.setup(kube, settings, recorder, buildrun)
+        app = cls(settings, kube, buildrun, build_limits, recorder,
+                  Endpoints(lambda: app.synced()), asyncio.Event())
         return app
 
     def informers(self) -> tuple[Informer, ...]:
         return self.buildrun.informers()
 
     def controllers(self) -> tuple[Controller, ...]:
-        return (self.buildrun.controller,)
+        return (self.buildrun.controller, self.build_limits)
 
     def synced(self) -> bool:
         return all(i.has_synced() for i in self.informers())
