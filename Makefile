@@ -23,8 +23,10 @@ stack:
 
 # Puts Shipwright's source (the reference for drop-in: CRDs, samples, docs) into the Go
 # module cache; devtools/shipwright.py finds it there. About 3 s the first time.
+# Also Kubernetes' OpenAPI and k8s.io/api, which devtools/crdgen.py reads (about 5 s).
 shipwright:
 	hack/shipwright/source >/dev/null
+	hack/crds/k8s-openapi >/dev/null
 
 # Builds promtool once into ~/.cache/buildrun-controller/prometheus (about 4 minutes the
 # first time), so tests/cluster/test_manifests.py only finds it there.

@@ -39,7 +39,8 @@ DOCKERFILE_ARGS: tuple[str, ...] = ("--dockerfile=$(params.dockerfile)",)
 
 def dockerfile_parameter() -> JSON:
     """The one parameter the default strategy declares, with its default."""
-    return {"name": "dockerfile", "type": "string", "default": "Dockerfile"}
+    return {"name": "dockerfile", "description": "The Dockerfile to build", "type": "string",
+            "default": "Dockerfile"}
 
 
 def strategy(name: str = STRATEGY, *, parameters: list[JSON] | None = None,
@@ -65,7 +66,7 @@ def build_spec(strategy: str = STRATEGY, *, source_url: str = SOURCE_URL,
     """
     return {
         "strategy": {"name": strategy, "kind": "BuildStrategy"},
-        "source": {"git": {"url": source_url}},
+        "source": {"type": "Git", "git": {"url": source_url}},
         "output": {"image": image},
     }
 

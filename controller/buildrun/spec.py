@@ -244,7 +244,7 @@ def resolve_params(
             inconsistent.append(name)
         elif (declared[name].get("type") == "array") != has_values:
             wrong_type.append(name)
-        elif has_values and "" in entry["values"]:
+        elif has_values and not all(_item_value(item) is not None for item in entry["values"]):
             empty_item.append(name)
     _reject(
         INCONSISTENT_PARAMETER_VALUES,
@@ -259,7 +259,7 @@ def resolve_params(
     )
     _reject(
         EMPTY_ARRAY_ITEM_PARAMETER_VALUES,
-        "The values for the following array parameters contain an empty item",
+        "The values for the following array parameters contain an item without a 'value'",
         empty_item,
     )
 
@@ -269,7 +269,9 @@ def resolve_params(
         is_array = param.get("type") == "array"
         value: Any
         if name in given:
-            value = given[name].get("values" if is_array else "value")
+            value = given[name].get("value")
+            if is_array:  # Shipwright's items are objects: {value | configMapValue | secretValue}
+                value = [_item_value(item) for item in given[name]["values"]]
         else:
             value = param.get("defaults" if is_array else "default")
         if value is None:
@@ -282,6 +284,13 @@ def resolve_params(
         missing,
     )
     return resolved
+
+
+def _item_value(item: Any) -> str | None:
+    """The `value` of one item of a parameter's `values` (configMapValue and secretValue
+    items are not read yet: they count as having no value)."""
+    value = item.get("value") if isinstance(item, dict) else None
+    return None if value is None else str(value)
 
 
 def _override(

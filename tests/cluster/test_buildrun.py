@@ -147,9 +147,9 @@ USER_ERRORS: list[tuple[str, dict[str, Any], str | None, str]] = [
      reasons.UNDEFINED_PARAMETER),
     ("restricted-param", {"paramValues": [{"name": "shp-source-url", "value": "x"}]}, "app",
      reasons.RESTRICTED_PARAMETERS_IN_USE),
-    ("wrong-type", {"paramValues": [{"name": "dockerfile", "values": ["a"]}]}, "app",
+    ("wrong-type", {"paramValues": [{"name": "dockerfile", "values": [{"value": "a"}]}]}, "app",
      reasons.WRONG_PARAMETER_VALUE_TYPE),
-    ("bad-timeout", {"timeout": "soon"}, "app", reasons.INVALID_TIMEOUT),
+    ("bad-timeout", {"timeout": "1 day"}, "app", reasons.INVALID_TIMEOUT),
     ("negative-timeout", {"timeout": "-5m"}, "app", reasons.INVALID_TIMEOUT),
     ("no-ref", {"build": {}}, None, reasons.BUILD_RUN_NO_REF_OR_SPEC),
     ("ambiguous", {"build": {"name": "app", "spec": {
@@ -168,7 +168,8 @@ USER_ERRORS: list[tuple[str, dict[str, Any], str | None, str]] = [
 async def test_user_errors_are_terminal_at_once(
     cluster: LocalCluster, kube: Kube, world: World
 ) -> None:
-    await world.strategy("needs-param", parameters=[{"name": "context", "type": "string"}])
+    await world.strategy("needs-param", parameters=[{"name": "context", "description": "x",
+                                                     "type": "string"}])
     await world.build("needs-param", strategy="needs-param")
     cases = [*USER_ERRORS, ("missing-value", {}, "needs-param", reasons.MISSING_PARAMETER_VALUES)]
     errors_before = reconciles("error")

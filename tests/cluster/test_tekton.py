@@ -174,8 +174,8 @@ async def strategy(w: World, name: str, steps: list[JSON]) -> JSON:
     return await w.kube.create(
         BUILDSTRATEGIES, w.ns,
         {"apiVersion": API, "kind": "BuildStrategy", "metadata": {"name": name},
-         "spec": {"parameters": [{"name": "dockerfile", "type": "string",
-                                        "default": "Dockerfile"}], "steps": steps}})
+         "spec": {"parameters": [{"name": "dockerfile", "description": "The Dockerfile",
+                                  "type": "string", "default": "Dockerfile"}], "steps": steps}})
 
 
 def fate(fates: FateWebhook, w: World, buildrun: str, **annotations: str) -> None:

@@ -201,7 +201,8 @@ def test_effective_build_applies_buildrun_overrides() -> None:
             "serviceAccount": "builder",
             "timeout": "1h",
             "output": {"image": "registry.example.com/other"},
-            "paramValues": [{"name": "b", "value": "run-b"}, {"name": "c", "values": ["x"]}],
+            "paramValues": [{"name": "b", "value": "run-b"},
+                            {"name": "c", "values": [{"value": "x"}]}],
             "retention": {"ttlAfterFailed": "5m"},
         }
     )
@@ -213,7 +214,7 @@ def test_effective_build_applies_buildrun_overrides() -> None:
     assert effective.param_values == [
         {"name": "a", "value": "build-a"},
         {"name": "b", "value": "run-b"},
-        {"name": "c", "values": ["x"]},
+        {"name": "c", "values": [{"value": "x"}]},
     ]
     assert effective.retention == {
         "atBuildDeletion": True,
@@ -357,7 +358,7 @@ STRATEGY_PARAMS: list[dict[str, Any]] = [
 def test_resolve_params_fills_defaults_and_takes_values() -> None:
     values: list[dict[str, Any]] = [
         {"name": "target", "value": "prod"},
-        {"name": "flags", "values": ["-x", "-y"]},
+        {"name": "flags", "values": [{"value": "-x"}, {"value": "-y"}]},
     ]
     assert resolve_params(values, STRATEGY_PARAMS) == {
         "dockerfile": "Dockerfile",
@@ -410,7 +411,7 @@ def test_resolve_params_first_declaration_wins() -> None:
             ["more than once", "'target'"],
         ),
         (
-            [{"name": "target", "value": "a", "values": ["b"]}],
+            [{"name": "target", "value": "a", "values": [{"value": "b"}]}],
             reasons.INCONSISTENT_PARAMETER_VALUES,
             ["exactly one", "'target'"],
         ),
@@ -420,12 +421,12 @@ def test_resolve_params_first_declaration_wins() -> None:
             ["exactly one", "'target'"],
         ),
         (
-            [{"name": "target", "values": ["a"]}, {"name": "flags", "value": "-x"}],
+            [{"name": "target", "values": [{"value": "a"}]}, {"name": "flags", "value": "-x"}],
             reasons.WRONG_PARAMETER_VALUE_TYPE,
             ["'flags', 'target'"],
         ),
         (
-            [{"name": "target", "value": "t"}, {"name": "flags", "values": ["-x", ""]}],
+            [{"name": "target", "value": "t"}, {"name": "flags", "values": [{"value": "-x"}, {}]}],
             reasons.EMPTY_ARRAY_ITEM_PARAMETER_VALUES,
             ["'flags'"],
         ),
@@ -451,6 +452,15 @@ def test_resolve_params_rejects(
         assert fragment in exc_info.value.message
 
 
+def test_resolve_params_takes_an_empty_string_item_as_shipwright_does() -> None:
+    # Shipwright's empty item sets none of value, configMapValue, secretValue; "" is a value.
+    values: list[dict[str, Any]] = [
+        {"name": "target", "value": "t"},
+        {"name": "flags", "values": [{"value": "-x"}, {"value": ""}]},
+    ]
+    assert resolve_params(values, STRATEGY_PARAMS)["flags"] == ["-x", ""]
+
+
 def test_resolve_params_restricted_wins_over_undefined() -> None:
     with pytest.raises(UserError) as exc_info:
         resolve_params([{"name": "shp-x", "value": "1"}, {"name": "nope", "value": "1"}], [])
@@ -470,7 +480,7 @@ def test_resolve_params_messages_are_bounded_for_hostile_input() -> None:
 
 def test_resolve_params_does_not_modify_inputs() -> None:
     values: list[dict[str, Any]] = [
-        {"name": "flags", "values": ["-x"]},
+        {"name": "flags", "values": [{"value": "-x"}]},
         {"name": "target", "value": "t"},
     ]
     before = copy.deepcopy(values)

@@ -261,6 +261,8 @@ def from_schema(schema: dict[str, Any], key: str = "") -> st.SearchStrategy[Any]
     """Values a structural OpenAPI schema admits (the subset our CRDs use)."""
     if "enum" in schema:
         return st.sampled_from(schema["enum"])
+    if schema.get("x-kubernetes-int-or-string"):  # a Quantity or an IntOrString
+        return st.one_of(st.integers(min_value=0, max_value=2**31), st.text(max_size=MAX_TEXT))
     kind = schema["type"]
     if kind == "string":
         max_length = schema.get("maxLength", MAX_TEXT)
@@ -276,6 +278,9 @@ def from_schema(schema: dict[str, Any], key: str = "") -> st.SearchStrategy[Any]
         items = from_schema(schema["items"])
         return st.lists(items, max_size=min(schema.get("maxItems", MAX_ITEMS), MAX_ITEMS))
     assert kind == "object", schema
+    if isinstance(schema.get("additionalProperties"), dict):  # a map
+        values = from_schema(schema["additionalProperties"])
+        return st.dictionaries(st.text(max_size=MAX_TEXT), values, max_size=MAX_ITEMS)
     properties = schema.get("properties", {})
     required = set(schema.get("required", []))
     return st.fixed_dictionaries(

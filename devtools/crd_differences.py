@@ -1,0 +1,114 @@
+"""Every deliberate difference between our CRDs (manifests/crds/) and Shipwright's
+(deploy/crds/ at devtools.shipwright.VERSION), with the reason for it.
+
+tests/unit/test_crd_schema.py compares the two field path by field path and fails on
+any difference not listed here, and on any entry here that no longer matches a
+difference. README's "Shipwright's API" shows this list as a table.
+
+A path is a field path in the schema: `.spec.paramValues[].value`, `[]` for the items
+of an array, `{}` for the values of a map; `*` matches anything (including dots).
+`what` is the schema keyword that differs ("maxLength", "enum", ...), "field" for a
+field only one side has, "description" for the text, or "crd:<name>" for the CRD's
+own settings (served versions, short names, printer column descriptions).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Difference:
+    kinds: tuple[str, ...]  # the CRD kinds it applies to
+    path: str
+    what: str
+    reason: str
+
+    def matches(self, kind: str, path: str, what: str) -> bool:
+        return (kind in self.kinds and what == self.what
+                and _glob(self.path).fullmatch(path) is not None)
+
+
+def _glob(pattern: str) -> re.Pattern[str]:
+    return re.compile(".*".join(re.escape(part) for part in pattern.split("*")))
+
+
+ALL = ("Build", "BuildRun", "BuildStrategy", "ClusterBuildStrategy")
+STRATEGIES = ("BuildStrategy", "ClusterBuildStrategy")
+
+BOUNDED = ("a bound on what users write, so that a hostile or mistaken object cannot make "
+           "the controller quote megabytes into messages or build huge TaskRuns; Kubernetes' "
+           "own limits (names 253, labels 63) or far above any real value")
+
+
+def _bounded(kinds: tuple[str, ...], *paths: str, what: str = "maxLength") -> list[Difference]:
+    return [Difference(kinds, path, what, BOUNDED) for path in paths]
+
+
+DIFFERENCES: list[Difference] = [
+    Difference(ALL, "*", "description",
+               "field descriptions are left out: Shipwright's text is theirs and these CRDs "
+               "are written by us (`kubectl explain` lists fields and types only)"),
+    Difference(ALL, "", "crd:versions",
+               "only v1beta1 is served: v1alpha1 needs Shipwright's conversion webhook, which "
+               "this controller does not run"),
+    Difference(ALL, "", "crd:conversion",
+               "no conversion webhook (one version only)"),
+    Difference(ALL, "", "crd:printer-column-descriptions",
+               "printer columns have the same names, types and JSON paths; their descriptions "
+               "are our words"),
+    # Our CEL rules.
+    Difference(("BuildRun",), ".spec", "x-kubernetes-validations",
+               "a BuildRun is one try: its spec is immutable once created, except that "
+               "spec.state may be set to BuildRunCanceled; Shipwright's CRD lets a user edit "
+               "a running BuildRun's spec, which its controller then partly ignores"),
+    Difference(("Build", "BuildRun"), "*.source", "x-kubernetes-validations",
+               "a source's type must match the one source given (Git with git, OCI with "
+               "ociArtifact, Local with local): Shipwright's Build validation refuses a "
+               "mismatch after admission (pkg/validate/sources.go), the API server does here"),
+    Difference(("BuildRun",), ".status", "x-kubernetes-validations",
+               "a BuildRun's outcome is frozen once status.completionTime is set: neither a "
+               "user nor a buggy controller can change completionTime or the Succeeded "
+               "condition afterwards"),
+    Difference(("BuildRun",), ".status.conditions", "x-kubernetes-list-type",
+               "conditions are a map keyed by type (one entry per type), which the frozen-outcome "
+               "rule relies on; Shipwright's controller keeps one entry per type too"),
+    Difference(("BuildRun",), ".status.conditions", "x-kubernetes-list-map-keys",
+               "as above: the map's key is type"),
+    Difference(("BuildRun",), ".status.conditions", "maxItems",
+               "a bound on a status list only controllers write"),
+    # Our enums.
+    Difference(("BuildRun",), ".spec.state", "enum",
+               "BuildRunCanceled is the one state a user may ask for; Shipwright's CRD takes "
+               "any string and its controller acts only on BuildRunCanceled (IsCanceled)"),
+    Difference(("Build",), ".spec.strategy.kind", "enum",
+               "BuildStrategy or ClusterBuildStrategy: Shipwright's CRD takes any kind and its "
+               "Build validation then refuses an unknown one (UnknownBuildStrategyKind, "
+               "pkg/validate/strategies.go); here the API server refuses it"),
+    Difference(("BuildRun",), "*.strategy.kind", "enum",
+               "as for Build's spec.strategy.kind, in an embedded build spec"),
+    Difference(("BuildRun",), ".status.conditions[].status", "enum",
+               "a condition's status is True, False or Unknown (Kubernetes' convention)"),
+    Difference(STRATEGIES, ".spec.parameters[].type", "enum",
+               "a parameter is a string or an array (ParameterType's two values)"),
+    # Our bounds.
+    *_bounded(ALL, "*.name", "*.serviceAccount", "*.pushSecret", "*.taskRunName",
+              "*.pod", "*.container", "*.image", "*.url", "*.revision", "*.contextDir",
+              "*.value", "*.timeout", "*.ttlAfterFailed", "*.ttlAfterSucceeded",
+              "*.digest", "*.reason", "*.message", "*.type"),
+    *_bounded(ALL, "*.paramValues", "*.values", what="maxItems"),
+]
+
+
+def markdown_table() -> str:
+    """DIFFERENCES as README's table: entries that differ only in path share a row."""
+    rows: dict[tuple[tuple[str, ...], str, str], list[str]] = {}
+    for d in DIFFERENCES:
+        rows.setdefault((d.kinds, d.what, d.reason), []).append(d.path)
+    lines = ["| kinds | where | what | why |", "|-------|-------|------|-----|"]
+    for (kinds, what, reason), paths in rows.items():
+        shown_kinds = "all four" if kinds == ALL else ", ".join(kinds)
+        where = ", ".join(f"`{p}`" if p else "the CRD" for p in paths)
+        lines.append(f"| {shown_kinds} | {where} | `{what}` | {reason} |")
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,578 @@
+"""Writes manifests/crds/: our CRDs for Shipwright's v1beta1 API (`python -m devtools.crdgen`).
+
+Shipwright's own types (Build, BuildRun, BuildStrategy, ClusterBuildStrategy) are
+described here by hand, field by field, from its Go types
+(pkg/apis/build/v1beta1 at devtools.shipwright.VERSION). Where those types embed
+Kubernetes core types (EnvVar, Toleration, VolumeSource, ResourceRequirements,
+VolumeMount, SecurityContext) their schemas are read from Kubernetes' published
+OpenAPI (api/openapi-spec/v3 of k8s.io/kubernetes at K8S_VERSION, the k8s.io/api
+version Shipwright's go.mod pins; `hack/crds/k8s-openapi` puts it in the Go module
+cache), so they are exactly Kubernetes' own.
+
+Our additions (CEL rules, length bounds, enums) are marked where they are made;
+devtools/crd_differences.py lists every place our schemas differ from Shipwright's
+and why, and tests/unit/test_crd_schema.py holds the two to that list.
+tests/unit/test_crdgen.py checks that manifests/crds/ is this module's output.
+"""
+
+from __future__ import annotations
+
+import copy
+import functools
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from devtools.stack import HACK, StackError
+
+REPO = Path(__file__).resolve().parents[1]
+CRDS_DIR = REPO / "manifests" / "crds"
+K8S_VERSION = "v1.36.1"
+
+Schema = dict[str, Any]
+
+
+@functools.cache
+def _k8s_dirs() -> tuple[Path, Path]:
+    """(Kubernetes' OpenAPI folder, k8s.io/api's core/v1 source folder) in the Go module cache."""
+    proc = subprocess.run([str(HACK / "crds" / "k8s-openapi")], stdout=subprocess.PIPE, text=True)
+    lines = proc.stdout.strip().splitlines()
+    if proc.returncode != 0 or len(lines) < 2:
+        raise StackError(f"crdgen: hack/crds/k8s-openapi failed with exit code {proc.returncode} "
+                         "(its stderr says why)")
+    return Path(lines[-2]), Path(lines[-1])
+
+
+@functools.cache
+def _core_definitions() -> dict[str, Schema]:
+    doc = json.loads((_k8s_dirs()[0] / "api__v1_openapi.json").read_text())
+    definitions: dict[str, Schema] = doc["components"]["schemas"]
+    return definitions
+
+
+_STRUCT = re.compile(r"^type (\w+) struct \{$")
+_FIELD = re.compile(r"^\t(\w+)(?:\s+\S+)?\s+`json:\"([^\",]*)")
+_ATOMIC = "// +structType=atomic"
+_DEFAULT = re.compile(r"^\t// \+(?:kubebuilder:)?default=(.+)$")
+
+
+@functools.cache
+def _go_structs() -> tuple[dict[tuple[str, str], Any], dict[str, list[str]], set[str]]:
+    """From k8s.io/api's core/v1/types.go: (struct, JSON field) -> `+default=` value,
+    struct -> the structs it inlines, and the structs marked `+structType=atomic`."""
+    declared: dict[tuple[str, str], Any] = {}
+    inlined: dict[str, list[str]] = {}
+    atomic: set[str] = set()
+    struct, pending, previous = "", None, ""
+    for line in (_k8s_dirs()[1] / "types.go").read_text().splitlines():
+        if match := _STRUCT.match(line):
+            struct, pending = match[1], None
+            if previous == _ATOMIC:
+                atomic.add(struct)
+        elif line == "}":
+            struct = ""
+        elif struct and (match := _DEFAULT.match(line)):
+            if not match[1].startswith("ref("):
+                pending = json.loads(match[1])
+        elif struct and (match := _FIELD.match(line)):
+            if match[2] == "":  # `json:",inline"`
+                inlined.setdefault(struct, []).append(match[1])
+            elif pending is not None:
+                declared[(struct, match[2])] = pending
+            pending = None
+        if line.strip():
+            previous = line.strip()
+    return declared, inlined, atomic
+
+
+def _with_inlined(struct: str) -> list[str]:
+    """The struct and every struct it inlines, transitively."""
+    inlined = _go_structs()[1]
+    return [struct, *(s for embedded in inlined.get(struct, []) for s in _with_inlined(embedded))]
+
+
+def atomic_struct(struct: str) -> bool:
+    """Whether a core/v1 struct is atomic for server-side apply, itself or through a struct
+    it inlines (as controller-gen carries LocalObjectReference's marker into
+    ConfigMapVolumeSource; Kubernetes' OpenAPI does not)."""
+    return any(s in _go_structs()[2] for s in _with_inlined(struct))
+
+
+@functools.cache
+def explicit_defaults() -> dict[tuple[str, str], Any]:
+    """(core/v1 type, JSON field) -> the default its Go source declares with `+default=` or
+    `+kubebuilder:default=` (what controller-gen applies), through inlined structs.
+
+    Kubernetes' OpenAPI also gives every required non-pointer field its Go zero value as
+    default (a volume's name ""); those are not defaults a CRD should apply. Defaults given
+    as `ref(...)` (azureDisk's cachingMode and kind) are left out as controller-gen does."""
+    declared, inlined, _ = _go_structs()
+
+    def of(struct: str) -> dict[str, Any]:
+        own = {field: value for (name, field), value in declared.items() if name == struct}
+        for embedded in inlined.get(struct, []):
+            own = {**of(embedded), **own}
+        return own
+
+    structs = {name for name, _ in declared} | set(inlined)
+    return {(struct, field): value for struct in structs for field, value in of(struct).items()}
+
+
+# --- Kubernetes' OpenAPI -> structural CRD schema -------------------------------------------
+
+# The grammar of a resource.Quantity (k8s.io/apimachinery/pkg/api/resource/quantity.go):
+# <signedNumber><suffix>, suffix a binary SI (Ki..Ei), a decimal SI (n u m "" k M G T P E)
+# or a decimal exponent (e|E <signedNumber>).
+_SIGN = r"(\+|-)?"
+_NUMBER = r"(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))"
+QUANTITY_PATTERN = f"^{_SIGN}{_NUMBER}(([KMGTPE]i)|[numkMGTPE]|([eE]{_SIGN}{_NUMBER}))?$"
+
+_INT_OR_STRING: Schema = {"anyOf": [{"type": "integer"}, {"type": "string"}],
+                          "x-kubernetes-int-or-string": True}
+_SPECIAL: dict[str, Schema] = {
+    "io.k8s.apimachinery.pkg.api.resource.Quantity": {**_INT_OR_STRING,
+                                                       "pattern": QUANTITY_PATTERN},
+    "io.k8s.apimachinery.pkg.util.intstr.IntOrString": _INT_OR_STRING,
+    # Embedded ObjectMeta (a PVC template's): the API server knows its fields.
+    "io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta": {"type": "object"},
+}
+# What a structural CRD schema keeps of an OpenAPI schema; descriptions, patch
+# strategies and the like are left out.
+_KEPT = ("type", "format", "enum", "required", "x-kubernetes-list-type",
+         "x-kubernetes-list-map-keys", "x-kubernetes-map-type")
+
+
+def _convert(schema: Schema, seen: tuple[str, ...]) -> Schema:
+    ref = schema.get("$ref")
+    if ref is None and len(schema.get("allOf", [])) == 1:
+        ref = schema["allOf"][0].get("$ref")
+    if ref is not None:
+        return core(ref.rsplit("/", 1)[-1], seen)
+    out: Schema = {key: copy.deepcopy(schema[key]) for key in _KEPT if key in schema}
+    if "properties" in schema:
+        struct = seen[-1].rsplit(".", 1)[-1] if seen else ""
+        out["properties"] = {}
+        for name, sub in schema["properties"].items():
+            out["properties"][name] = _convert(sub, seen)
+            default = explicit_defaults().get((struct, name))
+            if default is not None:
+                out["properties"][name]["default"] = default
+        if struct and atomic_struct(struct):
+            out["x-kubernetes-map-type"] = "atomic"
+    if "items" in schema:
+        out["items"] = _convert(schema["items"], seen)
+    if isinstance(schema.get("additionalProperties"), dict):
+        out["additionalProperties"] = _convert(schema["additionalProperties"], seen)
+    if "type" not in out and ("properties" in out or "additionalProperties" in out):
+        out["type"] = "object"
+    if "type" not in out:
+        raise ValueError(f"crdgen: no type for {schema} under {seen}")
+    return out
+
+
+def core(name: str, seen: tuple[str, ...] = ()) -> Schema:
+    """The structural schema of a Kubernetes type by its OpenAPI name ("io.k8s.api.core.v1.EnvVar"
+    or just "EnvVar" for core/v1), every $ref inlined."""
+    if "." not in name:
+        name = f"io.k8s.api.core.v1.{name}"
+    if name in _SPECIAL:
+        return copy.deepcopy(_SPECIAL[name])
+    if name in seen:
+        raise ValueError(f"crdgen: {name} refers to itself ({' -> '.join(seen)})")
+    return _convert(_core_definitions()[name], (*seen, name))
+
+
+# --- building blocks for Shipwright's types ------------------------------------------------
+
+
+def string(**extra: Any) -> Schema:
+    return {"type": "string", **extra}
+
+
+def boolean() -> Schema:
+    return {"type": "boolean"}
+
+
+def integer(**extra: Any) -> Schema:
+    return {"type": "integer", **extra}
+
+
+def array(items: Schema, **extra: Any) -> Schema:
+    return {"type": "array", "items": items, **extra}
+
+
+def obj(properties: dict[str, Schema], required: tuple[str, ...] = (),
+        rules: list[Schema] | None = None) -> Schema:
+    """A struct; `rules` are CEL rules (x-kubernetes-validations), all of them ours."""
+    out: Schema = {"type": "object", "properties": properties}
+    if required:
+        out["required"] = sorted(required)
+    if rules:
+        out["x-kubernetes-validations"] = rules
+    return out
+
+
+def _list_map(*keys: str) -> Schema:
+    """A list whose items are keyed (for server-side apply and uniqueness) by these fields."""
+    return {"x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": list(keys)}
+
+
+def string_map() -> Schema:
+    return {"type": "object", "additionalProperties": {"type": "string"}}
+
+
+def duration() -> Schema:
+    """metav1.Duration with Shipwright's `+kubebuilder:validation:Format=duration`; our
+    maxLength is an addition (a Go duration is never near that long)."""
+    return string(format="duration", maxLength=64)
+
+
+def name_string() -> Schema:
+    """An object name; our maxLength 253 (DNS subdomain) is an addition."""
+    return string(maxLength=253)
+
+
+def time() -> Schema:
+    return string(format="date-time")
+
+
+def volume_source(extra: dict[str, Schema]) -> Schema:
+    """corev1.VolumeSource inlined into a struct with a name (BuildVolume, BuildStrategyVolume)."""
+    volume = core("Volume")  # corev1.Volume is a name and the inlined VolumeSource
+    properties = {**extra, **volume["properties"]}
+    return obj(dict(sorted(properties.items())), required=("name",))
+
+
+# --- Shipwright's types (pkg/apis/build/v1beta1) -------------------------------------------
+
+
+def object_key_ref() -> Schema:  # parameter.go ObjectKeyRef
+    return obj({"name": string(), "key": string(), "format": string()}, required=("key", "name"))
+
+
+def single_value() -> dict[str, Schema]:  # parameter.go SingleValue
+    return {"value": string(maxLength=65536), "configMapValue": object_key_ref(),
+            "secretValue": object_key_ref()}
+
+
+def param_values() -> Schema:  # []ParamValue; maxItems (ours) bounds what resolve_params reads
+    return array(obj({"name": name_string(), **single_value(),
+                      "values": array(obj(single_value()), maxItems=256)},
+                     required=("name",)), maxItems=64)
+
+
+def image() -> Schema:  # build_types.go Image
+    return obj({
+        "image": string(maxLength=1024),
+        "insecure": boolean(),
+        "pushSecret": name_string(),
+        "annotations": string_map(),
+        "labels": string_map(),
+        "vulnerabilityScan": obj({
+            "enabled": boolean(),
+            "failOnFinding": boolean(),
+            "ignore": obj({"id": array(string()),
+                           "severity": string(enum=["low", "medium", "high"]),
+                           "unfixed": boolean()}),
+        }),
+        "timestamp": string(),
+        "platforms": array(obj({"os": string(), "arch": string()}, required=("arch", "os")),
+                           **_list_map("os", "arch")),
+    }, required=("image",))
+
+
+def step_resources() -> Schema:  # buildstrategy.go []StepResourceOverride
+    return array(obj({"name": string(), "resources": core("ResourceRequirements")},
+                     required=("name", "resources")))
+
+
+def source() -> Schema:  # source.go Source
+    return obj({
+        "type": string(),
+        "contextDir": string(maxLength=4096),
+        "ociArtifact": obj({"image": string(), "prune": string(), "pullSecret": string()},
+                           required=("image",)),
+        "git": obj({"url": string(maxLength=4096), "revision": string(maxLength=1024),
+                    "cloneSecret": string(), "depth": integer()}, required=("url",)),
+        "local": local(),
+    }, required=("type",), rules=_source_rules())
+
+
+def _source_rules() -> list[Schema]:
+    """Ours: Shipwright's Build validation (pkg/validate/sources.go validateSourceEntry)
+    refuses a source whose type does not match the one source given; here the API server
+    does. As there, an unknown type is left alone and an empty one is refused only when a
+    source is given."""
+    only = {"Git": "git", "OCI": "ociArtifact", "Local": "local"}
+    matches = " : ".join(
+        f"self.type == '{kind}' ? has(self.{field}) && "
+        + " && ".join(f"!has(self.{other})" for other in only.values() if other != field)
+        for kind, field in only.items())
+    return [
+        {"rule": f"{matches} : true",
+         "message": "type does not match the source: type Git needs git, OCI needs "
+                    "ociArtifact, Local needs local, and no other source"},
+        {"rule": "self.type != '' || " + " && ".join(f"!has(self.{f})" for f in only.values()),
+         "message": "type definition is missing"},
+    ]
+
+
+def local() -> Schema:  # source.go Local
+    return obj({"timeout": string(), "name": string()})
+
+
+def trigger() -> Schema:  # trigger.go, trigger_when.go, trigger_types.go
+    return obj({
+        "when": array(obj({
+            "name": string(),
+            "type": string(),
+            "github": obj({"events": array(string(), minItems=1), "branches": array(string())}),
+            "image": obj({"names": array(string())}),
+            "objectRef": obj({"name": string(), "status": array(string()),
+                              "selector": string_map()}),
+        }, required=("name", "type"))),
+        "triggerSecret": string(),
+    })
+
+
+def build_spec() -> Schema:  # build_types.go BuildSpec
+    return obj({
+        "source": source(),
+        "trigger": trigger(),
+        "strategy": obj({
+            "name": name_string(),
+            # The enum is ours: Shipwright's CRD takes any kind and its Build
+            # validation then refuses it (UnknownBuildStrategyKind).
+            "kind": string(enum=["BuildStrategy", "ClusterBuildStrategy"]),
+            "stepResources": step_resources(),
+        }, required=("name",)),
+        "paramValues": param_values(),
+        "output": image(),
+        "timeout": duration(),
+        "env": array(core("EnvVar")),
+        "retention": obj({
+            "failedLimit": integer(minimum=1, maximum=10000),
+            "succeededLimit": integer(minimum=1, maximum=10000),
+            "ttlAfterFailed": duration(),
+            "ttlAfterSucceeded": duration(),
+            "atBuildDeletion": boolean(),
+        }),
+        "volumes": array(volume_source({})),
+        "nodeSelector": string_map(),
+        "tolerations": array(core("Toleration")),
+        "schedulerName": string(),
+        "runtimeClassName": string(),
+    }, required=("output", "strategy"))
+
+
+def build_run_spec() -> Schema:  # buildrun_types.go BuildRunSpec
+    return obj({
+        "build": obj({"spec": build_spec(), "name": name_string()}),
+        "source": obj({"type": string(), "local": local()}, required=("type",)),
+        "serviceAccount": name_string(),
+        "timeout": duration(),
+        "paramValues": param_values(),
+        "output": image(),
+        # The enum is ours: the one state a user may ask for.
+        "state": string(enum=["", "BuildRunCanceled"]),
+        "env": array(core("EnvVar")),
+        "retention": obj({"ttlAfterFailed": duration(), "ttlAfterSucceeded": duration()}),
+        "volumes": array(volume_source({})),
+        "stepResources": step_resources(),
+        "nodeSelector": string_map(),
+        "tolerations": array(core("Toleration")),
+        "schedulerName": string(),
+        "runtimeClassName": string(),
+    }, required=("build",), rules=_spec_immutable_rules())
+
+
+def _spec_immutable_rules() -> list[Schema]:
+    """Ours: a BuildRun's spec is immutable except that spec.state may become BuildRunCanceled
+    (Shipwright documents the same; its webhook-less CRD does not enforce it)."""
+    fields = ("build", "source", "serviceAccount", "timeout", "paramValues", "output", "env",
+              "retention", "volumes", "stepResources", "nodeSelector", "tolerations",
+              "schedulerName", "runtimeClassName")
+    rules = [{
+        "rule": (f"has(self.{f}) == has(oldSelf.{f}) && "
+                 f"(!has(self.{f}) || self.{f} == oldSelf.{f})"),
+        "message": f"spec.{f} is immutable: create a new BuildRun",
+    } for f in fields]
+    rules.append({
+        "rule": ("(has(self.state) ? self.state : '') == (has(oldSelf.state) ? oldSelf.state : '')"
+                 " || (has(self.state) && self.state == 'BuildRunCanceled')"),
+        "message": "spec.state may only change to BuildRunCanceled",
+    })
+    return rules
+
+
+def build_run_status() -> Schema:  # buildrun_types.go BuildRunStatus
+    return obj({
+        "source": obj({
+            "git": obj({"commitSha": string(), "commitAuthor": string(), "branchName": string()}),
+            "ociArtifact": obj({"digest": string()}),
+            "timestamp": time(),
+        }),
+        "output": obj({
+            "digest": string(maxLength=256),
+            "size": integer(format="int64"),
+            "vulnerabilities": array(obj({"id": string(), "severity": string()})),
+        }),
+        # Ours: a map keyed by type (Shipwright's is a plain list), so that a
+        # condition has one entry and the CEL rule below can find Succeeded.
+        "conditions": array(obj({
+            "type": string(maxLength=64),
+            "status": string(enum=["True", "False", "Unknown"]),
+            "lastTransitionTime": time(),
+            "reason": string(maxLength=256),
+            "message": string(maxLength=32768),
+        }, required=("lastTransitionTime", "message", "reason", "status", "type")),
+            maxItems=8, **_list_map("type")),
+        "taskRunName": name_string(),
+        "executor": obj({"name": string(), "kind": string()}, required=("kind", "name")),
+        "startTime": time(),
+        "completionTime": time(),
+        "buildSpec": build_spec(),
+        "failureDetails": obj({
+            "reason": string(maxLength=256),
+            "message": string(maxLength=32768),
+            "location": obj({"pod": name_string(), "container": name_string()}),
+        }),
+    }, rules=[
+        # Ours: the outcome is frozen once completionTime is set.
+        {"rule": ("!has(oldSelf.completionTime) || "
+                  "(has(self.completionTime) && self.completionTime == oldSelf.completionTime)"),
+         "message": ("status.completionTime is immutable once set: "
+                     "a BuildRun's outcome never changes")},
+        {"rule": ("!has(oldSelf.completionTime) || "
+                  "(has(self.conditions) && has(oldSelf.conditions) && "
+                  "self.conditions.filter(c, c.type == 'Succeeded') == "
+                  "oldSelf.conditions.filter(c, c.type == 'Succeeded'))"),
+         "message": ("the Succeeded condition is immutable once completionTime is set: "
+                     "a BuildRun's outcome never changes")},
+    ])
+
+
+def build_status() -> Schema:  # build_types.go BuildStatus
+    return obj({"registered": string(), "reason": string(), "message": string()})
+
+
+def strategy_spec() -> Schema:  # buildstrategy.go BuildStrategySpec
+    step = obj({
+        "name": string(maxLength=63),
+        "image": string(maxLength=1024),
+        "command": array(string()),
+        "args": array(string()),
+        "workingDir": string(),
+        "env": array(core("EnvVar")),
+        "resources": core("ResourceRequirements"),
+        "volumeMounts": array(core("VolumeMount")),
+        "imagePullPolicy": string(),
+        "securityContext": core("SecurityContext"),
+    }, required=("name",))
+    return obj({
+        "steps": array(step, **_list_map("name")),
+        "parameters": array(obj({
+            "name": name_string(),
+            "description": string(),
+            "type": string(enum=["string", "array"]),
+            "default": string(),
+            "defaults": array(string()),
+        }, required=("description", "name"))),
+        "securityContext": obj({"runAsUser": integer(format="int64"),
+                                "runAsGroup": integer(format="int64")},
+                               required=("runAsGroup", "runAsUser")),
+        "volumes": array(volume_source({"overridable": boolean(), "description": string()})),
+    }, required=("steps",))
+
+
+# --- the CRDs ------------------------------------------------------------------------------
+
+
+def _root(spec: Schema, status: Schema, required: tuple[str, ...] = ()) -> Schema:
+    return obj({"apiVersion": string(), "kind": string(), "metadata": {"type": "object"},
+                "spec": spec, "status": status}, required=required)
+
+
+def _column(name: str, type_: str, path: str, description: str) -> Schema:
+    return {"name": name, "type": type_, "jsonPath": path, "description": description}
+
+
+def _crd(kind: str, plural: str, scope: str, short: list[str], schema: Schema,
+         columns: list[Schema]) -> Schema:
+    names: Schema = {"kind": kind, "listKind": f"{kind}List", "plural": plural,
+                     "singular": kind.lower()}
+    if short:
+        names["shortNames"] = short
+    version: Schema = {"name": "v1beta1", "served": True, "storage": True,
+                       "schema": {"openAPIV3Schema": schema}, "subresources": {"status": {}}}
+    if columns:
+        version["additionalPrinterColumns"] = columns
+    return {
+        "apiVersion": "apiextensions.k8s.io/v1",
+        "kind": "CustomResourceDefinition",
+        "metadata": {"name": f"{plural}.shipwright.io"},
+        "spec": {"group": "shipwright.io", "names": names, "scope": scope, "versions": [version]},
+    }
+
+
+def crds() -> dict[str, Schema]:
+    """File name -> CRD, for all four kinds."""
+    strategy = _root(strategy_spec(), {"type": "object"})
+    return {
+        "shipwright.io_builds.yaml": _crd(
+            "Build", "builds", "Namespaced", [], _root(build_spec(), build_status(), ("spec",)), [
+                _column("Registered", "string", ".status.registered",
+                        "Whether the Build is registered"),
+                _column("Reason", "string", ".status.reason",
+                        "Why the Build is or is not registered"),
+                _column("BuildStrategyKind", "string", ".spec.strategy.kind",
+                        "Kind of the strategy the Build uses"),
+                _column("BuildStrategyName", "string", ".spec.strategy.name",
+                        "Name of the strategy the Build uses"),
+                _column("CreationTime", "date", ".metadata.creationTimestamp",
+                        "When the Build was created"),
+            ]),
+        "shipwright.io_buildruns.yaml": _crd(
+            "BuildRun", "buildruns", "Namespaced", ["br", "brs"],
+            _root(build_run_spec(), build_run_status(), ("spec",)), [
+                _column("Succeeded", "string", '.status.conditions[?(@.type=="Succeeded")].status',
+                        "Status of the Succeeded condition"),
+                _column("Reason", "string", '.status.conditions[?(@.type=="Succeeded")].reason',
+                        "Reason of the Succeeded condition"),
+                _column("StartTime", "date", ".status.startTime", "When the BuildRun started"),
+                _column("CompletionTime", "date", ".status.completionTime",
+                        "When the BuildRun finished"),
+            ]),
+        "shipwright.io_buildstrategies.yaml": _crd(
+            "BuildStrategy", "buildstrategies", "Namespaced", ["bs", "bss"], strategy, []),
+        "shipwright.io_clusterbuildstrategies.yaml": _crd(
+            "ClusterBuildStrategy", "clusterbuildstrategies", "Cluster", ["cbs", "cbss"],
+            strategy, []),
+    }
+
+
+HEADER = """\
+# Generated by `python -m devtools.crdgen` (devtools/crdgen.py): edit that, not this.
+# Shipwright's v1beta1 {kind}, with our validation added (devtools/crd_differences.py).
+"""
+
+
+def render(crd: Schema) -> str:
+    body = yaml.safe_dump(crd, sort_keys=False, width=100, default_flow_style=False)
+    return HEADER.format(kind=crd["spec"]["names"]["kind"]) + body
+
+
+def main() -> int:
+    for name, crd in crds().items():
+        (CRDS_DIR / name).write_text(render(crd))
+        print(f"wrote {CRDS_DIR / name}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
