@@ -34,6 +34,9 @@ BUILD = "app"
 SOURCE_URL = "https://example.com/app.git"
 IMAGE = "registry.example.com/app:latest"
 KANIKO = "gcr.io/kaniko-project/executor"
+# A step names its command: without one Tekton asks the image's registry for the
+# entrypoint, and with no network the TaskRun fails PodCreationFailed.
+KANIKO_COMMAND: tuple[str, ...] = ("/kaniko/executor",)
 DOCKERFILE_ARGS: tuple[str, ...] = ("--dockerfile=$(params.dockerfile)",)
 
 
@@ -53,7 +56,8 @@ def strategy(name: str = STRATEGY, *, parameters: list[JSON] | None = None,
         "apiVersion": API, "kind": "BuildStrategy", "metadata": {"name": name},
         "spec": {
             "parameters": [dockerfile_parameter()] if parameters is None else parameters,
-            "steps": [{"name": "build", "image": KANIKO, "args": list(args)}],
+            "steps": [{"name": "build", "image": KANIKO, "command": list(KANIKO_COMMAND),
+                       "args": list(args)}],
         },
     }
 

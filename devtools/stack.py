@@ -23,7 +23,8 @@ Invariants:
     never a hang: the build scripts run with check and every wait polls the
     children, so one that exits is reported with the tail of its log.
   * Only Tekton's CRDs define TaskRuns here: the repo's permissive stand-in in
-    manifests/testing is never applied; the repo's own CRDs (manifests/crds) are.
+    manifests/testing is never applied; the repo's own CRDs (manifests/crds) and the
+    monitoring CRDs from manifests/testing (for the ServiceMonitor and rules) are.
 
 Tekton reaches its webhook the way a cluster does, through a Service reference,
 here the ExternalName Service `tekton-pipelines-webhook` -> 127.0.0.1 on the
@@ -63,6 +64,7 @@ from devtools.localcluster import (
 
 HACK = REPO / "hack"
 STAGES = HACK / "kwok" / "stages"
+TESTING_CRDS = REPO / "manifests" / "testing"
 TEKTON_NS = "tekton-pipelines"
 NODE = "kwok-node-0"
 WEBHOOK_SERVICE = "tekton-pipelines-webhook"
@@ -153,7 +155,11 @@ class TektonStack:
     (admin kubeconfig, CA, raw `request`). Logs are `workdir/<component>.log`.
     """
 
-    def __init__(self, workdir: Path) -> None:
+    def __init__(self, workdir: Path, *, apiserver_args: list[str] | None = None,
+                 tekton_controller_env: dict[str, str] | None = None) -> None:
+        """`apiserver_args` go to kube-apiserver (LocalCluster); `tekton_controller_env`
+        adds to the Tekton controller's environment, e.g. KUBE_API_QPS / KUBE_API_BURST
+        (knative reads them; Tekton doubles them)."""
         self.workdir = workdir
         workdir.mkdir(parents=True, exist_ok=True)
         kube_bins = build("localcluster")
@@ -164,10 +170,12 @@ class TektonStack:
         self._tekton_webhook_bin = _need("tekton webhook", tekton_bins / "webhook")
         self._tekton_controller_bin = _need("tekton controller", tekton_bins / "controller")
         self.tekton_config = _need("tekton config", build("tekton", "--config-dir"))
-        self.cluster = LocalCluster(workdir / "cluster")
+        self.cluster = LocalCluster(workdir / "cluster", apiserver_args=apiserver_args or ())
         self.webhook_port = free_port()
         self._children: list[ChildProcess] = []
         self._webhook: ChildProcess | None = None
+        self._tekton_controller: ChildProcess | None = None
+        self._controller_env = dict(tekton_controller_env or {})
         self._kubeconfigs: dict[str, Path] = {}
         self._webhook_ca = b""
         # Seconds from start() to each milestone, for the record.
@@ -200,7 +208,7 @@ class TektonStack:
             await _all(
                 self._node_ready(),
                 self._install_tekton(crds_parsed),
-                self.cluster.apply_crds([REPO / "manifests" / "crds"]),
+                self._repo_crds(),
             )
             mark("CRDs established, node ready")
             # The garbage collector learns of resources from discovery when it starts and
@@ -208,7 +216,7 @@ class TektonStack:
             # left its pod for up to 30 s. So it starts once every CRD is served.
             self._start_controller_manager()
             self.start_tekton_webhook()
-            self._start_tekton_controller()
+            self.start_tekton_controller()
             await _all(self.webhook_admits(), self._default_service_account())
             mark("stack up")
         except BaseException:
@@ -223,6 +231,7 @@ class TektonStack:
             child.stop(timeout=1.0)
         self._children.clear()
         self._webhook = None
+        self._tekton_controller = None
         self.cluster.stop()
 
     def pids(self) -> dict[str, int]:
@@ -400,6 +409,14 @@ class TektonStack:
 
         await self._wait("kwok", "to make the Node Ready and untainted", ready)
 
+    async def _repo_crds(self) -> None:
+        """The repo's CRDs, and the monitoring ones the manifests' ServiceMonitor and
+        PrometheusRule need; never manifests/testing's permissive TaskRun CRD."""
+        for path in sorted(TESTING_CRDS.glob("monitoring.coreos.com_*.yaml")):
+            for doc in yaml.safe_load_all(path.read_text()):
+                await self.cluster.apply(doc)
+        await self.cluster.apply_crds([REPO / "manifests" / "crds"])
+
     async def _default_service_account(self) -> None:
         async def exists() -> bool:
             try:
@@ -512,18 +529,32 @@ class TektonStack:
             **extra,
         )
 
-    def _start_tekton_controller(self) -> None:
-        self._spawn(
+    def start_tekton_controller(self) -> None:
+        """Starts Tekton's controller (again). With `-disable-ha` it takes no leases, so a
+        restart after a kill reconciles at once instead of waiting out the dead process's
+        leases (knative's default lease is 60 s); one replica runs here anyway."""
+        if self._tekton_controller is not None:
+            return
+        self._tekton_controller = self._spawn(
             "tekton-controller",
-            [str(self._tekton_controller_bin), *(a for kv in FAKE_IMAGES.items() for a in kv)],
+            [str(self._tekton_controller_bin), "-disable-ha",
+             *(a for kv in FAKE_IMAGES.items() for a in kv)],
             self._tekton_env(
                 CONTROLLER_SA,
                 "config-leader-election-controller",
                 CONFIG_DEFAULTS_NAME="config-defaults",
                 CONFIG_SPIRE="config-spire",
+                **self._controller_env,
             ),
         )
 
+    def stop_tekton_controller(self, sig: int = signal.SIGKILL) -> None:
+        """Stops Tekton's controller (SIGKILL by default: a crash). TaskRuns then stand
+        still; pods run on under kwok."""
+        if self._tekton_controller is not None:
+            self._tekton_controller.stop(sig, timeout=1.0)
+            self._children.remove(self._tekton_controller)
+            self._tekton_controller = None
 
 async def _main() -> None:
     """`python -m devtools.stack [DIR]`: start, print the timings, stop."""

@@ -45,12 +45,14 @@ class TektonSimulator:
                      digest: str = "sha256:" + "ab" * 32) -> JSON:
         pod = f"{name}-pod"
         step = {"name": "build", "container": "step-build"}
-        status: JSON = {"podName": pod, "completionTime": format_time(now())}
+        at = format_time(now())
+        status: JSON = {"podName": pod, "completionTime": at}
         if how == "success":
             status["conditions"] = _condition("True", "Succeeded", "All Steps have completed "
                                               "executing")
             status["results"] = [{"name": "shp-image-digest", "type": "string", "value": digest}]
-            status["steps"] = [{**step, "terminated": {"exitCode": 0, "reason": "Completed"}}]
+            status["steps"] = [{**step, "terminated": {"exitCode": 0, "reason": "Completed",
+                                                       "startedAt": at, "finishedAt": at}}]
         elif how == "timeout":
             status["conditions"] = _condition("False", "TaskRunTimeout",
                                               f"TaskRun {name} failed to finish within its timeout")
@@ -62,7 +64,8 @@ class TektonSimulator:
                                               '"step-build" exited with code 1')
             reason = "OOMKilled" if how == "oom" else "Error"
             status["steps"] = [{**step, "terminated": {"exitCode": 137 if how == "oom" else 1,
-                                                       "reason": reason}}]
+                                                       "reason": reason, "startedAt": at,
+                                                       "finishedAt": at}}]
             if how == "error-result":
                 status["results"] = [
                     {"name": "shp-error-reason", "type": "string", "value": "GitAuthFailed"},

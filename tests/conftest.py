@@ -1,11 +1,17 @@
 """Fixtures shared by every test that needs the real API server.
 
-`cluster` starts one etcd + kube-apiserver per test session (built by
-hack/localcluster/build, RBAC on); `namespace` gives each test its own.
+`stack` starts the whole local stack once per test session (devtools.stack.TektonStack:
+etcd, kube-apiserver with RBAC, kube-controller-manager, kube-scheduler, kwok as the
+kubelet, Tekton's webhook and controller); `cluster` is its LocalCluster (API server,
+admin and restricted users). Only Tekton's CRDs define TaskRuns: the permissive one in
+manifests/testing is never applied here. `fates` picks what kwok does with a BuildRun's
+pod (devtools.fates); `namespace` gives each test its own namespace, with the `default`
+ServiceAccount kube-controller-manager makes (Tekton's pods need it).
 """
 
 from __future__ import annotations
 
+import time
 import uuid
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -14,14 +20,33 @@ import pytest
 from kubernetes_asyncio import client
 
 from controller.runtime.kube import Kube, load_api_client
+from devtools.fates import FateWebhook
 from devtools.localcluster import LocalCluster
-from tests.harness import World
+from devtools.stack import TektonStack
+from tests.harness import World, wait_for
+
+# As OpenShift has it: setting blockOwnerDeletion on an owner reference (our TaskRuns',
+# Tekton's pods') needs update on the owner's finalizers (tests/cluster/test_manifests.py).
+STRICT = ["--enable-admission-plugins=OwnerReferencesPermissionEnforcement"]
 
 
 @pytest.fixture(scope="session")
-async def cluster(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[LocalCluster]:
-    async with LocalCluster(tmp_path_factory.mktemp("cluster")) as c:
-        yield c
+async def stack(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[TektonStack]:
+    t = time.monotonic()
+    async with TektonStack(tmp_path_factory.mktemp("stack"), apiserver_args=STRICT) as s:
+        print(f"\nTektonStack up in {time.monotonic() - t:.2f}s: {s.timings}")
+        yield s
+
+
+@pytest.fixture(scope="session")
+async def cluster(stack: TektonStack) -> LocalCluster:
+    return stack.cluster
+
+
+@pytest.fixture(scope="session")
+async def fates(stack: TektonStack) -> AsyncIterator[FateWebhook]:
+    async with FateWebhook(stack.cluster) as hook:
+        yield hook
 
 
 async def api_client_for(kubeconfig: Path) -> client.ApiClient:
@@ -41,9 +66,16 @@ async def namespace(api: client.ApiClient) -> AsyncIterator[str]:
     name = f"t-{uuid.uuid4().hex[:10]}"
     core = client.CoreV1Api(api)
     await core.create_namespace(client.V1Namespace(metadata=client.V1ObjectMeta(name=name)))
+
+    async def has_default_sa() -> bool:
+        try:
+            await core.read_namespaced_service_account("default", name)
+        except client.ApiException:
+            return False
+        return True
+    await wait_for(has_default_sa, 30, what=f"the default ServiceAccount of {name}")
     yield name
-    # No namespace controller runs here, so deletion only marks it; that is enough
-    # to keep tests apart, since every name below it is unique to the test.
+    # kube-controller-manager's namespace controller empties and removes it.
     await core.delete_namespace(name)
 
 
@@ -56,9 +88,10 @@ async def kube(cluster: LocalCluster) -> AsyncIterator[Kube]:
 
 
 @pytest.fixture
-async def world(kube: Kube, namespace: str) -> World:
-    """A namespace with a BuildStrategy "kaniko" and a Build "app" that uses it."""
-    w = World(kube, namespace)
+async def world(kube: Kube, namespace: str, fates: FateWebhook) -> World:
+    """A namespace with a BuildStrategy "kaniko" and a Build "app" that uses it; its
+    BuildRuns' pods succeed unless `world.fate(...)` says otherwise."""
+    w = World(kube, namespace, fates)
     await w.strategy()
     await w.build()
     return w

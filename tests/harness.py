@@ -1,9 +1,11 @@
 """Helpers for tests that run the controller against the real API server.
 
 The controller runs in-process (same event loop) with its endpoints on free
-loopback ports, watching only the test's namespace. TaskRuns are moved along
-by devtools.tekton.TektonSimulator, the one stand-in allowed here,
-because no Tekton or kubelet runs on the local API server.
+loopback ports, watching only the test's namespace. TaskRuns are run by the real
+Tekton of the session's stack (tests/conftest.py), their pods by kwok, whose fate a
+test picks with `World.fate`. devtools.tekton.TektonSimulator survives only where a
+test needs a TaskRun state Tekton cannot be made to produce on demand; each such use
+says why.
 """
 
 from __future__ import annotations
@@ -20,10 +22,13 @@ from prometheus_client import REGISTRY
 
 from controller.app import App
 from controller.buildrun.resources import BUILDRUNS, BUILDS, BUILDSTRATEGIES, TASKRUNS
-from controller.runtime.kube import JSON, Kube
+from controller.buildrun.status import taskrun_finished
+from controller.buildrun.taskrun import LABEL_BUILDRUN
+from controller.runtime.kube import JSON, PODS, ApiError, Kube
 from controller.runtime.reconcile import Result
 from controller.settings import QueueSettings, RetryBudget, Settings
 from devtools import fixtures
+from devtools.fates import FateWebhook, fate_annotations
 from devtools.localcluster import LocalCluster
 from devtools.polling import wait_until
 
@@ -70,9 +75,16 @@ async def wait_for(
 class World:
     """Creates and reads the objects of one test namespace (admin credentials)."""
 
-    def __init__(self, kube: Kube, namespace: str) -> None:
+    def __init__(self, kube: Kube, namespace: str, fates: FateWebhook | None = None) -> None:
         self.kube = kube
         self.ns = namespace
+        self.fates = fates
+
+    def fate(self, buildrun: str, **fate: str) -> None:
+        """What kwok does with `buildrun`'s pod (devtools.fates.fate_annotations): e.g.
+        `fate="hold"`, `fate="fail", exit_code="3"`, `results=fates.results(...)`."""
+        assert self.fates is not None, "this World has no FateWebhook"
+        self.fates.set(self.ns, buildrun, **fate)
 
     async def strategy(self, name: str = fixtures.STRATEGY,
                        parameters: list[JSON] | None = None) -> JSON:
@@ -112,6 +124,65 @@ class World:
             return (br.get("status") or {}).get("taskRunName")
         result: str = await wait_for(created, timeout, what=f"BuildRun {name}'s TaskRun")
         return result
+
+
+async def taskrun(w: World, buildrun: str) -> JSON:
+    """The TaskRun made for `buildrun` (by its label, so also one the status never
+    recorded); waits up to 30 s for it to exist."""
+    async def made() -> JSON | None:
+        return next((t for t in await w.taskruns()
+                     if (t["metadata"].get("labels") or {}).get(LABEL_BUILDRUN) == buildrun),
+                    None)
+    result: JSON = await wait_for(made, 30, what=f"BuildRun {buildrun}'s TaskRun")
+    return result
+
+
+async def tekton_verdict(w: World, buildrun: str) -> JSON:
+    """The TaskRun's Succeeded condition once Tekton has decided it. Tekton deletes a
+    stopped TaskRun's pod first and writes the status when that reconcile ends, so the
+    pod can be gone a moment before the condition says why."""
+    async def decided() -> bool:
+        return taskrun_finished(await taskrun(w, buildrun))
+    await wait_for(decided, 30, 0.1, what=f"Tekton to decide the TaskRun of {buildrun}")
+    return condition(await taskrun(w, buildrun))
+
+
+async def running_pod(w: World, buildrun: str) -> JSON:
+    async def running() -> JSON | None:
+        pod_name = ((await taskrun(w, buildrun)).get("status") or {}).get("podName")
+        if not pod_name:
+            return None
+        try:
+            pod = await w.kube.get(PODS, w.ns, pod_name)
+        except ApiError:
+            return None
+        return pod if (pod.get("status") or {}).get("phase") == "Running" else None
+    result: JSON = await wait_for(running, 30, what=f"{buildrun}'s pod to run")
+    return result
+
+
+async def release(w: World, buildrun: str, **fate: str) -> JSON:
+    """Ends a `hold` on `buildrun`'s running pod: its annotations become `fate` (default
+    succeed), and kwok moves it on. Returns the pod as it was before."""
+    pod = await running_pod(w, buildrun)
+    await w.kube.patch(PODS, w.ns, pod["metadata"]["name"], {"metadata": {
+        "annotations": fate_annotations(**({"fate": "succeed"} | fate))}})
+    return pod
+
+
+async def gone(w: World, resource: Any, name: str, timeout: float = 30) -> None:
+    async def missing() -> bool:
+        try:
+            await w.kube.get(resource, w.ns, name)
+        except ApiError as exc:
+            return exc.status == 404
+        return False
+    await wait_for(missing, timeout, 0.1, what=f"{resource.plural}/{name} to be deleted")
+
+
+async def pods(w: World) -> list[JSON]:
+    items: list[JSON] = (await w.kube.list(PODS, w.ns))["items"]
+    return items
 
 
 def condition(buildrun: JSON) -> JSON:

@@ -22,6 +22,7 @@ def test_every_call_returns_a_new_object() -> None:
         "apiVersion": fixtures.API, "kind": "BuildStrategy", "metadata": {"name": "kaniko"},
         "spec": {"parameters": [fixtures.dockerfile_parameter()],
                  "steps": [{"name": "build", "image": fixtures.KANIKO,
+                            "command": list(fixtures.KANIKO_COMMAND),
                             "args": list(fixtures.DOCKERFILE_ARGS)}]},
     }
     fixtures.build_spec()["source"]["git"]["url"] = "elsewhere"

@@ -25,17 +25,19 @@ from controller.runtime.reconcile import Result
 from devtools import fixtures
 from devtools.fixtures import API
 from devtools.localcluster import LocalCluster
-from devtools.tekton import TektonSimulator
 from tests.harness import (
     World,
     condition,
     controller_settings,
     metric,
     running_controller,
-    wait_for,
 )
 
 pytestmark = pytest.mark.cluster
+
+# Reconciles a BuildRun whose TaskRun Tekton runs to Succeeded may take: its own writes
+# and each of Tekton's TaskRun writes wake it (9-11 measured in this file).
+TEKTON_RUN = 12
 
 NO_SPEC: JSON = {"__no_spec__": True}  # marker: create the BuildRun without a spec at all
 APP = {"build": {"name": "app"}}
@@ -246,7 +248,6 @@ async def test_hostile_corpus_ends_clearly_without_crash_or_hot_loop(
     cluster: LocalCluster, kube: Kube, world: World
 ) -> None:
     ns = world.ns
-    tekton = TektonSimulator(kube)
     panics_before = metric("controller_runtime_reconcile_panics_total", controller="buildrun")
     terminal_errors_before = metric("controller_runtime_terminal_reconcile_errors_total",
                                     controller="buildrun")
@@ -261,19 +262,6 @@ async def test_hostile_corpus_ends_clearly_without_crash_or_hot_loop(
             if error is not None:
                 rejected[case.name] = error
 
-        async def finish_valid() -> bool:
-            for case in cases:
-                if not case.succeeds or case.name in rejected:
-                    continue
-                br = await world.get(case.name)
-                tr = (br.get("status") or {}).get("taskRunName")
-                if tr is None:
-                    return False
-                if not (br["status"].get("completionTime")):
-                    await tekton.finish(ns, tr, "success")
-            return True
-
-        await wait_for(finish_valid, timeout=60, interval=0.2, what="TaskRuns of valid runs")
         admitted = [c for c in cases if c.name not in rejected]
         done = {c.name: await world.finished(c.name, timeout=60) for c in admitted}
         await asyncio.sleep(2.0)  # room for any hot loop to show in the counts
@@ -319,8 +307,11 @@ async def test_hostile_corpus_ends_clearly_without_crash_or_hot_loop(
     print(f"{len(admitted)} admitted, {len(rejected)} rejected; {reconciles:.0f} reconciles, "
           f"{per_object:.2f} per object, most for one object {max(counting.counts.values())}")
     assert per_object <= 4, f"{per_object:.1f} reconciles per object ({reconciles:.0f})"
-    worst = {k: n for k, n in counting.counts.items() if n > 6}
-    assert worst == {}, f"objects reconciled more than 6 times: {worst}"
+    # A run with a TaskRun is woken by each of Tekton's TaskRun writes too (Pending, pod
+    # made, Running, step states, Succeeded): 9-10 reconciles each, measured here.
+    ran = {f"{ns}/{c.name}" for c in admitted if c.succeeds}
+    worst = {k: n for k, n in counting.counts.items() if n > (TEKTON_RUN if k in ran else 6)}
+    assert worst == {}, f"objects reconciled more than 6 ({TEKTON_RUN} with a TaskRun): {worst}"
 
 
 async def test_spec_updates_on_completed_runs_change_nothing(
@@ -332,8 +323,7 @@ async def test_spec_updates_on_completed_runs_change_nothing(
         counting = Counting(app)
         await world.buildrun("failed", build_ref="ghost")
         await world.buildrun("succeeded")
-        await TektonSimulator(kube).finish(ns, await world.taskrun_of("succeeded"))
-        before = {n: await world.finished(n) for n in ("failed", "succeeded")}
+        before = {n: await world.finished(n, 30) for n in ("failed", "succeeded")}
         for name in before:
             rejected: list[tuple[JSON, str]] = [
                 ({"spec": {"timeout": "1h"}}, "spec.timeout is immutable"),
@@ -358,7 +348,9 @@ async def test_spec_updates_on_completed_runs_change_nothing(
         assert (await world.get(name))["status"] == old["status"], name
     assert metric("controller_runtime_reconcile_panics_total", controller="buildrun") == (
         panics_before), "a reconcile raised unexpectedly"
-    hot = {k: n for k, n in counts_after_updates.items() if n > 8}
+    # "succeeded" ran on Tekton: its TaskRun's writes count too (see TEKTON_RUN).
+    hot = {k: n for k, n in counts_after_updates.items()
+           if n > (TEKTON_RUN + 2 if k.endswith("/succeeded") else 8)}
     assert hot == {}, f"reconciled too often: {hot}"
 
 
@@ -427,4 +419,5 @@ async def test_buildrun_too_large_to_snapshot_fails_without_burning_its_retries(
     for tr in taskruns:
         live = await kube.get(TASKRUNS, world.ns, tr["metadata"]["name"])
         assert live["spec"].get("status") == "TaskRunCancelled", tr["metadata"]["name"]
-    assert counts[f"{world.ns}/big"] <= 4, counts
+    # Plus the reconciles Tekton's writes of the cancelled TaskRun wake.
+    assert counts[f"{world.ns}/big"] <= 8, counts

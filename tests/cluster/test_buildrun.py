@@ -1,7 +1,8 @@
 """The BuildRun state machine against the real API server, row by row.
 
-TaskRuns are moved along by TektonSimulator (no Tekton or kubelet runs on the
-local API server); everything else is the real controller and API server.
+TaskRuns are run by the session's real Tekton and their pods by kwok, whose fate
+each test picks (`world.fate`); TektonSimulator writes only the one TaskRun state
+Tekton never produces (a success after the cancel was asked for).
 """
 
 from __future__ import annotations
@@ -18,14 +19,19 @@ from controller.buildrun.resources import BUILDRUNS, TASKRUNS
 from controller.runtime.errors import RetryableError
 from controller.runtime.events import EventRecorder
 from controller.runtime.kube import EVENTS, JSON, ApiError, Kube
+from devtools.fates import results
 from devtools.localcluster import LocalCluster
+from devtools.stack import TektonStack
 from devtools.tekton import TektonSimulator
 from tests.harness import (
     World,
     condition,
     controller_settings,
     metric,
+    release,
     running_controller,
+    running_pod,
+    tekton_verdict,
     wait_for,
 )
 
@@ -61,7 +67,7 @@ async def events_for(kube: Kube, namespace: str, name: str) -> list[str]:
 async def test_success_creates_one_owned_taskrun_and_reports_the_digest(
     cluster: LocalCluster, kube: Kube, world: World
 ) -> None:
-    tekton = TektonSimulator(kube)
+    world.fate("ok", fate="hold", results=results(**{"shp-image-digest": "sha256:" + "cd" * 32}))
     async with running_controller(controller_settings(cluster, world.ns)):
         created = await world.buildrun("ok")
         tr_name = await world.taskrun_of("ok")
@@ -72,13 +78,11 @@ async def test_success_creates_one_owned_taskrun_and_reports_the_digest(
         assert snapshot["output"]["image"] == "registry.example.com/app:latest"
         assert pending["status"]["startTime"]
 
-        await tekton.start(world.ns, tr_name)
-
         async def running() -> bool:
             return condition(await world.get("ok")).get("reason") == reasons.RUNNING
-        await wait_for(running, what="Running reason")
-        await tekton.finish(world.ns, tr_name, "success", digest="sha256:" + "cd" * 32)
-        done = await world.finished("ok")
+        await wait_for(running, 30, what="Running reason")
+        await release(world, "ok")
+        done = await world.finished("ok", 30)
 
     assert condition(done)["status"] == "True"
     assert condition(done)["reason"] == reasons.SUCCEEDED
@@ -93,20 +97,27 @@ async def test_success_creates_one_owned_taskrun_and_reports_the_digest(
 
 
 async def test_a_start_costs_one_taskrun_create_and_one_status_write(
-    cluster: LocalCluster, world: World
+    stack: TektonStack, world: World
 ) -> None:
     """Build and BuildStrategy come from the informers' caches once they hold them,
     and the start write already says what the next reconcile would (Pending), so
-    that reconcile writes nothing. Counted by the API server itself."""
-    async with running_controller(controller_settings(cluster, world.ns)) as app:
-        key = f"{world.ns}/"
-        await wait_for(lambda: app.buildrun.builds.store.get(key + "app")
-                       and app.buildrun.strategies.store.get(key + "kaniko"), what="cached")
-        before = await apiserver_requests(cluster)
-        await world.buildrun("cached")
-        await world.taskrun_of("cached")
-        await asyncio.sleep(1.0)  # the reconciles the TaskRun's and status's events cause
-        after = await apiserver_requests(cluster)
+    that reconcile writes nothing. Counted by the API server itself, with Tekton's
+    controller stopped: its first TaskRun status (a new message) would rightly cost a
+    second write."""
+    cluster = stack.cluster
+    stack.stop_tekton_controller()
+    try:
+        async with running_controller(controller_settings(cluster, world.ns)) as app:
+            key = f"{world.ns}/"
+            await wait_for(lambda: app.buildrun.builds.store.get(key + "app")
+                           and app.buildrun.strategies.store.get(key + "kaniko"), what="cached")
+            before = await apiserver_requests(cluster)
+            await world.buildrun("cached")
+            await world.taskrun_of("cached")
+            await asyncio.sleep(1.0)  # the reconciles the TaskRun's and status's events cause
+            after = await apiserver_requests(cluster)
+    finally:
+        stack.start_tekton_controller()
     made = {k: after[k] - before.get(k, 0) for k in after if after[k] != before.get(k, 0)}
     assert "GET builds" not in made and "GET buildstrategies" not in made, made
     assert made.get("POST taskruns") == 1 and made.get("PATCH buildruns/status") == 1, made
@@ -125,11 +136,16 @@ async def test_a_start_costs_one_taskrun_create_and_one_status_write(
 async def test_taskrun_failures_map_to_buildrun_reasons(
     cluster: LocalCluster, kube: Kube, world: World, how: Any, reason: str
 ) -> None:
+    fate = {"failure": "fail", "oom": "oom", "evicted": "evict"}.get(how, "hold")
+    world.fate("br", fate=fate)
+    spec = {"timeout": "3s"} if how == "timeout" else {}
     async with running_controller(controller_settings(cluster, world.ns)):
-        await world.buildrun("br")
+        await world.buildrun("br", **spec)
         tr_name = await world.taskrun_of("br")
-        await TektonSimulator(kube).finish(world.ns, tr_name, how)
-        done = await world.finished("br")
+        if how == "cancelled":  # someone else cancels the TaskRun; Tekton stops it
+            await running_pod(world, "br")
+            await kube.patch(TASKRUNS, world.ns, tr_name, {"spec": {"status": "TaskRunCancelled"}})
+        done = await world.finished("br", 30)
     assert condition(done)["status"] == "False"
     assert condition(done)["reason"] == reason
     if how in ("failure", "oom"):
@@ -215,8 +231,7 @@ async def test_cancel_after_completion_changes_nothing(
 ) -> None:
     async with running_controller(controller_settings(cluster, world.ns)):
         await world.buildrun("br")
-        await TektonSimulator(kube).finish(world.ns, await world.taskrun_of("br"), "success")
-        before = await world.finished("br")
+        before = await world.finished("br", 30)
         await kube.patch(BUILDRUNS, world.ns, "br", {"spec": {"state": "BuildRunCanceled"}})
         await asyncio.sleep(1.0)
         after = await world.get("br")
@@ -226,17 +241,19 @@ async def test_cancel_after_completion_changes_nothing(
 async def test_timeout_wins_and_a_late_success_never_flips_it(
     cluster: LocalCluster, kube: Kube, world: World
 ) -> None:
-    """The mission's race: timed out, then the pod runs to completion anyway."""
-    tekton = TektonSimulator(kube)
+    """The mission's race: timed out, then the TaskRun reports success anyway."""
+    world.fate("slow", fate="hold")
     async with running_controller(controller_settings(cluster, world.ns)):
         await world.buildrun("slow", timeout="2s")
         tr_name = await world.taskrun_of("slow")
-        await tekton.start(world.ns, tr_name)
+        await running_pod(world, "slow")
         timed_out = await world.finished("slow", timeout=10)
-        # The controller cancels the TaskRun it no longer wants...
-        await wait_for(lambda: taskrun_cancelled(kube, world.ns, tr_name), what="TaskRun cancel")
-        # ...but the "pod" finishes successfully regardless.
-        await tekton.finish(world.ns, tr_name, "success")
+        # Tekton stops the TaskRun (its own timeout, or our cancel if we noticed first)...
+        assert (await tekton_verdict(world, "slow"))["reason"] in (
+            "TaskRunTimeout", "TaskRunCancelled")
+        # ...but a success lands on it regardless. Simulated: Tekton never reports success
+        # once a cancel is asked, and the TaskRun is Done, so Tekton leaves this write be.
+        await TektonSimulator(kube).finish(world.ns, tr_name, "success")
         await asyncio.sleep(1.0)
         after = await world.get("slow")
     assert condition(timed_out)["reason"] == reasons.BUILD_RUN_TIMEOUT
@@ -314,8 +331,7 @@ async def test_webhook_timeouts_are_retried_then_succeed(
             seen_open.append("completionTime" not in status)
             return status.get("taskRunName")
         await wait_for(failing_then_created, timeout=40, what="TaskRun after retries")
-        await TektonSimulator(kube).finish(world.ns, await world.taskrun_of("flaky"))
-        done = await world.finished("flaky")
+        done = await world.finished("flaky", 30)
     assert hook.verdicts[: k + 1] == ["timeout"] * k + ["allow"]
     assert all(seen_open), "a completionTime appeared while system errors were being retried"
     assert condition(done)["reason"] == reasons.SUCCEEDED
@@ -350,9 +366,9 @@ async def test_giving_up_takes_a_finished_unrecorded_taskruns_outcome(
 ) -> None:
     """Row 4: a try created the TaskRun, then every try failed; the TaskRun built the
     image meanwhile, so the image is reported, not ReconcilerRetriesExhausted."""
-    taskrun = await unrecorded_taskrun(kube, await world.buildrun("br"))
-    await TektonSimulator(kube).finish(world.ns, taskrun["metadata"]["name"], "success",
-                                       digest="sha256:" + "ef" * 32)
+    world.fate("br", results=results(**{"shp-image-digest": "sha256:" + "ef" * 32}))
+    await unrecorded_taskrun(kube, await world.buildrun("br"))
+    await tekton_verdict(world, "br")
     reconciler = BuildRunReconciler(kube, Caches(), EventRecorder(kube, "t", "t"))
     await reconciler.give_up(f"{world.ns}/br", RetryableError("webhook", "failed calling"))
     done = await world.get("br")
@@ -364,6 +380,8 @@ async def test_giving_up_finishes_new_and_running_buildruns_and_stops_their_task
     cluster: LocalCluster, kube: Kube, world: World
 ) -> None:
     """Rows 5 and 10: the last error is the message, and no TaskRun runs on."""
+    world.fate("running", fate="hold")
+    world.fate("new", fate="hold")
     async with running_controller(controller_settings(cluster, world.ns)):
         await world.buildrun("running")
         running = await world.taskrun_of("running")
@@ -390,15 +408,16 @@ async def test_controller_restart_mid_run_creates_no_second_taskrun(
     cluster: LocalCluster, kube: Kube, world: World
 ) -> None:
     settings = controller_settings(cluster, world.ns)
+    world.fate("br", fate="hold")
     async with running_controller(settings):
         await world.buildrun("br")
         tr_name = await world.taskrun_of("br")
     # The controller is gone; the world moves on without it.
-    await TektonSimulator(kube).start(world.ns, tr_name)
+    await running_pod(world, "br")
     async with running_controller(settings):
         await asyncio.sleep(0.5)
-        await TektonSimulator(kube).finish(world.ns, tr_name, "success")
-        done = await world.finished("br")
+        await release(world, "br")
+        done = await world.finished("br", 30)
     assert condition(done)["reason"] == reasons.SUCCEEDED
     assert [t["metadata"]["name"] for t in await world.taskruns()] == [tr_name]
 
@@ -410,8 +429,7 @@ async def test_controller_restart_between_create_and_status_adopts_the_taskrun(
     taskrun = await unrecorded_taskrun(kube, await world.buildrun("br"))
     async with running_controller(controller_settings(cluster, world.ns)):
         tr_name = await world.taskrun_of("br")
-        await TektonSimulator(kube).finish(world.ns, tr_name)
-        done = await world.finished("br")
+        done = await world.finished("br", 30)
     assert tr_name == taskrun["metadata"]["name"]
     assert condition(done)["reason"] == reasons.SUCCEEDED
     assert len(await world.taskruns()) == 1
@@ -421,6 +439,7 @@ async def test_cancel_stops_a_taskrun_an_earlier_try_never_recorded(
     cluster: LocalCluster, kube: Kube, world: World
 ) -> None:
     """An unrecorded TaskRun must not run on (and build an image) for a canceled BuildRun."""
+    world.fate("br", fate="hold")
     taskrun = await unrecorded_taskrun(kube, await world.buildrun("br"))
     await kube.patch(BUILDRUNS, world.ns, "br", {"spec": {"state": "BuildRunCanceled"}})
     async with running_controller(controller_settings(cluster, world.ns)):

@@ -19,7 +19,6 @@ from controller.runtime.kube import LEASES, ApiError, Kube, key_of
 from controller.runtime.reconcile import Result
 from controller.settings import LeaderElectionSettings
 from devtools.localcluster import LocalCluster
-from devtools.tekton import TektonSimulator
 from tests.harness import (
     Interval,
     World,
@@ -124,8 +123,7 @@ async def test_leader_hand_over_never_runs_reconciles_on_two_replicas(
             await wait_for(lambda: bool(b.buildrun.controller.running), timeout=10,
                            what="b to lead")
             await w.buildrun("two")
-            await TektonSimulator(kube).finish(namespace, await w.taskrun_of("two"))
-            done = await w.finished("two")
+            done = await w.finished("two", 30)
     assert condition(done)["reason"] == reasons.SUCCEEDED
     assert {i.who for i in intervals} == {"a", "b"}
     a_end = max(i.end for i in intervals if i.who == "a")
@@ -188,8 +186,7 @@ async def test_metrics_over_http_show_a_scripted_run(
     w, namespace = world, world.ns
     async with running_controller(controller_settings(cluster, namespace)) as app:
         await w.buildrun("ok")
-        await TektonSimulator(kube).finish(namespace, await w.taskrun_of("ok"))
-        await w.finished("ok")
+        await w.finished("ok", 30)
         await w.buildrun("bad", build_ref="missing")
         await w.finished("bad")
         text = await scrape(app)

@@ -1,5 +1,6 @@
 """BuildRun lifecycle beyond the outcome, on the real API server: retention TTL,
-deleted TaskRuns, Build deletion, failure details, lastTransitionTime."""
+deleted TaskRuns, Build deletion, failure details, lastTransitionTime. TaskRuns run
+on the session's real Tekton, their pods on kwok with the fate each test picks."""
 
 from __future__ import annotations
 
@@ -14,9 +15,18 @@ from controller.buildrun.resources import BUILDRUNS, BUILDS, TASKRUNS
 from controller.runtime.events import EventRecorder
 from controller.runtime.kube import ApiError, Kube
 from controller.runtime.timestamps import parse_time
+from devtools.fates import results
 from devtools.localcluster import LocalCluster
-from devtools.tekton import TektonSimulator
-from tests.harness import World, condition, controller_settings, running_controller, wait_for
+from tests.harness import (
+    World,
+    condition,
+    controller_settings,
+    release,
+    running_controller,
+    running_pod,
+    taskrun,
+    wait_for,
+)
 
 pytestmark = pytest.mark.cluster
 
@@ -46,8 +56,7 @@ async def test_ttl_after_succeeded_deletes_on_time(
 ) -> None:
     async with running_controller(controller_settings(cluster, world.ns)):
         await world.buildrun("br", retention={"ttlAfterSucceeded": "3s"})
-        await TektonSimulator(kube).finish(world.ns, await world.taskrun_of("br"))
-        done = await world.finished("br")
+        done = await world.finished("br", 30)
         gone = await deleted_at(world, "br")
     late = gone - (ts(done["status"]["completionTime"]) + 3)
     # completionTime has whole seconds: the true deadline is up to 1 s after it.
@@ -58,10 +67,10 @@ async def test_ttl_survives_a_controller_restart(
     cluster: LocalCluster, kube: Kube, world: World
 ) -> None:
     settings = controller_settings(cluster, world.ns)
+    world.fate("br", fate="fail")
     async with running_controller(settings):
         await world.buildrun("br", retention={"ttlAfterFailed": "4s"})
-        await TektonSimulator(kube).finish(world.ns, await world.taskrun_of("br"), "failure")
-        done = await world.finished("br")
+        done = await world.finished("br", 30)
     await asyncio.sleep(1.0)
     async with running_controller(settings):
         gone = await deleted_at(world, "br")
@@ -73,12 +82,11 @@ async def test_ttl_falls_back_to_the_build_and_keeps_succeeded_runs(
     cluster: LocalCluster, kube: Kube, world: World
 ) -> None:
     await world.build("retained", retention={"ttlAfterFailed": "1s"})
+    world.fate("fails", fate="fail")
     async with running_controller(controller_settings(cluster, world.ns)):
         await world.buildrun("fails", build_ref="retained")
         await world.buildrun("succeeds", build_ref="retained")
-        tekton = TektonSimulator(kube)
-        await tekton.finish(world.ns, await world.taskrun_of("fails"), "failure")
-        await tekton.finish(world.ns, await world.taskrun_of("succeeds"))
+        await world.finished("succeeds", 30)
         await deleted_at(world, "fails")
         await asyncio.sleep(1.5)
         kept = await world.get("succeeds")
@@ -113,14 +121,15 @@ async def test_at_build_deletion_makes_the_build_the_owner(
 async def test_build_deleted_while_running_does_not_fail_the_buildrun(
     cluster: LocalCluster, kube: Kube, world: World
 ) -> None:
+    world.fate("br", fate="hold")
     async with running_controller(controller_settings(cluster, world.ns)):
         await world.buildrun("br")
-        tr_name = await world.taskrun_of("br")
+        await world.taskrun_of("br")
         await kube.delete(BUILDS, world.ns, "app")
-        await TektonSimulator(kube).start(world.ns, tr_name)
+        await running_pod(world, "br")
         await asyncio.sleep(0.5)
-        await TektonSimulator(kube).finish(world.ns, tr_name)
-        done = await world.finished("br")
+        await release(world, "br")
+        done = await world.finished("br", 30)
     assert condition(done)["reason"] == reasons.SUCCEEDED
     assert done["status"]["buildSpec"]["strategy"]["name"] == "kaniko"
 
@@ -131,8 +140,7 @@ async def test_taskrun_deleted_after_completion_changes_nothing(
     async with running_controller(controller_settings(cluster, world.ns)):
         await world.buildrun("br")
         tr_name = await world.taskrun_of("br")
-        await TektonSimulator(kube).finish(world.ns, tr_name)
-        before = await world.finished("br")
+        before = await world.finished("br", 30)
         await kube.delete(TASKRUNS, world.ns, tr_name)
         await asyncio.sleep(1.0)
         after = await world.get("br")
@@ -142,35 +150,36 @@ async def test_taskrun_deleted_after_completion_changes_nothing(
 async def test_failure_details_come_from_the_strategy_results(
     cluster: LocalCluster, kube: Kube, world: World
 ) -> None:
+    world.fate("br", fate="fail", results=results(**{
+        "shp-error-reason": "GitAuthFailed",
+        "shp-error-message": "authentication to the git remote failed"}))
     async with running_controller(controller_settings(cluster, world.ns)):
         await world.buildrun("br")
-        tr_name = await world.taskrun_of("br")
-        await TektonSimulator(kube).finish(world.ns, tr_name, "error-result")
-        done = await world.finished("br")
+        done = await world.finished("br", 30)
     details = done["status"]["failureDetails"]
     assert details["reason"] == "GitAuthFailed"
     assert details["message"] == "authentication to the git remote failed"
-    assert details["location"] == {"pod": f"{tr_name}-pod", "container": "step-build"}
+    pod = (await taskrun(world, "br"))["status"]["podName"]
+    assert details["location"] == {"pod": pod, "container": "step-build"}
 
 
 async def test_last_transition_time_moves_only_when_the_status_changes(
     cluster: LocalCluster, kube: Kube, world: World
 ) -> None:
-    tekton = TektonSimulator(kube)
+    # The pod stays Pending 1.5 s (timestamps have whole seconds), then holds Running.
+    world.fate("br", fate="hold", start_delay="1500ms")
     async with running_controller(controller_settings(cluster, world.ns)):
         await world.buildrun("br")
-        tr_name = await world.taskrun_of("br")
+        await world.taskrun_of("br")
         pending = condition(await world.get("br"))
-        await asyncio.sleep(1.1)  # timestamps have whole seconds
-        await tekton.start(world.ns, tr_name)
 
         async def running() -> dict[str, str] | None:
             c = condition(await world.get("br"))
             return c if c.get("reason") == reasons.RUNNING else None
-        running_cond = await wait_for(running, what="Running")
+        running_cond = await wait_for(running, 30, what="Running")
         await asyncio.sleep(1.1)
-        await tekton.finish(world.ns, tr_name)
-        done = condition(await world.finished("br"))
+        await release(world, "br")
+        done = condition(await world.finished("br", 30))
     assert pending["status"] == running_cond["status"] == "Unknown"
     assert running_cond["lastTransitionTime"] == pending["lastTransitionTime"]
     assert done["lastTransitionTime"] > running_cond["lastTransitionTime"]
