@@ -15,6 +15,7 @@ import signal
 from dataclasses import dataclass
 
 from controller.build import setup as build_setup
+from controller.buildlimit import setup as buildlimit_setup
 from controller.buildrun import setup as buildrun_setup
 from controller.runtime.events import EventRecorder
 from controller.runtime.informers import Informer
@@ -38,6 +39,7 @@ class App:
     kube: Kube
     buildrun: buildrun_setup.BuildRunController
     build: build_setup.BuildController
+    build_limits: Controller
     recorder: EventRecorder
     endpoints: Endpoints
     stopping: asyncio.Event
@@ -61,15 +63,16 @@ class App:
         # The Build controller reads the same Build, BuildStrategy and BuildRun informers.
         build = build_setup.setup(kube, settings, buildrun.builds, buildrun.strategies,
                                   buildrun.buildruns)
-        app = cls(settings, kube, buildrun, build, recorder, Endpoints(lambda: app.synced()),
-                  asyncio.Event())
+        build_limits = buildlimit_setup.setup(kube, settings, recorder, buildrun)
+        app = cls(settings, kube, buildrun, build, build_limits, recorder,
+                  Endpoints(lambda: app.synced()), asyncio.Event())
         return app
 
     def informers(self) -> tuple[Informer, ...]:
         return self.buildrun.informers()
 
     def controllers(self) -> tuple[Controller, ...]:
-        return (self.buildrun.controller, self.build.controller)
+        return (self.buildrun.controller, self.build.controller, self.build_limits)
 
     def synced(self) -> bool:
         return all(i.has_synced() for i in self.informers())

@@ -1,0 +1,58 @@
+"""What the build-limit cleanup controller runs: its queue and reconciler, fed by the
+BuildRun controller's Build and BuildRun informers (no informer of its own).
+
+A Build is queued when it is seen with a limit (so the limits apply at start-up and
+when a limit is lowered) and when one of its BuildRuns is seen finished while it
+has a limit. The queue deduplicates: a burst of finishes of one Build is one
+reconcile.
+"""
+
+from __future__ import annotations
+
+from controller.buildlimit.limits import finished_kind, limits_of
+from controller.buildlimit.reconciler import BuildLimitReconciler
+from controller.buildrun.setup import BuildRunController, build_names
+from controller.runtime.events import EventRecorder
+from controller.runtime.informers import EventType
+from controller.runtime.kube import JSON, Kube, key_of
+from controller.runtime.reconcile import Controller
+from controller.settings import Settings
+from workqueue import RateLimitingQueue, default_controller_rate_limiter
+
+NAME = "build-limit-cleanup"
+# Deletions are a few requests per finish at most; two workers keep one slow Build
+# from holding up the others.
+WORKERS = 2
+
+
+def setup(kube: Kube, settings: Settings, recorder: EventRecorder,
+          buildrun: BuildRunController) -> Controller:
+    q = settings.queue
+    queue: RateLimitingQueue[str] = RateLimitingQueue(
+        default_controller_rate_limiter(
+            base_delay=q.base_delay, max_delay=q.max_delay, qps=q.qps, burst=q.burst,
+            jitter=q.jitter,
+        ),
+        name=NAME,
+        controller=NAME,
+    )
+    builds = buildrun.builds.store
+    reconciler = BuildLimitReconciler(kube, builds, buildrun.buildruns.store, recorder)
+    controller = Controller(NAME, reconciler, queue, workers=WORKERS, budget=settings.budget,
+                            reconcile_timeout=settings.reconcile_timeout)
+
+    def on_build(event: EventType, obj: JSON, _: JSON | None) -> None:
+        if limits_of(obj):
+            controller.enqueue(key_of(obj))
+
+    def on_buildrun(_: EventType, obj: JSON, __: JSON | None) -> None:
+        if finished_kind(obj) is None:
+            return
+        for key in build_names(obj):
+            build = builds.get(key)
+            if build is not None and limits_of(build):
+                controller.enqueue(key)
+
+    buildrun.builds.add_handler(on_build)
+    buildrun.buildruns.add_handler(on_buildrun)
+    return controller
