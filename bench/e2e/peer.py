@@ -42,7 +42,8 @@ from typing import Any
 import yaml
 
 from bench.e2e.common import NS, Controller
-from controller.runtime.kube import JSON, SERVICEACCOUNTS, Kube
+from controller.runtime.errors import is_already_exists
+from controller.runtime.kube import JSON, SERVICEACCOUNTS, ApiError, Kube
 from devtools import shipwright
 from devtools.localcluster import CRD_DIRS, REPO, LocalCluster
 from devtools.polling import wait_until
@@ -87,13 +88,21 @@ def shipwright_crds() -> list[JSON]:
 async def start_cluster(cluster: LocalCluster) -> None:
     """etcd + kube-apiserver with Shipwright's CRDs and the TaskRun CRD, serving."""
     await cluster.start_bare()
-    for crd in [*shipwright_crds(), taskrun_crd()]:
+    await apply_crds(cluster, taskruns=True)
+
+
+async def apply_crds(cluster: LocalCluster, *, taskruns: bool) -> None:
+    """Shipwright's CRDs (over ours where those are applied: the same field manager,
+    so Shipwright's replace them whole), and with `taskruns` our TaskRun CRD at v1 and
+    v1beta1 (not on the real-Tekton stack, where Tekton's serves both); until served."""
+    for crd in [*shipwright_crds(), *([taskrun_crd()] if taskruns else [])]:
         await cluster.apply(crd)
     await cluster.wait_crds_established()
 
     async def serving() -> bool:
         try:
             for path in ("/apis/shipwright.io/v1beta1/buildruns?limit=1",
+                         "/apis/shipwright.io/v1alpha1/buildruns?limit=1",
                          "/apis/tekton.dev/v1beta1/taskruns?limit=1"):
                 await cluster.request("GET", path)
         except RuntimeError:  # 404/429/503 a moment after Established
@@ -104,9 +113,14 @@ async def start_cluster(cluster: LocalCluster) -> None:
         raise TimeoutError("Shipwright's CRDs established but not served after 60 s")
 
 
-async def add_service_account(kube: Kube, namespace: str = NS) -> JSON:
-    return await kube.create(SERVICEACCOUNTS, namespace, {
-        "apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "default"}})
+async def add_service_account(kube: Kube, namespace: str = NS) -> None:
+    """The namespace's `default` ServiceAccount, unless (real stack) it exists already."""
+    try:
+        await kube.create(SERVICEACCOUNTS, namespace, {
+            "apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "default"}})
+    except ApiError as exc:
+        if not is_already_exists(exc):
+            raise
 
 
 def port_free(port: int) -> bool:

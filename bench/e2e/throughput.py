@@ -267,12 +267,15 @@ async def cluster_for(mode: str, workdir: Path,
         cluster.stop()
 
 
-async def warm_up(kube: Kube, observer: Observer, deadline: float) -> float:
-    """One BuildRun ("warmup") through the whole cycle; seconds it took."""
+async def warm_up(kube: Kube, observer: Observer, deadline: float, *,
+                  simulate: bool = True) -> float:
+    """One BuildRun ("warmup") through the whole cycle, its TaskRun finished by
+    TektonSimulator (`simulate`) or by real Tekton; seconds it took."""
     t = time.monotonic()
     await kube.create(BUILDRUNS, NS, fixtures.buildrun(WARMUP))
     await observer.wait("taskrun", [WARMUP], deadline)
-    await TektonSimulator(kube).finish(NS, observer.taskrun_name[WARMUP])
+    if simulate:
+        await TektonSimulator(kube).finish(NS, observer.taskrun_name[WARMUP])
     await observer.wait("done", [WARMUP], deadline)
     return time.monotonic() - t
 
