@@ -345,6 +345,9 @@ class Observer:
     (and which), and first showed status.completionTime.
     """
 
+    # The resource watched (a subclass may watch another, overriding `_see`).
+    group_version, plural = "shipwright.io/v1beta1", "buildruns"
+
     def __init__(self, cluster: LocalCluster, namespace: str = NS) -> None:
         self.cluster = cluster
         self.namespace = namespace
@@ -376,8 +379,8 @@ class Observer:
 
     async def _run(self, deadline: float) -> None:
         headers = {"Authorization": f"Bearer {self.cluster.admin.token}"}
-        base = (f"{self.cluster.url}/apis/shipwright.io/v1beta1/namespaces/{self.namespace}"
-                "/buildruns")
+        base = (f"{self.cluster.url}/apis/{self.group_version}/namespaces/{self.namespace}"
+                f"/{self.plural}")
         ssl_ctx = self.cluster.ssl_context()
         async with aiohttp.ClientSession(headers=headers) as session:
             for _ in range(100):  # custom resource storage may answer 404/429 a moment
