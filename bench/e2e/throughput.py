@@ -253,12 +253,13 @@ def summary(latencies: list[float]) -> dict[str, float]:
 
 
 @contextlib.asynccontextmanager
-async def cluster_for(mode: str, workdir: Path,
-                      apiserver_args: list[str]) -> AsyncIterator[LocalCluster]:
-    """A fresh etcd + kube-apiserver: our CRDs, or for `peer` Shipwright's (bench.e2e.peer)."""
+async def cluster_for(mode: str, workdir: Path, apiserver_args: list[str],
+                      crds: str = "own") -> AsyncIterator[LocalCluster]:
+    """A fresh etcd + kube-apiserver: our CRDs, or for `peer` (or with crds
+    "shipwright", for every mode) Shipwright's (bench.e2e.peer)."""
     cluster = LocalCluster(workdir / "cluster", apiserver_args=apiserver_args)
     try:
-        if mode == "peer":
+        if mode == "peer" or crds == "shipwright":
             await peer.start_cluster(cluster)
         else:
             await cluster.start()
@@ -300,7 +301,8 @@ async def one_run(mode: str, n: int, workers: int, args: argparse.Namespace,
     if mode == "peer":
         out["peer"] = peer.describe()
     extra_args = ["--profiling=true"] if args.apiserver_pprof else []
-    async with cluster_for(mode, workdir, extra_args) as cluster:
+    out["crds"] = "shipwright" if mode == "peer" else args.crds
+    async with cluster_for(mode, workdir, extra_args, args.crds) as cluster:
         kube = await load_kube(cluster)
         ctl: Controller | None = None
         observer = Observer(cluster)
@@ -562,6 +564,10 @@ def main() -> None:
     p.add_argument("--repeat", type=int, default=1,
                    help="run the whole list this many times, the modes alternating per N")
     p.add_argument("--concurrency", type=int, default=32, help="requests in flight")
+    p.add_argument("--crds", choices=["own", "shipwright"], default="own",
+                   help="own: each mode on the CRDs it ships with (peer on Shipwright's, "
+                   "the others on ours); shipwright: every mode on Shipwright's, so the "
+                   "API server's validation work is the same for both controllers")
     p.add_argument("--client", choices=["raw", "k8s"], default="raw")
     p.add_argument("--no-finish", action="store_true", help="skip the finish phase")
     p.add_argument("--py-spy", action="store_true",
