@@ -3,7 +3,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: test lint typecheck unit dev apiserver stack shipwright oracle shp promtool image clean
+.PHONY: test lint typecheck unit dev apiserver stack shipwright oracle shp promtool image peer clean
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || python3 -m venv $(VENV)
@@ -50,6 +50,15 @@ promtool: $(STAMP)
 # lets `make test` go on: tests/cluster/test_image.py then skips, saying why.
 image:
 	hack/image/build >/dev/null || [ $$? -eq 3 ]
+
+# Bench-only, not part of `make test`: builds Shipwright v0.20.13's own controller
+# (hack/peer/build; about 8 minutes the first time on 2 busy cores) and runs the peer
+# benchmark, ours and Shipwright's alternating (bench/e2e/throughput.py --mode peer).
+# PEER_ARGS overrides its N and repeats.
+PEER_ARGS ?= --n 10000 --repeat 2
+peer: $(STAMP) apiserver shipwright
+	hack/peer/build >/dev/null
+	$(PY) -m bench.e2e.throughput --mode controller peer $(PEER_ARGS)
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .

@@ -3,6 +3,10 @@
     .venv/bin/python -m bench.e2e.throughput --n 1000 5000 10000 --workers 16
     .venv/bin/python -m bench.e2e.throughput --mode bare mirror --n 1000 5000 10000
     .venv/bin/python -m bench.e2e.throughput --n 1000 --workers 1 4 16     # concurrency
+    .venv/bin/python -m bench.e2e.throughput --mode controller peer --repeat 2 --n 10000
+
+(`make peer` builds Shipwright's controller first; the last command is what
+BENCHMARKS.md's "Peer" section runs.)
 
 Each run gets a fresh etcd + kube-apiserver (LocalCluster, loopback), a namespace
 with one BuildStrategy and one Build, and the benchmark's own watch on BuildRuns
@@ -29,6 +33,21 @@ mirror      Like bare, but every request the controller makes for a BuildRun, in
             Event. (Build and BuildStrategy come from its caches.) Tells a gap between
             bare and the controller made by request count from one made by
             controller code.
+peer        Shipwright's own controller (v0.20.13, bench.e2e.peer) in place of ours, on
+            a cluster with Shipwright's CRDs (conversion None) and the TaskRun CRD
+            served at v1 and v1beta1; BUILDRUN_MAX_CONCURRENT_RECONCILES = W
+            (--peer-workers, default --workers). The same phases, timed the same way
+            (it writes status.taskRunName too, and completionTime when the TaskRun
+            finished). It records no Events.
+
+controller and peer runs first take one warm-up BuildRun through the whole cycle
+(created, TaskRun, finished, completionTime), untimed: Shipwright's controller
+starts some informers (ServiceAccounts, Pods) only at its first reconcile that needs
+them, and has no readiness probe; ours is ready at /readyz and gets the same warm-up.
+Figures per phase: BuildRuns/s, p50/p99 latency, controller and API-server CPU ms per
+BuildRun, requests per BuildRun by verb and resource (apiserver_request_total), the
+controller's peak RSS (VmHWM) at the end of the phase. --repeat K runs the whole list
+K times, the modes alternating for each N (back to back, one fresh cluster per run).
 
 --client raw (default) sends bare/mirror requests with controller.runtime.kube.Kube (the
 kubernetes_asyncio session with orjson, as the controller does); --client k8s with
@@ -42,17 +61,19 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import signal
 import sys
 import tempfile
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
 import aiohttp
 from kubernetes_asyncio import client as k8s
 
+from bench.e2e import peer
 from bench.e2e.common import (
     NS,
     RESULTS,
@@ -81,6 +102,7 @@ from devtools.localcluster import LocalCluster
 from devtools.tekton import TektonSimulator
 
 MERGE = "application/merge-patch+json"
+WARMUP = "warmup"  # the warm-up BuildRun's name (the measured ones are br-NNNNNN)
 
 
 def now_text() -> str:
@@ -230,33 +252,79 @@ def summary(latencies: list[float]) -> dict[str, float]:
             "p99": round(percentile(latencies, 99), 3), "max": round(max(latencies), 3)}
 
 
+@contextlib.asynccontextmanager
+async def cluster_for(mode: str, workdir: Path, apiserver_args: list[str],
+                      crds: str = "own") -> AsyncIterator[LocalCluster]:
+    """A fresh etcd + kube-apiserver: our CRDs, or for `peer` (or with crds
+    "shipwright", for every mode) Shipwright's (bench.e2e.peer)."""
+    cluster = LocalCluster(workdir / "cluster", apiserver_args=apiserver_args)
+    try:
+        if mode == "peer" or crds == "shipwright":
+            await peer.start_cluster(cluster)
+        else:
+            await cluster.start()
+        yield cluster
+    finally:
+        cluster.stop()
+
+
+async def warm_up(kube: Kube, observer: Observer, deadline: float, *,
+                  simulate: bool = True) -> float:
+    """One BuildRun ("warmup") through the whole cycle, its TaskRun finished by
+    TektonSimulator (`simulate`) or by real Tekton; seconds it took."""
+    t = time.monotonic()
+    await kube.create(BUILDRUNS, NS, fixtures.buildrun(WARMUP))
+    await observer.wait("taskrun", [WARMUP], deadline)
+    if simulate:
+        await TektonSimulator(kube).finish(NS, observer.taskrun_name[WARMUP])
+    await observer.wait("done", [WARMUP], deadline)
+    return time.monotonic() - t
+
+
+def per_buildrun_ms(cpu: dict[str, float], n: int) -> dict[str, float]:
+    """CPU ms per BuildRun of each process measured (not wall, not cores busy)."""
+    return {k: round(1000 * v / n, 3) for k, v in cpu.items()
+            if k not in ("wall", "cores_busy")}
+
+
 async def one_run(mode: str, n: int, workers: int, args: argparse.Namespace,
                   workdir: Path) -> dict[str, Any]:
-    deadline = time.monotonic() + args.timeout
     out: dict[str, Any] = {"mode": mode, "n": n, "concurrency": args.concurrency,
-                           "quiet_before": await wait_quiet(),
+                           "quiet_before": await wait_quiet(max_wait=args.quiet_wait),
                            "load_before": machine()["loadavg"]}
-    if mode == "controller":
+    deadline = time.monotonic() + args.timeout  # after the wait for a quiet machine
+    driven = mode in ("controller", "peer")
+    if driven:
         out["workers"] = workers
     else:
         out["client"] = args.client
+    if mode == "peer":
+        out["peer"] = peer.describe()
     extra_args = ["--profiling=true"] if args.apiserver_pprof else []
-    async with LocalCluster(workdir / "cluster", apiserver_args=extra_args) as cluster:
+    out["crds"] = "shipwright" if mode == "peer" else args.crds
+    async with cluster_for(mode, workdir, extra_args, args.crds) as cluster:
         kube = await load_kube(cluster)
         ctl: Controller | None = None
         observer = Observer(cluster)
         try:
             await fixtures.setup_namespace(kube, NS)
+            await peer.add_service_account(kube)  # Shipwright needs one; ours ignores it
             pids = server_pids(cluster)
             if mode == "controller":
                 ctl = Controller(cluster.kubeconfig, workdir / "controller.log", workers=workers,
                                  extra=args.controller_args, cwd=args.controller_cwd)
+            elif mode == "peer":
+                ctl = peer.ShipwrightController(cluster.kubeconfig, workdir / "peer.log",
+                                                workers=workers, workdir=workdir)
+            await observer.start(deadline)
+            if ctl is not None:
                 await ctl.start()
                 live, ready = await ctl.wait_ready(120)
-                out["startup"] = {"healthz": round(live, 3), "readyz": round(ready, 3)}
+                out["startup"] = ({"healthz": round(live, 3), "readyz": round(ready, 3)}
+                                  if mode == "controller" else {"metrics": round(live, 3)})
+                out["startup"]["warm_up"] = round(await warm_up(kube, observer, deadline), 3)
                 pids["controller"] = ctl.pid
                 rec0 = await ctl.reconciles()
-            await observer.start(deadline)
             names = [f"br-{i:06d}" for i in range(n)]
             meter = CpuMeter(pids)
             client = Client(kube, args.client)
@@ -275,10 +343,10 @@ async def one_run(mode: str, n: int, workers: int, args: argparse.Namespace,
                     "status": started_status(trn, f"TaskRun {trn} has not started yet")})
                 uids[name] = br
 
-            work: Callable[[str], Awaitable[None]] = create if mode == "controller" else bare
+            work: Callable[[str], Awaitable[None]] = create if driven else bare
             log(f"{mode} n={n} workers={workers if ctl else '-'}: start phase")
             spy = await start_py_spy(ctl.pid, f"start-n{n}-w{workers}") if (
-                ctl and args.py_spy) else None
+                mode == "controller" and ctl and args.py_spy) else None
             req0 = await apiserver_requests(cluster)
             pprof = asyncio.create_task(apiserver_pprof(
                 cluster, args.apiserver_pprof, f"{mode}-n{n}")) if args.apiserver_pprof else None
@@ -301,10 +369,10 @@ async def one_run(mode: str, n: int, workers: int, args: argparse.Namespace,
                 "creates_seconds": round(created.seconds, 3),
                 "transient_retries": created.retries,
                 "cpu": start_cpu,
+                "cpu_ms_per_buildrun": per_buildrun_ms(start_cpu, n),
                 "requests_per_buildrun": per_object(req0, req1, n),
             }
-            if mode == "controller":
-                assert ctl is not None
+            if ctl is not None:
                 lat = [observer.taskrun_at[x] - created.done_at[x] for x in names]
                 start["latency"] = summary(lat)
                 rec1 = await ctl.reconciles()
@@ -340,10 +408,9 @@ async def one_run(mode: str, n: int, workers: int, args: argparse.Namespace,
                     if mode == "mirror":
                         await client.event(event_body(br, "Succeeded", "All Steps have completed"))
 
-                fwork: Callable[[str], Awaitable[None]] = (
-                    finish if mode == "controller" else finish_bare)
+                fwork: Callable[[str], Awaitable[None]] = finish if driven else finish_bare
                 rec1 = await ctl.reconciles() if ctl else {}
-                dropped0 = await ctl.events_dropped() if ctl else 0
+                dropped0 = await ctl.events_dropped() if mode == "controller" and ctl else 0
                 log("  finish phase")
                 req1 = await apiserver_requests(cluster)
                 meter.start()
@@ -352,12 +419,14 @@ async def one_run(mode: str, n: int, workers: int, args: argparse.Namespace,
                                          deadline=deadline)
                 await observer.wait("done", names, deadline)
                 last = max(observer.done_at[x] for x in names)
+                fin_cpu = meter.stop()
                 fin: dict[str, Any] = {
                     "seconds": round(last - t1, 3),
                     "throughput": round(n / (last - t1), 1),
                     "finishes_seconds": round(finished.seconds, 3),
                     "transient_retries": finished.retries,
-                    "cpu": meter.stop(),
+                    "cpu": fin_cpu,
+                    "cpu_ms_per_buildrun": per_buildrun_ms(fin_cpu, n),
                 }
                 fin["requests_per_buildrun"] = per_object(
                     req1, await apiserver_requests(cluster), n)
@@ -370,6 +439,7 @@ async def one_run(mode: str, n: int, workers: int, args: argparse.Namespace,
                         1000 * fin["cpu"]["controller"] / max(fin["reconciles"], 1), 3)
                     fin["reconcile_results"] = rec2
                     fin["usage"] = vars(ctl.usage())
+                if mode == "controller" and ctl is not None:
                     fin["events"] = await drain_events(ctl, cluster, req1, dropped0, n)
                 out["finish"] = fin
                 log(f"  finish: {fin}")
@@ -417,7 +487,7 @@ def table(runs: list[dict[str, Any]]) -> str:
         events = (f"{ev['posted_in_phase']:,} (+{ev['posted_after']:,}) / {ev['dropped']:,}"
                   if ev else "-")
         rows.append(
-            f"| {r['mode']}{'' if r['mode'] == 'controller' else ' (' + r['client'] + ')'}"
+            f"| {r['mode']}{' (' + r['client'] + ')' if 'client' in r else ''}"
             " "
             f"| {r['n']:,} | {r.get('workers', '-')} "
             f"| {s['seconds']:.1f} | {s['throughput']:,.0f} | {lat.get('p50', '-')} "
@@ -429,19 +499,52 @@ def table(runs: list[dict[str, Any]]) -> str:
     return "\n".join(rows)
 
 
+def requests_text(requests: dict[str, float]) -> str:
+    """"POST taskruns 1, PATCH buildruns/status 1, ...", largest first."""
+    return ", ".join(f"{k} {v:g}" for k, v in sorted(requests.items(), key=lambda kv: -kv[1]))
+
+
+def phase_table(runs: list[dict[str, Any]]) -> str:
+    """The figures per phase, one row per run and phase (issue 17's list)."""
+    rows = ["| mode | N | workers | phase | BuildRuns/s | p50 s | p99 s | ctl CPU ms/BuildRun | "
+            "apiserver CPU ms/BuildRun | etcd CPU ms/BuildRun | requests per BuildRun | "
+            "ctl peak RSS MiB | load 1m before |",
+            "|---|---:|---:|---|---:|---:|---:|---:|---:|---:|---|---:|---:|"]
+    for r in runs:
+        for phase in ("start", "finish"):
+            ph = r.get(phase)
+            if not ph:
+                continue
+            lat, ms = ph.get("latency", {}), ph["cpu_ms_per_buildrun"]
+            hwm = ph.get("usage", {}).get("hwm_kib")
+            rows.append(
+                f"| {r['mode']}{' (' + r['client'] + ')' if 'client' in r else ''} "
+                f"| {r['n']:,} | {r.get('workers', '-')} | {phase} | {ph['throughput']:,.0f} "
+                f"| {lat.get('p50', '-')} | {lat.get('p99', '-')} "
+                f"| {ms.get('controller', '-')} | {ms.get('apiserver')} | {ms.get('etcd')} "
+                f"| {requests_text(ph['requests_per_buildrun'])} "
+                f"| {'-' if hwm is None else round(hwm / 1024, 1)} | {r['load_before'][0]} |")
+    return "\n".join(rows)
+
+
 async def main_async(args: argparse.Namespace) -> None:
     info = machine()
     runs = []
-    for mode in args.mode:
+    for _ in range(args.repeat):
         for n in args.n:
-            for workers in (args.workers if mode == "controller" else [0]):
-                with tempfile.TemporaryDirectory(prefix="e2e-tput-") as tmp:
-                    runs.append(await one_run(mode, n, workers, args, Path(tmp)))
-                print(table(runs[-1:]).splitlines()[-1], flush=True)
+            for mode in args.mode:
+                workers_list = {"controller": args.workers,
+                                "peer": args.peer_workers or args.workers}.get(mode, [0])
+                for workers in workers_list:
+                    with tempfile.TemporaryDirectory(prefix="e2e-tput-") as tmp:
+                        runs.append(await one_run(mode, n, workers, args, Path(tmp)))
+                    print(table(runs[-1:]).splitlines()[-1], flush=True)
     print()
     print(f"machine: {info}")
     print(f"command: {command_line()}")
     print(table(runs))
+    print()
+    print(phase_table(runs))
     path = write_results("throughput", {"machine": info, "command": command_line(),
                                         "runs": runs, "end_load": machine()["loadavg"]})
     print(f"raw: {path}")
@@ -451,17 +554,29 @@ def main() -> None:
     p = argparse.ArgumentParser(description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--mode", nargs="+", default=["controller"],
-                   choices=["controller", "bare", "mirror"])
+                   choices=["controller", "bare", "mirror", "peer"])
     p.add_argument("--n", type=int, nargs="+", default=[1000])
     p.add_argument("--workers", type=int, nargs="+", default=[16],
                    help="--max-concurrent-reconciles for the controller")
+    p.add_argument("--peer-workers", type=int, nargs="+",
+                   help="BUILDRUN_MAX_CONCURRENT_RECONCILES for Shipwright's controller "
+                   "(--mode peer); default: --workers")
+    p.add_argument("--repeat", type=int, default=1,
+                   help="run the whole list this many times, the modes alternating per N")
     p.add_argument("--concurrency", type=int, default=32, help="requests in flight")
+    p.add_argument("--crds", choices=["own", "shipwright"], default="own",
+                   help="own: each mode on the CRDs it ships with (peer on Shipwright's, "
+                   "the others on ours); shipwright: every mode on Shipwright's, so the "
+                   "API server's validation work is the same for both controllers")
     p.add_argument("--client", choices=["raw", "k8s"], default="raw")
     p.add_argument("--no-finish", action="store_true", help="skip the finish phase")
     p.add_argument("--py-spy", action="store_true",
                    help="py-spy record the controller during the start phase (collapsed "
                    "stacks to bench/results/)")
     p.add_argument("--timeout", type=float, default=1200, help="bound on each run, seconds")
+    p.add_argument("--quiet-wait", type=float, default=300, metavar="SECONDS",
+                   help="wait at most this long before each run for a quiet machine (0: "
+                   "measure 2 s and go on; for smoke runs on a busy machine)")
     p.add_argument("--apiserver-pprof", type=int, default=0, metavar="SECONDS",
                    help="CPU-profile kube-apiserver for this long from the start of the start "
                    "phase (--profiling=true; Go pprof file to bench/results/)")
