@@ -184,6 +184,8 @@ class LocalCluster:
             "--service-cluster-ip-range=10.0.0.0/24",
             "--endpoint-reconciler-type=none",
             "--profiling=false",
+            # As kubeadm sets it: Shipwright's buildah samples run privileged steps.
+            "--allow-privileged=true",
             "-v=1",
             *extra,
         ]
