@@ -18,8 +18,11 @@ from typing import Any
 import pytest
 
 from controller.buildrun import reasons
+from controller.buildrun.reconciler import BuildRunReconciler, Caches
 from controller.buildrun.resources import BUILDRUNS, BUILDS, BUILDSTRATEGIES, TASKRUNS
-from controller.runtime.kube import JSON, PODS, Kube, Resource
+from controller.buildrun.status import taskrun_finished
+from controller.runtime.events import EventRecorder
+from controller.runtime.kube import JSON, PODS, ApiError, Kube, Resource
 from controller.settings import RetryBudget
 from devtools import fixtures
 from devtools.fates import PREFIX, results
@@ -360,3 +363,23 @@ async def test_our_taskruns_of_every_shipwright_sample_are_admitted_by_tekton(
     with pytest.raises(RuntimeError, match="non-existent variable"):
         await stack.cluster.request(
             "POST", f"/apis/tekton.dev/v1/namespaces/{NAMESPACE}/taskruns?dryRun=All", broken)
+
+
+async def test_cancelling_a_taskrun_tekton_finished_meanwhile_is_not_an_error(
+    stack: TektonStack, kube: Kube, world: World
+) -> None:
+    """Tekton finishes a TaskRun between our read and our cancel: its webhook refuses the
+    cancel (400, no update to a finished TaskRun), and there is nothing left to cancel."""
+    async with controller(stack, world):
+        await world.buildrun("raced")
+        done = await world.finished("raced", 60)
+    assert condition(done)["reason"] == reasons.SUCCEEDED
+    stale = await taskrun(world, "raced")
+    stale.pop("status")  # what a reconcile read before Tekton's verdict
+    with pytest.raises(ApiError) as refused:  # Tekton's webhook, as the reconciler meets it
+        await kube.patch(TASKRUNS, world.ns, stale["metadata"]["name"],
+                         {"spec": {"status": "TaskRunCancelled"}})
+    assert refused.value.status == 400, refused.value
+    reconciler = BuildRunReconciler(kube, Caches(), EventRecorder(kube, "t", "t"))
+    await reconciler._cancel_taskrun(stale)  # returns: nothing to cancel
+    assert taskrun_finished(await taskrun(world, "raced"))
