@@ -101,7 +101,8 @@ USER_ERRORS: dict[str, tuple[JSON, str]] = {
     "undefined-param": ({"build": {"name": fixtures.BUILD},
                          "paramValues": [{"name": "colour", "value": "red"}]},
                         reasons.UNDEFINED_PARAMETER),
-    "bad-timeout": ({"build": {"name": fixtures.BUILD}, "timeout": "soon"},
+    # The API server admits it (format: duration); Go's time.ParseDuration does not.
+    "bad-timeout": ({"build": {"name": fixtures.BUILD}, "timeout": "1 day"},
                     reasons.INVALID_TIMEOUT),
 }
 DOOMED = "doomed"

@@ -667,10 +667,15 @@ async def _exercise(admin: Kube, fates: FateWebhook, metrics_url: str) -> None:
     await wait_for(lambda: _taskrun_cancelled(admin, taskrun), 30, what="TaskRun cancelled")
 
     # `.generate`: a ServiceAccount created with the push secret, deleted once done; the
-    # namespace's `default` (made here: no kube-controller-manager) gets the secret
-    # patched in (serviceaccounts create, patch, delete).
-    await admin.create(SERVICEACCOUNTS, "apps", {
-        "apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "default"}})
+    # namespace's `default` (kube-controller-manager's) gets the secret patched in
+    # (serviceaccounts create, patch, delete).
+    async def has_default() -> bool:
+        try:
+            await admin.get(SERVICEACCOUNTS, "apps", "default")
+        except ApiError:
+            return False
+        return True
+    await wait_for(has_default, 30, what="the default ServiceAccount of apps")
     push = {"image": "registry.example.com/app:latest", "pushSecret": "creds"}
     await w.buildrun("gen", serviceAccount=".generate", output=push)
     taskrun = await w.taskrun_of("gen", timeout=30)
