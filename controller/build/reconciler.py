@@ -33,7 +33,7 @@ from controller.buildrun.resources import (
     CLUSTERBUILDSTRATEGIES,
 )
 from controller.runtime.errors import RetryableError, is_not_found
-from controller.runtime.kube import JSON, SECRETS, ApiError, Kube, Resource
+from controller.runtime.kube import JSON, SECRETS, ApiError, Kube
 from controller.runtime.reconcile import DONE, Result
 from controller.runtime.store import Store
 
@@ -84,15 +84,15 @@ class BuildReconciler:
     async def _look_up(self, build: JSON) -> Lookups:
         namespace = build["metadata"]["namespace"]
         missing = frozenset([name for name in secret_refs(build)
-                             if await self._get_or_none(SECRETS, namespace, name) is None])
+                             if await self.kube.get_or_none(SECRETS, namespace, name) is None])
         ref = strategy_ref(build)
         strategy = None
         if ref.known and ref.name:
             if ref.kind == CLUSTER_STRATEGY:
-                strategy = await self._get_or_none(CLUSTERBUILDSTRATEGIES, None, ref.name)
+                strategy = await self.kube.get_or_none(CLUSTERBUILDSTRATEGIES, None, ref.name)
             else:
                 strategy = self.strategies.get(f"{namespace}/{ref.name}") or (
-                    await self._get_or_none(BUILDSTRATEGIES, namespace, ref.name))
+                    await self.kube.get_or_none(BUILDSTRATEGIES, namespace, ref.name))
         url, repository_error = repository_probe(build)
         if url is not None:
             repository_error = await self._probe(url)
@@ -135,15 +135,6 @@ class BuildReconciler:
             except ApiError as exc:
                 if not is_not_found(exc):
                     raise
-
-    async def _get_or_none(self, resource: Resource, namespace: str | None,
-                           name: str) -> JSON | None:
-        try:
-            return await self.kube.get(resource, namespace, name)
-        except ApiError as exc:
-            if is_not_found(exc):
-                return None
-            raise
 
     async def _write_status(self, build: JSON, verdict: Verdict) -> JSON | None:
         """The one Build status writer. Writes only a change; carries the resourceVersion

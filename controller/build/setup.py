@@ -15,9 +15,8 @@ from dataclasses import dataclass
 from controller.build.reconciler import BuildReconciler
 from controller.runtime.informers import EventType, Informer
 from controller.runtime.kube import JSON, Kube, key_of
-from controller.runtime.reconcile import Controller
+from controller.runtime.reconcile import Controller, controller_queue
 from controller.settings import Settings
-from workqueue import RateLimitingQueue, default_controller_rate_limiter
 
 NAME = "build"
 
@@ -44,15 +43,7 @@ def setup(kube: Kube, settings: Settings, builds: Informer, strategies: Informer
     """`builds`, `strategies` and `buildruns` (indexed by "build") are the process's
     shared informers (the BuildRun controller's): one watch per kind, whatever number
     of controllers reads it."""
-    q = settings.queue
-    queue: RateLimitingQueue[str] = RateLimitingQueue(
-        default_controller_rate_limiter(
-            base_delay=q.base_delay, max_delay=q.max_delay, qps=q.qps, burst=q.burst,
-            jitter=q.jitter,
-        ),
-        name=NAME,
-        controller=NAME,
-    )
+    queue = controller_queue(NAME, settings.queue)
     controller = Controller(
         NAME, BuildReconciler(kube, builds.store, strategies.store, buildruns.store), queue,
         workers=settings.workers,

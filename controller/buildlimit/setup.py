@@ -15,9 +15,8 @@ from controller.buildrun.setup import BuildRunController, build_names
 from controller.runtime.events import EventRecorder
 from controller.runtime.informers import EventType
 from controller.runtime.kube import JSON, Kube, key_of
-from controller.runtime.reconcile import Controller
+from controller.runtime.reconcile import Controller, controller_queue
 from controller.settings import Settings
-from workqueue import RateLimitingQueue, default_controller_rate_limiter
 
 NAME = "build-limit-cleanup"
 # Deletions are a few requests per finish at most; two workers keep one slow Build
@@ -27,15 +26,7 @@ WORKERS = 2
 
 def setup(kube: Kube, settings: Settings, recorder: EventRecorder,
           buildrun: BuildRunController) -> Controller:
-    q = settings.queue
-    queue: RateLimitingQueue[str] = RateLimitingQueue(
-        default_controller_rate_limiter(
-            base_delay=q.base_delay, max_delay=q.max_delay, qps=q.qps, burst=q.burst,
-            jitter=q.jitter,
-        ),
-        name=NAME,
-        controller=NAME,
-    )
+    queue = controller_queue(NAME, settings.queue)
     builds = buildrun.builds.store
     reconciler = BuildLimitReconciler(kube, builds, buildrun.buildruns.store, recorder)
     controller = Controller(NAME, reconciler, queue, workers=WORKERS, budget=settings.budget,

@@ -222,7 +222,7 @@ class BuildRunReconciler:
         at cancelling or deleting would only fail the way the spent budget did.
         """
         namespace, name = split_key(key)
-        buildrun = await self._get_or_none(BUILDRUNS, namespace, name)
+        buildrun = await self.kube.get_or_none(BUILDRUNS, namespace, name)
         if buildrun is None:
             return
         phase = phase_of(buildrun)
@@ -293,7 +293,7 @@ class BuildRunReconciler:
         cached = store.get(f"{namespace}/{name}" if resource.namespaced else name)
         if cached is not None:
             return cached
-        return await self._get_or_none(resource, namespace, name)
+        return await self.kube.get_or_none(resource, namespace, name)
 
     async def _observe_taskrun(self, buildrun: JSON) -> tuple[JSON | None, Outcome | None]:
         """The BuildRun's TaskRun, if it exists, and its outcome, if it finished."""
@@ -306,16 +306,8 @@ class BuildRunReconciler:
         cond = succeeded_condition(taskrun.get("status")) or {}
         if cond.get("status") == "False" and pod_name:
             # Only a failed TaskRun's pod can tell eviction apart from a plain failure.
-            pod = await self._get_or_none(PODS, taskrun["metadata"]["namespace"], pod_name)
+            pod = await self.kube.get_or_none(PODS, taskrun["metadata"]["namespace"], pod_name)
         return taskrun, outcome_from_taskrun(taskrun, pod)
-
-    async def _get_or_none(self, resource: Resource, namespace: str, name: str) -> JSON | None:
-        try:
-            return await self.kube.get(resource, namespace, name)
-        except ApiError as exc:
-            if is_not_found(exc):
-                return None
-            raise
 
     def _remaining(self, buildrun: JSON) -> float | None:
         """Seconds until the timeout deadline (0.0 once passed), None without a timeout."""
@@ -341,7 +333,7 @@ class BuildRunReconciler:
         existing = self._cached_taskrun(buildrun)
         if existing is not None:
             # Our TaskRun exists, so the cached BuildRun predates our own status write.
-            fresh = await self._get_or_none(BUILDRUNS, namespace, buildrun["metadata"]["name"])
+            fresh = await self.kube.get_or_none(BUILDRUNS, namespace, buildrun["metadata"]["name"])
             if fresh is None:
                 return None
             if phase_of(fresh) is not Phase.NEW:
@@ -393,7 +385,7 @@ class BuildRunReconciler:
                             f"namespace {namespace!r}")
         registered = (build.get("status") or {}).get("registered")
         if registered and registered != "True":
-            build = await self._get_or_none(BUILDS, namespace, name)
+            build = await self.kube.get_or_none(BUILDS, namespace, name)
             if build is None:
                 raise UserError(reasons.BUILD_NOT_FOUND, f"Build {name!r} not found in "
                                 f"namespace {namespace!r}")
@@ -417,7 +409,7 @@ class BuildRunReconciler:
         transient = {"metadata": {"name": "", "namespace": namespace}, "spec": spec}
         missing = frozenset([
             name for name in build_validation.secret_refs(transient)
-            if await self._get_or_none(SECRETS, namespace, name) is None])
+            if await self.kube.get_or_none(SECRETS, namespace, name) is None])
         ref = build_validation.strategy_ref(transient)
         strategy = None
         if ref.known and ref.name:
@@ -594,7 +586,7 @@ class BuildRunReconciler:
         ):
             with attempt:
                 if attempt.retry_state.attempt_number > 1:
-                    current = await self._get_or_none(BUILDRUNS, namespace, name)
+                    current = await self.kube.get_or_none(BUILDRUNS, namespace, name)
                 if current is None:
                     return buildrun  # deleted: the status write will find it gone
                 change = build_link(current, build)
@@ -776,7 +768,7 @@ class BuildRunReconciler:
             # Shipwright's pod ramp-up metrics, read (as Shipwright does) from a finished
             # TaskRun's pod; last, so nothing above waits for this extra GET.
             with contextlib.suppress(ApiError):
-                pod = await self._get_or_none(PODS, meta["namespace"], pod_name)
+                pod = await self.kube.get_or_none(PODS, meta["namespace"], pod_name)
                 if pod is not None:
                     metrics.taskrun_pod_seen(written, taskrun, pod)
 
@@ -796,7 +788,7 @@ class BuildRunReconciler:
             # our read, there is nothing left to cancel. 51 such refusals in the 5,000
             # soak were retried as system errors before this check (RELIABILITY.md).
             if is_invalid(exc):
-                current = await self._get_or_none(TASKRUNS, meta["namespace"], meta["name"])
+                current = await self.kube.get_or_none(TASKRUNS, meta["namespace"], meta["name"])
                 if current is None or taskrun_finished(current):
                     return
             raise
@@ -819,7 +811,7 @@ class BuildRunReconciler:
         ):
             with attempt:
                 if attempt.retry_state.attempt_number > 1:
-                    current = await self._get_or_none(BUILDRUNS, namespace, name)
+                    current = await self.kube.get_or_none(BUILDRUNS, namespace, name)
                 if current is None or phase_of(current) is Phase.DONE:
                     return None
                 old: JSON = current.get("status") or {}

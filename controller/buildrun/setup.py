@@ -24,9 +24,8 @@ from controller.runtime.errors import ERROR_CLASSES, RetryableError
 from controller.runtime.events import EventRecorder
 from controller.runtime.informers import EventType, Informer
 from controller.runtime.kube import JSON, SERVICEACCOUNTS, Kube, key_of
-from controller.runtime.reconcile import Controller
+from controller.runtime.reconcile import Controller, controller_queue
 from controller.settings import Settings
-from workqueue import RateLimitingQueue, default_controller_rate_limiter
 
 NAME = "buildrun"
 
@@ -78,15 +77,7 @@ def setup(kube: Kube, settings: Settings, recorder: EventRecorder) -> BuildRunCo
     taskruns = Informer(kube, TASKRUNS, ns, resync_period=resync)
     # Which ServiceAccount a BuildRun runs as, and whether its generated one is left.
     service_accounts = Informer(kube, SERVICEACCOUNTS, ns, resync_period=resync)
-    q = settings.queue
-    queue: RateLimitingQueue[str] = RateLimitingQueue(
-        default_controller_rate_limiter(
-            base_delay=q.base_delay, max_delay=q.max_delay, qps=q.qps, burst=q.burst,
-            jitter=q.jitter,
-        ),
-        name=NAME,
-        controller=NAME,
-    )
+    queue = controller_queue(NAME, settings.queue)
     reconciler = BuildRunReconciler(
         kube,
         Caches(buildruns=buildruns.store, taskruns=taskruns.store, builds=builds.store,

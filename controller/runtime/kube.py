@@ -181,6 +181,16 @@ class Kube:
     async def get(self, resource: Resource, namespace: str | None, name: str) -> JSON:
         return await self.request("GET", resource.path(namespace, name))
 
+    async def get_or_none(self, resource: Resource, namespace: str | None,
+                          name: str) -> JSON | None:
+        """The object, or None when it does not exist (404); other errors raise."""
+        try:
+            return await self.get(resource, namespace, name)
+        except ApiError as exc:
+            if exc.status == 404:
+                return None
+            raise
+
     async def list(
         self, resource: Resource, namespace: str | None, **query: str | int
     ) -> JSON:

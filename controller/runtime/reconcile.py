@@ -34,8 +34,8 @@ from typing import Protocol
 
 from controller.runtime import metrics
 from controller.runtime.errors import ReconcileError, RetryableError, classify
-from controller.runtime.settings import RetryBudget
-from workqueue import RateLimitingQueue, ShutDown
+from controller.runtime.settings import QueueSettings, RetryBudget
+from workqueue import RateLimitingQueue, ShutDown, default_controller_rate_limiter
 
 log = logging.getLogger(__name__)
 
@@ -48,6 +48,19 @@ class Result:
 
 
 DONE = Result()
+
+
+def controller_queue(name: str, q: QueueSettings) -> RateLimitingQueue[str]:
+    """A controller's queue, as controller-runtime makes one: client-go's default
+    controller rate limiter with `q`'s numbers, metrics labelled `name`."""
+    return RateLimitingQueue(
+        default_controller_rate_limiter(
+            base_delay=q.base_delay, max_delay=q.max_delay, qps=q.qps, burst=q.burst,
+            jitter=q.jitter,
+        ),
+        name=name,
+        controller=name,
+    )
 
 
 class Reconciler(Protocol):

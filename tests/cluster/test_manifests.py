@@ -670,11 +670,7 @@ async def _exercise(admin: Kube, fates: FateWebhook, metrics_url: str) -> None:
     # namespace's `default` (kube-controller-manager's) gets the secret patched in
     # (serviceaccounts create, patch, delete).
     async def has_default() -> bool:
-        try:
-            await admin.get(SERVICEACCOUNTS, "apps", "default")
-        except ApiError:
-            return False
-        return True
+        return await admin.get_or_none(SERVICEACCOUNTS, "apps", "default") is not None
     await wait_for(has_default, 30, what="the default ServiceAccount of apps")
     push = {"image": "registry.example.com/app:latest", "pushSecret": "creds"}
     await w.buildrun("gen", serviceAccount=".generate", output=push)

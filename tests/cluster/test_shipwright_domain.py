@@ -21,7 +21,6 @@ import pytest
 from controller.buildrun import reasons
 from controller.buildrun.reconciler import BuildRunReconciler, Caches
 from controller.buildrun.resources import BUILDRUNS, BUILDS, CLUSTERBUILDSTRATEGIES, TASKRUNS
-from controller.runtime.errors import is_not_found
 from controller.runtime.events import EventRecorder
 from controller.runtime.kube import JSON, SERVICEACCOUNTS, ApiError, Kube, Resource
 from controller.runtime.reconcile import DONE
@@ -73,15 +72,6 @@ async def service_account(kube: Kube, ns: str, name: str,
     except ApiError as exc:
         if exc.status != 409:
             raise
-
-
-async def get_or_none(kube: Kube, resource: Resource, ns: str, name: str) -> JSON | None:
-    try:
-        return await kube.get(resource, ns, name)
-    except ApiError as exc:
-        if is_not_found(exc):
-            return None
-        raise
 
 
 def cluster_strategy(name: str) -> JSON:
@@ -301,7 +291,7 @@ async def test_a_buildrun_that_fails_before_it_starts_leaves_no_generated_servic
                              paramValues=[{"name": "nope", "value": "x"}])
         bad = await world.finished("bad")
     assert condition(bad)["reason"] == reasons.UNDEFINED_PARAMETER
-    assert await get_or_none(kube, SERVICEACCOUNTS, world.ns, "bad") is None
+    assert await kube.get_or_none(SERVICEACCOUNTS, world.ns, "bad") is None
 
 
 async def test_a_named_service_account_gets_the_push_secret_added_and_keeps_its_own(
@@ -385,4 +375,4 @@ async def test_buildruns_are_labelled_with_their_build_and_its_generation(
 
 
 async def _gone(kube: Kube, resource: Resource, ns: str, name: str) -> bool:
-    return await get_or_none(kube, resource, ns, name) is None
+    return await kube.get_or_none(resource, ns, name) is None

@@ -13,7 +13,7 @@ import pytest
 
 from controller.buildrun import reasons
 from controller.buildrun.resources import BUILDS, BUILDSTRATEGIES, CLUSTERBUILDSTRATEGIES, TASKRUNS
-from controller.runtime.kube import JSON, PODS, SERVICEACCOUNTS, ApiError, Kube, Resource
+from controller.runtime.kube import JSON, PODS, SERVICEACCOUNTS, Kube, Resource
 from devtools import fixtures
 from devtools.stack import TektonStack
 from tests.cluster.test_tekton import controller
@@ -37,7 +37,7 @@ async def tworld(kube: Kube) -> AsyncIterator[World]:
                                           "metadata": {"name": ns}})
 
     async def has_default_sa() -> bool:
-        return await get_or_none(kube, SERVICEACCOUNTS, ns, "default") is not None
+        return await kube.get_or_none(SERVICEACCOUNTS, ns, "default") is not None
     await wait_for(has_default_sa, 30, what="the default ServiceAccount")
     await kube.create(SECRETS, ns, {
         "apiVersion": "v1", "kind": "Secret", "metadata": {"name": "registry-creds"},
@@ -53,15 +53,6 @@ async def tworld(kube: Kube) -> AsyncIterator[World]:
     await kube.delete(NAMESPACES, None, ns)
 
 
-async def get_or_none(kube: Kube, resource: Resource, ns: str, name: str) -> JSON | None:
-    try:
-        return await kube.get(resource, ns, name)
-    except ApiError as exc:
-        if exc.status == 404:
-            return None
-        raise
-
-
 async def pod_of(w: World, buildrun: str) -> JSON:
     taskrun = await w.kube.get(TASKRUNS, w.ns, await w.taskrun_of(buildrun, 30))
     pod: JSON = await w.kube.get(PODS, w.ns, taskrun["status"]["podName"])
@@ -73,13 +64,13 @@ async def test_generate_runs_the_pod_as_its_own_service_account_then_deletes_it(
 ) -> None:
     async with controller(stack, tworld):
         await tworld.buildrun("gen", serviceAccount=".generate")
-        sa = await wait_for(lambda: get_or_none(tworld.kube, SERVICEACCOUNTS, tworld.ns, "gen"),
+        sa = await wait_for(lambda: tworld.kube.get_or_none(SERVICEACCOUNTS, tworld.ns, "gen"),
                             30, what="the generated ServiceAccount")
         done = await tworld.finished("gen", 60)
         pod = await pod_of(tworld, "gen")
 
         async def deleted() -> bool:
-            return await get_or_none(tworld.kube, SERVICEACCOUNTS, tworld.ns, "gen") is None
+            return await tworld.kube.get_or_none(SERVICEACCOUNTS, tworld.ns, "gen") is None
         await wait_for(deleted, 30, what="the generated ServiceAccount to be deleted")
     assert condition(done)["reason"] == reasons.SUCCEEDED, done["status"]
     assert pod["spec"]["serviceAccountName"] == "gen"
