@@ -106,6 +106,13 @@ EMBEDDED_CHECKS: tuple[build_validation.Check, ...] = (
 Clock = Callable[[], datetime.datetime]
 
 
+def _on_conflict() -> AsyncRetrying:
+    """Optimistic concurrency for one write: up to 5 tries while the API server answers
+    409 Conflict, 0-50 ms apart; the caller re-reads the object before each retry."""
+    return AsyncRetrying(retry=retry_if_exception(is_conflict), stop=stop_after_attempt(5),
+                         wait=wait_random(0, 0.05), reraise=True)
+
+
 def utcnow() -> datetime.datetime:
     return datetime.datetime.now(datetime.UTC)
 
@@ -578,12 +585,7 @@ class BuildRunReconciler:
         BuildRun is read again and the change worked out anew, as `_write_status` does."""
         namespace, name = buildrun["metadata"]["namespace"], buildrun["metadata"]["name"]
         current: JSON | None = buildrun
-        async for attempt in AsyncRetrying(
-            retry=retry_if_exception(is_conflict),
-            stop=stop_after_attempt(5),
-            wait=wait_random(0, 0.05),
-            reraise=True,
-        ):
+        async for attempt in _on_conflict():
             with attempt:
                 if attempt.retry_state.attempt_number > 1:
                     current = await self.kube.get_or_none(BUILDRUNS, namespace, name)
@@ -803,12 +805,7 @@ class BuildRunReconciler:
         """
         namespace, name = buildrun["metadata"]["namespace"], buildrun["metadata"]["name"]
         current: JSON | None = buildrun
-        async for attempt in AsyncRetrying(
-            retry=retry_if_exception(is_conflict),
-            stop=stop_after_attempt(5),
-            wait=wait_random(0, 0.05),
-            reraise=True,
-        ):
+        async for attempt in _on_conflict():
             with attempt:
                 if attempt.retry_state.attempt_number > 1:
                     current = await self.kube.get_or_none(BUILDRUNS, namespace, name)
