@@ -2,21 +2,20 @@
 time Tekton's controller changes a TaskRun's Succeeded condition (status and reason)
 in the watched namespace.
 
-It only reads (list, then watch; listing again after a broken watch); every line starts
-with TEKTON. Stopping it is cancelling `run()`.
+It only reads, through the controller's own TaskRun informer (list, watch, relist and
+backoff as the controller has them); every line starts with TEKTON. Stopping it is
+cancelling `run()`.
 """
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Callable
-
-import aiohttp
 
 from controller.buildrun.resources import TASKRUNS
 from controller.buildrun.status import succeeded_condition
 from controller.buildrun.taskrun import LABEL_BUILDRUN
-from controller.runtime.kube import JSON, ApiError, Kube
+from controller.runtime.informers import EventType, Informer
+from controller.runtime.kube import JSON, Kube
 
 TEKTON = "[tekton]"
 
@@ -29,22 +28,13 @@ class TektonLog:
         self._seen: dict[str, tuple[str, str]] = {}
 
     async def run(self) -> None:
-        while True:
-            try:
-                listing = await self.kube.list(TASKRUNS, self.namespace)
-                for item in listing.get("items") or []:
-                    self._observe(item)
-                version = listing["metadata"]["resourceVersion"]
-                while True:
-                    async for event in self.kube.watch(TASKRUNS, self.namespace, version,
-                                                       timeout_seconds=60):
-                        obj = event.get("object") or {}
-                        version = (obj.get("metadata") or {}).get("resourceVersion", version)
-                        if event.get("type") in ("ADDED", "MODIFIED"):
-                            self._observe(obj)
-            except (TimeoutError, ApiError, aiohttp.ClientError, OSError) as exc:
-                self.say(f"{TEKTON} watch interrupted ({exc}); listing again")
-                await asyncio.sleep(1.0)
+        informer = Informer(self.kube, TASKRUNS, self.namespace)
+        informer.add_handler(self._on_event)
+        await informer.run()
+
+    def _on_event(self, kind: EventType, taskrun: JSON, _: JSON | None) -> None:
+        if kind != "DELETED":
+            self._observe(taskrun)
 
     def _observe(self, taskrun: JSON) -> None:
         meta = taskrun["metadata"]
