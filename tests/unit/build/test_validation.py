@@ -125,8 +125,14 @@ CASES: list[tuple[str, JSON, Lookups, str, str]] = [
      reasons.UNDEFINED_PARAMETER, ""),
     ("wrong parameter type", {"paramValues": [{"name": "args", "value": "1"}]}, FOUND,
      reasons.WRONG_PARAMETER_VALUE_TYPE, ""),
-    ("inconsistent parameter", {"paramValues": [{"name": "args", "value": "1",
-                                                 "values": [{"value": "a"}]}]}, FOUND,
+    # An array parameter given a single value as well is the wrong type first (Shipwright's
+    # validateParameters), so the inconsistent case is a string given two kinds of value.
+    ("array parameter with a single value too", {"paramValues": [
+        {"name": "args", "value": "1", "values": [{"value": "a"}]}]}, FOUND,
+     reasons.WRONG_PARAMETER_VALUE_TYPE, ""),
+    ("inconsistent parameter", {"paramValues": [{"name": "dockerfile", "value": "D",
+                                                 "configMapValue": {"name": "c", "key": "k"}}]},
+     FOUND,
      reasons.INCONSISTENT_PARAMETER_VALUES, ""),
     ("empty array item", {"paramValues": [{"name": "args", "values": [{}]}]}, FOUND,
      reasons.EMPTY_ARRAY_ITEM_PARAMETER_VALUES, ""),
