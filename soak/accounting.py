@@ -219,9 +219,12 @@ def inputs(webhook_log: Iterable[Sequence[Any]], kills: Iterable[Sequence[Any]],
     calls = [Call(float(t), str(name), str(v)) for t, name, v in webhook_log if v != "allow"]
     wall = [Try(name, kind, start, end) for p in procs if p.log in logs
             for name, kind, start, end in logs[p.log].failures]
-    offset = wall_minus_monotonic
+    offset = wall_minus_monotonic if wall_minus_monotonic is not None else (
+        clock_offset(calls, wall))
     if offset is None:
-        offset = clock_offset(calls, wall) or 0.0
+        raise ValueError("cannot map the replicas' log times onto the timeline's: it has no "
+                         "wall_minus_monotonic, and no BuildRun has exactly one failed "
+                         "webhook call and one logged webhook failure to estimate it from")
     tries = [Try(t.buildrun, t.kind, t.start - offset, t.end - offset) for t in wall]
     cut = Cutoffs(
         replica_ends=[(float(k[0]), int(k[1])) for k in kills]
@@ -250,7 +253,11 @@ def main(argv: list[str] | None = None) -> int:
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("workdir", type=Path, help="a soak's --workdir (timeline.json and logs)")
     args = p.parse_args(argv)
-    out = from_workdir(args.workdir)
+    try:
+        out = from_workdir(args.workdir)
+    except (OSError, ValueError, KeyError) as exc:
+        print(f"soak.accounting: {args.workdir}: {exc!r}", file=sys.stderr)
+        return 2
     print(f"{sum(out.by_cause.values())} failed calls no reconcile logged: {out.summary()}; "
           f"{out.logged_without_call} logged webhook errors had no recorded call")
     for call, why, seen in out.calls:

@@ -16,6 +16,7 @@ from soak.accounting import (
     cause,
     clock_offset,
     from_workdir,
+    main,
     match,
     unlogged_calls,
 )
@@ -110,7 +111,11 @@ def _log(path: Path, *entries: dict[str, object]) -> str:
     return str(path)
 
 
-def test_a_saved_workdir_is_accounted_from_its_timeline_and_logs(tmp_path: Path) -> None:
+# A timeline saved before the soak recorded its clock offset (the 5,000 run's) has it
+# estimated from the calls and logged tries.
+@pytest.mark.parametrize("recorded", [True, False])
+def test_a_saved_workdir_is_accounted_from_its_timeline_and_logs(tmp_path: Path,
+                                                                 recorded: bool) -> None:
     wall = 1_800_000_000.0  # the logs' clock, ahead of the timeline's by this much
     leader = _log(
         tmp_path / "replica-1-000.log",
@@ -123,7 +128,7 @@ def test_a_saved_workdir_is_accounted_from_its_timeline_and_logs(tmp_path: Path)
     )
     standby = _log(tmp_path / "replica-0-000.log", {"ts": wall + 1.0, "msg": "serving"})
     (tmp_path / "timeline.json").write_text(json.dumps({
-        "wall_minus_monotonic": wall,
+        **({"wall_minus_monotonic": wall} if recorded else {}),
         "webhook_calls": [[10.0, "br-1", "error"], [11.1, "br-2", "timeout"],
                           [15.0, "br-3", "allow"], [30.2, "br-3", "timeout"],
                           [50.0, "br-4", "error"]],
@@ -138,3 +143,17 @@ def test_a_saved_workdir_is_accounted_from_its_timeline_and_logs(tmp_path: Path)
     assert [(c.buildrun, why) for c, why, _ in out.calls] == [
         ("br-2", "tekton_webhook"), ("br-3", "leader_stall"), ("br-4", "replica_end")]
     assert out.logged_without_call == 0
+
+
+def test_a_timeline_with_no_clock_offset_and_nothing_to_estimate_it_from_is_refused(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    log = _log(tmp_path / "replica-0-000.log", {"ts": 5.0, "msg": "serving"})
+    (tmp_path / "timeline.json").write_text(json.dumps({
+        "webhook_calls": [[10.0, "br-1", "error"]], "replica_kills": [],
+        "apiserver_kills": [], "leader_stalls": [],
+        "replica_processes": [{"slot": 0, "log": log, "ended": None, "signal": None}]}))
+    with pytest.raises(ValueError, match="cannot map the replicas' log times"):
+        from_workdir(tmp_path)
+    assert main([str(tmp_path / "missing")]) == 2
+    assert "soak.accounting: " in capsys.readouterr().err
