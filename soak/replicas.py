@@ -76,6 +76,10 @@ class LogSummary:
     # Failed reconciles by BuildRun name, "webhook", "tekton-webhook" or "other" (any
     # other system error).
     errors_by_name: dict[str, Counter[str]] = field(default_factory=dict)
+    # Every failed reconcile, in log order: (BuildRun name, kind as in errors_by_name, when it
+    # began and ended in wall-clock seconds, from the log line's ts and duration).
+    failures: list[tuple[str, str, float, float]] = field(default_factory=list)
+    lease_lost_at: list[float] = field(default_factory=list)  # wall clock, "stopping at once"
     # Names whose retry budget this process spent, with their failed tries up to then
     # (the try that spent it included), by class as above.
     gave_up: dict[str, Counter[str]] = field(default_factory=dict)
@@ -113,8 +117,13 @@ def summarize_log(path: Path) -> LogSummary:
         kind = ("webhook" if webhook else "tekton-webhook" if tekton
                 else "tekton-refused" if refused else "other")
         name = str(entry.get("key") or "").rpartition("/")[2]
+        ts = entry.get("ts")
         if msg == "reconciled" and entry.get("result") == "error":
             out.errors_by_name.setdefault(name, Counter())[kind] += 1
+            if isinstance(ts, (int, float)):
+                duration = entry.get("duration")
+                took = float(duration) if isinstance(duration, (int, float)) else 0.0
+                out.failures.append((name, kind, float(ts) - took, float(ts)))
             if webhook:
                 out.webhook_errors += 1
                 out.webhook_by_name[name] += 1
@@ -135,6 +144,8 @@ def summarize_log(path: Path) -> LogSummary:
             out.budget_spent_tekton += tekton or refused
         elif msg == "leader election lost, stopping at once":
             out.leadership_lost += 1
+            if isinstance(ts, (int, float)):
+                out.lease_lost_at.append(float(ts))
         elif msg == "stopping after a fatal error":
             out.fatal.append(error[:300])
         if "traceback" in entry:

@@ -72,6 +72,7 @@ from devtools.polling import wait_until
 from devtools.proxy import Proxy
 from devtools.stack import TektonStack
 from devtools.webhook import Verdict
+from soak import accounting
 from soak.actors import OUTCOMES, AttributedWebhook, Outcome, SecondWriter, poisson
 from soak.api import get_text, persist
 from soak.replicas import (
@@ -341,6 +342,8 @@ class Soak:
         self.leader_stalls: list[tuple[float, int, bool]] = []  # (time, slot, leader left)
         self.leader_stalls_missed = 0  # no leader to stall at that moment
         self._webhook_rng = random.Random(f"{cfg.seed}:webhook")
+        # The timeline is in monotonic seconds, the replicas' logs in wall-clock ones.
+        self.wall_minus_monotonic = time.time() - time.monotonic()
         self._fates = self._plan_fates()
 
     def _plan_fates(self) -> dict[str, dict[str, str]]:
@@ -574,6 +577,7 @@ class Soak:
         self._judge(report, taskruns, webhook, fates, replicas, writer, buildrun_watch)
         report.health["stack"] = stack_health
         (workdir / "timeline.json").write_text(json.dumps({
+            "wall_minus_monotonic": self.wall_minus_monotonic,
             "webhook_calls": webhook.log,
             "replica_kills": self.kills,
             "apiserver_kills": self.apiserver_kills,
@@ -777,39 +781,15 @@ class Soak:
             if gap:
                 after_scrape_by_end[inc.signal_sent or f"exit code {inc.exit_code}"] += gap
 
-        # Failed calls no reconcile logged: find what was happening right after each.
-        logged_by_name: Counter[str] = Counter()
-        for s in logs.values():
-            logged_by_name.update(s.webhook_by_name)
-        # When a replica process ended: our signal's time when we sent one, else when its exit
-        # was noticed (a little after the fact).
-        ends = [k[0] for k in self.kills] + [
-            i.ended for i in replicas.incarnations if i.ended is not None and not i.signal_sent]
-        near_replica = near_apiserver = unexplained = logged_without_call = 0
-        failed_at: dict[str, list[tuple[float, str]]] = {}
-        for t, name, verdict in webhook.log:
-            if verdict != "allow":
-                failed_at.setdefault(name, []).append((t, verdict))
-        window = {"timeout": webhook.timeout_seconds + 0.5, "error": 0.5}
-        for name in set(failed_at) | set(logged_by_name):
-            times = failed_at.get(name, [])
-            gap = len(times) - logged_by_name[name]
-            if gap < 0:
-                logged_without_call += -gap
-                continue
-            # A failed call reaches the reconciler when the API server answers: after the
-            # webhook's 1 s timeout, or at once for a 500; the reconcile logs right then.
-            # (From 0.25 s before: the soak's own loop may run the webhook handler a moment
-            # after it has sent the signal.)
-            by_replica = sum(1 for t, w in times
-                             if any(t - 0.25 <= e <= t + window[w] for e in ends))
-            by_apiserver = sum(1 for t, w in times
-                               if any(t - 0.25 <= k <= t + window[w] for k in self.apiserver_kills))
-            r = min(gap, by_replica)
-            a = min(gap - r, by_apiserver)
-            near_replica += r
-            near_apiserver += a
-            unexplained += gap - r - a
+        # Failed calls no reconcile logged: match each to the logged try that made it, and
+        # name what cut the others short (soak.accounting).
+        calls, tries, cut = accounting.inputs(
+            webhook.log, self.kills,
+            [accounting.Process(i.slot, str(i.log), i.ended, bool(i.signal_sent))
+             for i in replicas.incarnations],
+            {str(k): v for k, v in logs.items()}, self.apiserver_kills,
+            self.leader_stalls, self.wall_minus_monotonic)
+        unlogged = accounting.unlogged_calls(calls, tries, cut)
 
         difference = failures + tekton_refused - metric_webhook
         explained = [
@@ -829,11 +809,10 @@ class Soak:
             f"(their logs show them), by how the process ended: {dict(after_scrape_by_end)}; a "
             "SIGTERMed replica finishes its in-flight reconciles after the scrape taken before "
             "the signal, anything else died before its next scrape",
-            f"- {failures - logged} failed calls never reached a reconcile that logged it: "
-            f"{near_replica} were in flight when a replica process ended (killed, or stopped on a "
-            f"lost lease) and {near_apiserver} when the API server was killed (the controller got "
-            f"a connection error instead); {unexplained} with neither nearby; "
-            f"{logged_without_call} logged webhook errors had no recorded call",
+            f"- {failures - logged} failed calls never reached a reconcile that logged it "
+            f"(each failed call matched to the logged try that made it; "
+            f"{sum(unlogged.by_cause.values())} left over): {unlogged.summary()}; "
+            f"{unlogged.logged_without_call} logged webhook errors had no recorded call",
             f"- {tekton_refused - tekton_logged} failed calls to Tekton's webhook never "
             "reached a reconcile that logged it (the API server counts each call, with no "
             "time to match it to a replica end; a negative figure means logged failures the "
@@ -863,9 +842,9 @@ class Soak:
             "counted_after_last_scrape": after_scrape,
             "counted_after_last_scrape_by_end": dict(after_scrape_by_end),
             "unlogged_failures": failures - logged,
-            "unlogged_near_replica_end": near_replica,
-            "unlogged_near_apiserver_kill": near_apiserver,
-            "unlogged_unexplained": unexplained,
+            "unlogged_by_cause": dict(unlogged.by_cause),
+            "unlogged_calls": [f"{c.at:.3f} {c.buildrun} {c.verdict}: {why} ({seen})"
+                               for c, why, seen in unlogged.calls],
             "retry_budget_exhausted_total": counter("controller_retry_budget_exhausted_total",
                                                     controller="buildrun"),
             "buildrun_retry_exhausted_total": counter("buildrun_retry_exhausted_total"),

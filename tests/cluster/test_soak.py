@@ -21,6 +21,7 @@ from controller.app import App
 from controller.runtime.kube import LEASES, Kube
 from controller.settings import LeaderElectionSettings
 from devtools.localcluster import LocalCluster
+from soak.accounting import from_workdir
 from soak.run import Config, soak
 from tests.harness import controller_settings, wait_for
 
@@ -66,6 +67,10 @@ async def test_short_soak_loses_flips_duplicates_and_misreports_nothing(tmp_path
     assert report.reasons.get("TaskRunGenerationFailed", 0) == 0, text
     assert report.health["panics"] == 0, text
     assert report.health["tracebacks"] == 0, text
+    # The saved workdir gives the same account of unlogged failed calls as the run did
+    # (python -m soak.accounting WORKDIR, for a run long gone).
+    again = from_workdir(tmp_path / "soak")
+    assert dict(again.by_cause) == report.retries["unlogged_by_cause"], text
 
 
 # -- found by the soak ----------------------------------------------------------------
