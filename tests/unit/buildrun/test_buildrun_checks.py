@@ -14,6 +14,7 @@ import copy
 from typing import Any
 
 import pytest
+from hypothesis import HealthCheck, given, settings
 from kubernetes_asyncio import client
 
 from controller.build import validation as build_validation
@@ -23,6 +24,7 @@ from controller.buildrun.reconciler import BuildRunReconciler, Caches, validate_
 from controller.runtime.errors import UserError
 from controller.runtime.events import EventRecorder
 from controller.runtime.kube import Kube
+from tests.unit.buildrun.test_taskrun import buildruns, builds, strategies
 
 JSON = dict[str, Any]
 
@@ -344,6 +346,21 @@ def test_platforms_preflight_order_invalid_then_node_selector_then_executor() ->
     assert refused(run).reason == reasons.NODE_SELECTOR_PLATFORM_CONFLICT
     del run["spec"]["nodeSelector"]
     assert refused(run).reason == reasons.EXECUTOR_NOT_PIPELINE_RUN
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(buildrun=buildruns, build=builds, strategy=strategies)
+def test_buildrun_node_selector_tolerations_scheduler_name_runtime_class_name_platforms_fuzz(
+        buildrun: JSON, build: JSON, strategy: JSON) -> None:
+    """Over what the CRDs admit (nodeSelector, tolerations, schedulerName,
+    runtimeClassName, output.platforms, volumes, stepResources of any shape): nothing
+    but a UserError with one of the closed set of reasons, and the inputs untouched."""
+    inputs = copy.deepcopy((buildrun, build, strategy))
+    try:
+        validate_buildrun(buildrun, build["spec"], strategy)
+    except UserError as exc:
+        assert exc.reason in reasons.USER_ERROR_REASONS and exc.message
+    assert (buildrun, build, strategy) == inputs
 
 
 # -- the reconciler runs them when it prepares a new BuildRun ----------------------------
