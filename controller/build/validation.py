@@ -249,8 +249,14 @@ def _check_params(build: JSON, strategy_spec: JSON) -> Verdict | None:
 
 
 def _check_volumes(build: JSON, strategy_spec: JSON) -> Verdict | None:
+    return volumes_verdict(_spec(build).get("volumes") or [], strategy_spec)
+
+
+def volumes_verdict(volumes: list[JSON], strategy_spec: JSON) -> Verdict | None:
+    """Shipwright's validateVolumes, shared by BuildVolumes and BuildRunVolumes: each
+    volume must be one the strategy declares overridable."""
     declared = {v.get("name"): v for v in strategy_spec.get("volumes") or []}
-    for volume in _spec(build).get("volumes") or []:
+    for volume in volumes:
         name = volume.get("name") or ""
         if name not in declared:
             return Verdict(reasons.UNDEFINED_VOLUME,
@@ -262,8 +268,15 @@ def _check_volumes(build: JSON, strategy_spec: JSON) -> Verdict | None:
 
 
 def _check_step_resources(build: JSON, strategy_spec: JSON) -> Verdict | None:
+    return step_resources_verdict(
+        (_spec(build).get("strategy") or {}).get("stepResources") or [], strategy_spec)
+
+
+def step_resources_verdict(overrides: list[JSON], strategy_spec: JSON) -> Verdict | None:
+    """Shipwright's validateStepResources, shared by BuildStepResources and
+    BuildRunStepResources: each override must name a step of the strategy."""
     steps = {s.get("name") for s in strategy_spec.get("steps") or []}
-    for override in (_spec(build).get("strategy") or {}).get("stepResources") or []:
+    for override in overrides:
         name = override.get("name") or ""
         if name not in steps:
             return Verdict(reasons.UNDEFINED_STEP_RESOURCE,
@@ -292,14 +305,20 @@ def check_output(build: JSON, _: Lookups) -> Verdict | None:
     platforms = output.get("platforms") or []
     if platforms:
         # Checked after the timestamp, so a platform failure overwrites a timestamp one.
-        found = _check_platforms(platforms) or _check_platform_node_selector(
-            spec.get("nodeSelector") or {}) or found
+        found = platforms_verdict(platforms, spec.get("nodeSelector") or {}) or found
     return found
 
 
 def _is_go_int64(text: str) -> bool:
     """strconv.ParseInt(text, 10, 64) succeeds."""
     return bool(_GO_INT.fullmatch(text)) and -(2**63) <= int(text) < 2**63
+
+
+def platforms_verdict(platforms: list[JSON], node_selector: JSON) -> Verdict | None:
+    """Non-empty spec.output.platforms against themselves (ValidatePlatforms), then the
+    nodeSelector they go with (ValidateOutputNodeSelector), as Shipwright checks both for
+    a Build and, before its executor check, for a BuildRun (ValidateMultiArchPreflight)."""
+    return _check_platforms(platforms) or _check_platform_node_selector(node_selector)
 
 
 def _check_platforms(platforms: list[JSON]) -> Verdict | None:
@@ -406,8 +425,18 @@ def _trigger_failures(when: JSON) -> list[Verdict]:
     return failures
 
 
+# Each check_X below is Shipwright's Build check of spec.X, and calls the X_verdict that
+# Shipwright's BuildRunX function is: its Build check is that function on the Build's
+# field (pkg/validate/nodeselector.go, tolerations.go, scheduler_name.go,
+# runtime_class_name.go), so a BuildRun's own field gets the same reason and words.
+
+
 def check_node_selector(build: JSON, _: Lookups) -> Verdict | None:
-    selector = _spec(build).get("nodeSelector") or {}
+    return node_selector_verdict(_spec(build).get("nodeSelector") or {})
+
+
+def node_selector_verdict(selector: JSON) -> Verdict | None:
+    """BuildRunNodeSelector: keys are qualified names, values label values."""
     for key in sorted(selector):
         errors = qualified_name_errors(key)
         if errors:
@@ -421,7 +450,13 @@ def check_node_selector(build: JSON, _: Lookups) -> Verdict | None:
 
 
 def check_tolerations(build: JSON, _: Lookups) -> Verdict | None:
-    for toleration in _spec(build).get("tolerations") or []:
+    return tolerations_verdict(_spec(build).get("tolerations") or [])
+
+
+def tolerations_verdict(tolerations: list[JSON]) -> Verdict | None:
+    """BuildRunTolerations: key, operator (Exists or Equal; unset is refused), value,
+    effect (NoSchedule or unset) and no tolerationSeconds, in that order."""
+    for toleration in tolerations:
         errors = qualified_name_errors(toleration.get("key") or "")
         if errors:
             return _toleration(f"Toleration key not valid: {', '.join(errors)}")
@@ -442,14 +477,22 @@ def _toleration(message: str) -> Verdict:
 
 
 def check_scheduler_name(build: JSON, _: Lookups) -> Verdict | None:
-    name = _spec(build).get("schedulerName")
+    return scheduler_name_verdict(_spec(build).get("schedulerName"))
+
+
+def scheduler_name_verdict(name: str | None) -> Verdict | None:
+    """BuildRunSchedulerName: a qualified name when set (an empty one is refused)."""
     errors = qualified_name_errors(name) if name is not None else []
     return Verdict(reasons.SCHEDULER_NAME_NOT_VALID,
                    f"Scheduler name not valid: {', '.join(errors)}") if errors else None
 
 
 def check_runtime_class_name(build: JSON, _: Lookups) -> Verdict | None:
-    name = _spec(build).get("runtimeClassName")
+    return runtime_class_name_verdict(_spec(build).get("runtimeClassName"))
+
+
+def runtime_class_name_verdict(name: str | None) -> Verdict | None:
+    """BuildRunRuntimeClassName: a DNS-1123 subdomain when set (an empty one is refused)."""
     errors = dns1123_subdomain_errors(name) if name is not None else []
     return Verdict(reasons.RUNTIME_CLASS_NAME_NOT_VALID,
                    f"RuntimeClassName not valid: {', '.join(errors)}") if errors else None

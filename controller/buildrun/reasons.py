@@ -103,3 +103,26 @@ USER_ERROR_REASONS = USER_ERROR_REASONS | {
     UNKNOWN_STRATEGY_KIND,
     BUILD_REGISTRATION_FAILED,
 }
+
+# A BuildRun's own nodeSelector, tolerations, schedulerName and runtimeClassName, and the
+# effective spec.output.platforms, checked before the TaskRun is generated as Shipwright's
+# BuildRun reconciler checks them (validate.BuildRunNodeSelector, ...,
+# ValidateMultiArchPreflight); spelled as Shipwright spells its Build reasons of the same
+# names. A BuildRun with platforms always ends in one of the last three: multi-arch
+# builds need Shipwright's PipelineRun executor, and this controller runs TaskRuns only.
+NODE_SELECTOR_NOT_VALID = "NodeSelectorNotValid"
+TOLERATION_NOT_VALID = "TolerationNotValid"
+SCHEDULER_NAME_NOT_VALID = "SchedulerNameNotValid"
+RUNTIME_CLASS_NAME_NOT_VALID = "RuntimeClassNameNotValid"
+INVALID_PLATFORM = "InvalidPlatform"
+NODE_SELECTOR_PLATFORM_CONFLICT = "NodeSelectorPlatformConflict"
+EXECUTOR_NOT_PIPELINE_RUN = "ExecutorNotPipelineRun"
+USER_ERROR_REASONS = USER_ERROR_REASONS | {
+    NODE_SELECTOR_NOT_VALID,
+    TOLERATION_NOT_VALID,
+    SCHEDULER_NAME_NOT_VALID,
+    RUNTIME_CLASS_NAME_NOT_VALID,
+    INVALID_PLATFORM,
+    NODE_SELECTOR_PLATFORM_CONFLICT,
+    EXECUTOR_NOT_PIPELINE_RUN,
+}

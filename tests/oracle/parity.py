@@ -16,6 +16,7 @@ from typing import Any
 import yaml
 
 from controller.buildrun.config import ShipwrightConfig
+from controller.buildrun.reconciler import validate_buildrun
 from controller.buildrun.taskrun import LABEL_BUILDRUN_UID, generate_taskrun
 from controller.runtime.errors import UserError
 from devtools import oracle
@@ -98,6 +99,7 @@ def buildrun_for(build: JSON, name: str = "run-1", **spec: Any) -> JSON:
 
 def ours(strategy: JSON, build: JSON, buildrun: JSON, service_account: str,
          env: dict[str, str]) -> JSON:
+    validate_buildrun(buildrun, build.get("spec") or {}, strategy)  # what _prepare refuses first
     return generate_taskrun(buildrun, build, strategy, service_account,
                             ShipwrightConfig.from_env(env))
 

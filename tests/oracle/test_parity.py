@@ -219,14 +219,16 @@ FIELD_CASES: list[Case] = [
     variant("pod/build", build={"nodeSelector": {"disk": "ssd"},
                                 "tolerations": [{"key": "k", "operator": "Exists"}],
                                 "schedulerName": "sched", "runtimeClassName": "kata"}),
+    # Tolerations only as Shipwright's validation admits them (Build and BuildRun alike:
+    # effect NoSchedule or unset, no tolerationSeconds); the others are refused before
+    # generation ("tolerations/..." below).
     variant("pod/buildrun-wins", build={
         "nodeSelector": {"disk": "ssd", "zone": "a"},
         "tolerations": [{"key": "k", "operator": "Equal", "value": "1",
-                         "effect": "NoExecute"}, {"key": "j", "operator": "Exists"}],
+                         "effect": "NoSchedule"}, {"key": "j", "operator": "Exists"}],
         "schedulerName": "sched", "runtimeClassName": "kata"},
         run={"nodeSelector": {"zone": "b"},
-             "tolerations": [{"key": "k", "operator": "Exists", "tolerationSeconds": 5,
-                              "effect": "NoExecute"}],
+             "tolerations": [{"key": "k", "operator": "Exists"}],
              "schedulerName": "other", "runtimeClassName": "gvisor"}),
     variant("timeout/build", build={"timeout": "10m"}),
     variant("timeout/buildrun", build={"timeout": "10m"}, run={"timeout": "1h30m"}),
@@ -268,6 +270,27 @@ def cluster_strategy(case_id: str) -> Case:
     return case_id, strategy, build, buildrun, env
 
 
+PLATFORMS = [{"os": "linux", "arch": "amd64"}, {"os": "linux", "arch": "arm64"}]
+MULTI_ARCH = {"image": "registry.example.com/app", "platforms": PLATFORMS}
+
+# One bad value of each BuildRun field Shipwright's reconciler checks before generating
+# (buildrun.go: validate.BuildRunNodeSelector, ..., ValidateMultiArchPreflight).
+FIELD_CASES += [
+    variant("nodeSelector/buildrun-invalid-key", run={"nodeSelector": {"disk type": "ssd"}}),
+    variant("tolerations/buildrun-noexecute", run={"tolerations": [
+        {"key": "k", "operator": "Exists", "effect": "NoExecute"}]}),
+    variant("tolerations/buildrun-tolerationSeconds", run={"tolerations": [
+        {"key": "k", "operator": "Exists", "effect": "NoSchedule", "tolerationSeconds": 5}]}),
+    variant("schedulerName/buildrun-invalid", run={"schedulerName": "my scheduler"}),
+    variant("runtimeClassName/buildrun-invalid", run={"runtimeClassName": "Kata_Containers"}),
+    variant("platforms/buildrun-invalid", run={"output": {
+        "image": "registry.example.com/app", "platforms": [{"os": "Linux", "arch": "amd64"}]}}),
+    variant("platforms/nodeSelector-conflict", build={"output": MULTI_ARCH},
+            run={"nodeSelector": {"kubernetes.io/arch": "arm64"}}),
+    variant("platforms/build", build={"output": MULTI_ARCH}),
+    variant("platforms/buildrun", run={"output": MULTI_ARCH}),
+]
+
 FIELD_CASES += [
     embedded("embedded/plain"),
     embedded("embedded/stepResources-in-spec"),
@@ -294,6 +317,15 @@ REFUSED = {
 # would make a TaskRun, we refuse in ours with that reason.
 REFUSED_BEFORE_GENERATION = {
     "stepResources/unknown-step": reasons.UNDEFINED_STEP_RESOURCE,
+    "nodeSelector/buildrun-invalid-key": reasons.NODE_SELECTOR_NOT_VALID,
+    "tolerations/buildrun-noexecute": reasons.TOLERATION_NOT_VALID,
+    "tolerations/buildrun-tolerationSeconds": reasons.TOLERATION_NOT_VALID,
+    "schedulerName/buildrun-invalid": reasons.SCHEDULER_NAME_NOT_VALID,
+    "runtimeClassName/buildrun-invalid": reasons.RUNTIME_CLASS_NAME_NOT_VALID,
+    "platforms/buildrun-invalid": reasons.INVALID_PLATFORM,
+    "platforms/nodeSelector-conflict": reasons.NODE_SELECTOR_PLATFORM_CONFLICT,
+    "platforms/build": reasons.EXECUTOR_NOT_PIPELINE_RUN,
+    "platforms/buildrun": reasons.EXECUTOR_NOT_PIPELINE_RUN,
 }
 
 
