@@ -40,6 +40,9 @@ mirror      Like bare, plus the requests the controller makes that change nothin
             simulator) and the outcome Event, in line. (Build and BuildStrategy come
             from its caches.) Tells a gap between bare and the controller made by
             request count from one made by controller code.
+watched     Bare, plus the two watches a controller holds open (BuildRuns and TaskRuns,
+            each on its own connection, every event read and decoded): bare's ceiling
+            with the API server's watch fan-out to a controller, and nothing else of one.
 peer        Shipwright's own controller (v0.20.13, bench.e2e.peer) in place of ours, on
             a cluster with Shipwright's CRDs (conversion None) and the TaskRun CRD
             served at v1 and v1beta1; BUILDRUN_MAX_CONCURRENT_RECONCILES = W
@@ -178,6 +181,19 @@ def event_body(buildrun: JSON, reason: str, message: str) -> JSON:
         "source": {"component": "bench"}, "reportingComponent": "bench",
         "reportingInstance": "bench", "firstTimestamp": now, "lastTimestamp": now, "count": 1,
     }
+
+
+class ControllerWatch(Observer):
+    """--mode watched: one of the two watches a controller holds open (BuildRuns, and
+    TaskRuns below), each on its own connection; every event is read and decoded, and
+    nothing done with it. What the API server spends on it is the watch fan-out."""
+
+    def _see(self, obj: JSON, now: float) -> None:
+        pass
+
+
+class TaskRunWatch(ControllerWatch):
+    group_version, plural = "tekton.dev/v1", "taskruns"
 
 
 class Client:
@@ -333,6 +349,7 @@ async def one_run(mode: str, n: int, workers: int, args: argparse.Namespace,
         kube = await load_kube(cluster)
         ctl: Controller | None = None
         observer = Observer(cluster)
+        watches = [ControllerWatch(cluster), TaskRunWatch(cluster)]
         try:
             strategy, build = await fixtures.setup_namespace(kube, NS)
             # Shipwright needs one; ours runs TaskRuns as `default` (no `pipeline` here).
@@ -345,6 +362,9 @@ async def one_run(mode: str, n: int, workers: int, args: argparse.Namespace,
                 ctl = peer.ShipwrightController(cluster.kubeconfig, workdir / "peer.log",
                                                 workers=workers, workdir=workdir)
             await observer.start(deadline)
+            if mode == "watched":
+                for watch in watches:
+                    await watch.start(deadline)
             if ctl is not None:
                 await ctl.start()
                 live, ready = await ctl.wait_ready(120)
@@ -468,10 +488,14 @@ async def one_run(mode: str, n: int, workers: int, args: argparse.Namespace,
                 log(f"  finish: {fin}")
         finally:
             await observer.stop()
+            for watch in watches:
+                await watch.stop()
             if ctl is not None:
                 out["exit_code"] = await ctl.stop()
             await kube.close()
     out["observer_events"] = observer.events
+    if mode == "watched":
+        out["watch_events"] = {w.plural: w.events for w in watches}
     out["load_after"] = machine()["loadavg"]
     return out
 
@@ -577,7 +601,7 @@ def main() -> None:
     p = argparse.ArgumentParser(description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--mode", nargs="+", default=["controller"],
-                   choices=["controller", "bare", "mirror", "peer"])
+                   choices=["controller", "bare", "mirror", "watched", "peer"])
     p.add_argument("--n", type=int, nargs="+", default=[1000])
     p.add_argument("--workers", type=int, nargs="+", default=[16],
                    help="--max-concurrent-reconciles for the controller")
