@@ -4,10 +4,15 @@
 
 One etcd + kube-apiserver (LocalCluster, loopback). For each size, in order, the
 namespace is filled up to that many *finished* BuildRuns, made directly by this
-process: create, then status-patch a Succeeded condition, completionTime, startTime,
-taskRunName, buildSpec and output digest (what a real finished BuildRun carries), so
-the controller has nothing to do but cache them. Then `python -m controller` starts
-as a subprocess and the script records:
+process in the shape the controller leaves them (bodies from the controller's own
+functions, via bench.e2e.throughput): create; the controller's label PATCH (the
+Build's name and generation labels); one status patch with what the controller has
+written by the end (startTime, taskRunName, executor, buildSpec, the Succeeded
+condition, completionTime, output digest). With --taskruns each also gets its TaskRun
+(generate_taskrun's body, about 4.3 KB of JSON) finished as TektonSimulator finishes
+it, as a cluster keeps a finished BuildRun's TaskRun: the controller caches both. The
+controller has nothing to do but cache them. Then `python -m controller` starts as a
+subprocess and the script records:
 
 - startup: seconds from spawn to /healthz 200 (imported, serving) and to /readyz 200
   (every informer listed: caches synced);
@@ -19,11 +24,11 @@ as a subprocess and the script records:
   BuildRun beyond the 0-object baseline.
 
 The controller is stopped (SIGTERM) before the next size. --analyze N then decodes the
-first N BuildRuns as the informer does (orjson, strip_noise, Store.upsert with the
-'build' index) in this process under tracemalloc, and reports bytes per object as
-stored and without strip_noise's string interning, and what dominates. (Nothing
-else is left to drop: strip_noise already removes managedFields, and the metadata
-left is name, namespace, uid, resourceVersion, generation, creationTimestamp.)
+first N BuildRuns (and TaskRuns, if any) as the informers do (orjson, strip_noise,
+Store.upsert with the 'build' index; for TaskRuns the informer's transform,
+buildrun.setup.slim_taskrun) in this process under tracemalloc, and reports bytes per
+object as stored, and for comparison BuildRuns without strip_noise's string interning
+and TaskRuns whole (no transform).
 Raw figures go to bench/results/e2e-memory-<time>.json.
 """
 
@@ -55,39 +60,54 @@ from bench.e2e.common import (
     wait_quiet,
     write_results,
 )
-from controller.buildrun.resources import BUILDRUNS
-from controller.buildrun.setup import build_names
+from bench.e2e.peer import add_service_account
+from bench.e2e.throughput import controller_taskrun, finished_status, label_patch, started_status
+from controller.buildrun.resources import BUILDRUNS, TASKRUNS
+from controller.buildrun.setup import build_names, slim_taskrun
 from controller.runtime.informers import strip_noise
-from controller.runtime.kube import JSON, Kube
-from controller.runtime.store import Store
+from controller.runtime.kube import JSON, Kube, Resource
+from controller.runtime.store import Indexer, Store
 from controller.runtime.timestamps import format_time
 from devtools import fixtures
 from devtools.localcluster import LocalCluster
+from devtools.tekton import TektonSimulator
 
 
-def finished_status(name: str) -> JSON:
-    t = datetime.datetime.now(datetime.UTC)
-    start = format_time(t - datetime.timedelta(seconds=90))
-    done = format_time(t)
-    return {
-        "startTime": start,
-        "completionTime": done,
-        "taskRunName": f"{name}-1a2b3c4d",
-        "buildSpec": fixtures.build_spec(),
+def finished_taskrun(taskrun: JSON) -> JSON:
+    """`taskrun` as TektonSimulator.finish leaves it (success, the image digest)."""
+    done = format_time(datetime.datetime.now(datetime.UTC))
+    return {**taskrun, "status": {
+        "podName": f"{taskrun['metadata']['name']}-pod", "completionTime": done,
         "conditions": [{"type": "Succeeded", "status": "True", "reason": "Succeeded",
                         "message": "All Steps have completed executing",
                         "lastTransitionTime": done}],
-        "output": {"digest": "sha256:" + "ab" * 32},
-    }
+        "results": [{"name": "shp-image-digest", "type": "string",
+                     "value": "sha256:" + "ab" * 32}],
+        "steps": [{"name": "build", "container": "step-build",
+                   "terminated": {"exitCode": 0, "reason": "Completed", "startedAt": done,
+                                  "finishedAt": done}}]}}
 
 
-async def populate(kube: Kube, start: int, stop: int, concurrency: int,
-                   deadline: float) -> float:
+async def populate(kube: Kube, start: int, stop: int, concurrency: int, deadline: float,
+                   build: JSON, strategy: JSON, taskruns: bool) -> float:
+    """Finished BuildRuns in the shape the controller leaves them (its label PATCH, its
+    started then finished status, one status write here), and with `taskruns` each
+    one's TaskRun, the controller's body, finished as the simulator finishes it."""
+    sim = TektonSimulator(kube)
+
     async def one(name: str) -> None:
         created = await kube.create(BUILDRUNS, NS, fixtures.buildrun(name))
+        taskrun = controller_taskrun(created, build, strategy)
+        labelled = await kube.patch(BUILDRUNS, NS, name, label_patch(created, build))
+        if taskruns:
+            taskrun = await kube.create(TASKRUNS, NS, taskrun)
+            done = await sim.finish(NS, taskrun["metadata"]["name"])
+        else:
+            done = finished_taskrun(taskrun)
         await kube.patch(BUILDRUNS, NS, name, {
-            "metadata": {"resourceVersion": created["metadata"]["resourceVersion"]},
-            "status": finished_status(name)}, subresource="status")
+            "metadata": {"resourceVersion": labelled["metadata"]["resourceVersion"]},
+            "status": finished_status(started_status(created, build, taskrun), done)},
+            subresource="status")
 
     names = [f"br-{i:06d}" for i in range(start, stop)]
     t0 = time.monotonic()
@@ -176,16 +196,17 @@ def _strip_only(obj: JSON) -> JSON:
     return obj
 
 
-def _store_bytes(raw_items: list[bytes], prepare: Callable[[JSON], JSON]) -> float:
+def _store_bytes(raw_items: list[bytes], resource: Resource, indexers: dict[str, Indexer],
+                 prepare: Callable[[JSON], JSON]) -> float:
     """tracemalloc bytes per object for decode + prepare + Store.upsert (as informers do)."""
     gc.collect()
     tracemalloc.start()
     base = tracemalloc.get_traced_memory()[0]
-    store = Store({"build": build_names})
+    store = Store(indexers)
     for raw in raw_items:
         obj = orjson.loads(raw)
-        obj.setdefault("apiVersion", "shipwright.io/v1beta1")
-        obj.setdefault("kind", "BuildRun")
+        obj.setdefault("apiVersion", resource.api_version)
+        obj.setdefault("kind", resource.kind)
         store.upsert(prepare(obj))
     gc.collect()
     used = tracemalloc.get_traced_memory()[0] - base
@@ -194,25 +215,32 @@ def _store_bytes(raw_items: list[bytes], prepare: Callable[[JSON], JSON]) -> flo
     return used / len(raw_items)
 
 
-async def analyze(kube: Kube, n: int) -> dict[str, Any]:
-    """Lists n BuildRuns as raw list items and measures their cost in a Store."""
+async def _listed(kube: Kube, resource: Resource, n: int) -> list[bytes]:
+    """The first n objects of `resource` in NS, each list item as JSON bytes."""
     raw_items: list[bytes] = []
     cont = None
     while len(raw_items) < n:
         query: dict[str, str | int] = {"limit": 500}
         if cont:
             query["continue"] = cont
-        page = await kube.list(BUILDRUNS, NS, **query)
+        page = await kube.list(resource, NS, **query)
         raw_items += [orjson.dumps(item) for item in page["items"]]
         cont = page["metadata"].get("continue")
         if not cont:
             break
-    raw_items = raw_items[:n]
+    return raw_items[:n]
+
+
+async def analyze(kube: Kube, n: int) -> dict[str, Any]:
+    """Lists n BuildRuns (and their TaskRuns, if any) as raw list items and measures
+    their cost in a Store, prepared as the controller's informers prepare them."""
+    raw_items = await _listed(kube, BUILDRUNS, n)
     sample = _strip_only(orjson.loads(raw_items[0]))
     strings: Counter[str] = Counter()
     for raw in raw_items[:1000]:
         _walk_strings(_strip_only(orjson.loads(raw)), strings)
     containers, leaves = _deep_size(sample, set())
+    by_build: dict[str, Indexer] = {"build": build_names}
 
     result = {
         "objects": len(raw_items),
@@ -221,11 +249,25 @@ async def analyze(kube: Kube, n: int) -> dict[str, Any]:
         "sample_getsizeof_containers": containers,
         "sample_getsizeof_leaves": leaves,
         "tracemalloc_bytes_per_object": {
-            "as_informer_stores": round(_store_bytes(raw_items, strip_noise)),
-            "without_interning": round(_store_bytes(raw_items, _strip_only)),
+            "as_informer_stores": round(_store_bytes(raw_items, BUILDRUNS, by_build,
+                                                     strip_noise)),
+            "without_interning": round(_store_bytes(raw_items, BUILDRUNS, by_build,
+                                                    _strip_only)),
         },
         "repeated_values_top": [(s[:60], c) for s, c in strings.most_common(25)],
     }
+    raw_taskruns = await _listed(kube, TASKRUNS, n)
+    if raw_taskruns:
+        result["taskruns"] = {
+            "objects": len(raw_taskruns),
+            "json_bytes_per_object_as_listed": round(
+                sum(map(len, raw_taskruns)) / len(raw_taskruns)),
+            "tracemalloc_bytes_per_object": {
+                "as_informer_stores": round(_store_bytes(
+                    raw_taskruns, TASKRUNS, {}, lambda o: strip_noise(slim_taskrun(o)))),
+                "whole": round(_store_bytes(raw_taskruns, TASKRUNS, {}, strip_noise)),
+            },
+        }
     return result
 
 
@@ -239,12 +281,14 @@ async def main_async(args: argparse.Namespace) -> None:
         async with LocalCluster(workdir / "cluster") as cluster:
             kube = await load_kube(cluster)
             try:
-                await fixtures.setup_namespace(kube, NS)
+                strategy, build = await fixtures.setup_namespace(kube, NS)
+                await add_service_account(kube)  # the controller runs TaskRuns as `default`
                 have = 0
                 for size in sorted(args.sizes):
                     if size > have:
                         log(f"populating {have} -> {size} finished BuildRuns")
-                        secs = await populate(kube, have, size, args.concurrency, deadline)
+                        secs = await populate(kube, have, size, args.concurrency, deadline,
+                                              build, strategy, args.taskruns)
                         log(f"  {size - have} in {secs:.1f} s ({(size - have) / secs:.0f}/s)")
                         have = size
                     if args.analyze and have >= args.analyze and analysis is None:
@@ -275,10 +319,11 @@ async def main_async(args: argparse.Namespace) -> None:
               f"| {r['cpu_at_ready_s']} | {r['rss_kib'] / 1024:.1f} | {r['hwm_kib'] / 1024:.1f} "
               f"| {r.get('rss_per_object_kib', '-')} | {r.get('hwm_per_object_kib', '-')} "
               f"| {r['quiet_before']['busy_2s']} | {r['quiet_before']['loadavg'][0]} |")
-    if analysis:
-        print(f"in-process analysis of {analysis['objects']} objects: "
-              f"{analysis['tracemalloc_bytes_per_object']} bytes/object; listed JSON "
-              f"{analysis['json_bytes_per_object_as_listed']} bytes/object")
+    for what in ([analysis, analysis.get("taskruns")] if analysis else []):
+        if what:
+            print(f"in-process analysis of {what['objects']} objects: "
+                  f"{what['tracemalloc_bytes_per_object']} bytes/object; listed JSON "
+                  f"{what['json_bytes_per_object_as_listed']} bytes/object")
     path = write_results("memory", {"machine": info, "command": command_line(), "runs": runs,
                                     "analysis": analysis, "end_load": machine()["loadavg"]})
     print(f"raw: {path}")
@@ -290,6 +335,9 @@ def main() -> None:
     p.add_argument("--sizes", type=int, nargs="+", default=[0, 1000, 10000, 50000])
     p.add_argument("--workers", type=int, default=4)
     p.add_argument("--concurrency", type=int, default=32, help="requests in flight (fill)")
+    p.add_argument("--taskruns", action="store_true",
+                   help="give each finished BuildRun its finished TaskRun (the controller's "
+                   "body), as a cluster keeps them: the controller caches both")
     p.add_argument("--analyze", type=int, default=10000,
                    help="in-process tracemalloc of this many objects (0: skip)")
     p.add_argument("--timeout", type=float, default=3600, help="bound on the whole run")

@@ -23,11 +23,14 @@ TaskRuns, Events and the rest); the controller's peak RSS; the outcomes (reason 
 each BuildRun's Succeeded condition).
 
 --mode bare is the ceiling of that path: no controller; this process makes, per
-BuildRun, the requests ours makes, --concurrency at a time: create the BuildRun,
-create its TaskRun (the body ours sends, throughput.taskrun_body), status-patch the
-BuildRun (started); and, from its own watch on TaskRuns, when Tekton has finished one,
-the BuildRun's terminal status patch (throughput.finished_status; no Event). Tekton,
-kwok and the rest do what they do for a controller. Its latency to the TaskRun counts
+BuildRun, the writes ours makes, with the bodies ours sends, --concurrency at a time:
+create the BuildRun, the label PATCH (throughput.label_patch), create its TaskRun
+(throughput.controller_taskrun: the controller's own generate_taskrun), status-patch
+the BuildRun (throughput.started_status: taskRunName, executor, buildSpec, Pending);
+and, from its own watch on TaskRuns, when Tekton has finished one, the BuildRun's
+terminal status patch (throughput.finished_status, from the TaskRun Tekton finished;
+no Event, no Pending/Running progress writes, no GET of the pod). Tekton, kwok and the
+rest do what they do for a controller. Its latency to the TaskRun counts
 from the return of the whole start sequence, so it is not comparable: it is left out.
 """
 
@@ -59,12 +62,13 @@ from bench.e2e.common import (
 )
 from bench.e2e.throughput import (
     WARMUP,
+    controller_taskrun,
     finished_status,
+    label_patch,
     per_buildrun_ms,
     requests_text,
     started_status,
     summary,
-    taskrun_body,
     warm_up,
 )
 from controller.buildrun.resources import BUILDRUNS, TASKRUNS
@@ -90,11 +94,12 @@ class TaskRunFinisher(Observer):
     def __init__(self, cluster: LocalCluster, kube: Kube, concurrency: int) -> None:
         super().__init__(cluster)
         self.kube = kube
+        self.started: dict[str, JSON] = {}  # BuildRun name -> as its started status left it
         self.finished: set[str] = set()
         self.slots = asyncio.Semaphore(concurrency)
         self.tasks: set[asyncio.Task[None]] = set()
         self.errors: list[str] = []
-        self.taskruns_failed = 0  # the BuildRun is marked Succeeded all the same
+        self.taskruns_failed = 0  # their BuildRuns finish with the failure, as ours would
 
     def _see(self, obj: JSON, now: float) -> None:
         name = obj["metadata"]["name"]
@@ -104,16 +109,17 @@ class TaskRunFinisher(Observer):
         if buildrun and verdict in ("True", "False") and name not in self.finished:
             self.finished.add(name)
             self.taskruns_failed += verdict == "False"
-            task = asyncio.create_task(self._finish(buildrun, name))
+            task = asyncio.create_task(self._finish(buildrun, obj))
             self.tasks.add(task)
             task.add_done_callback(self.tasks.discard)
 
-    async def _finish(self, buildrun: str, taskrun: str) -> None:
+    async def _finish(self, buildrun: str, taskrun: JSON) -> None:
         async with self.slots:
             try:
-                await self.kube.patch(BUILDRUNS, NS, buildrun,
-                                      {"status": finished_status(taskrun)},
-                                      subresource="status")
+                br = self.started[buildrun]
+                await self.kube.patch(BUILDRUNS, NS, buildrun, {
+                    "metadata": {"resourceVersion": br["metadata"]["resourceVersion"]},
+                    "status": finished_status(br["status"], taskrun)}, subresource="status")
             except Exception as exc:  # recorded; the run then times out waiting for it
                 self.errors.append(f"{buildrun}: {exc!r}")
 
@@ -150,7 +156,7 @@ async def one_run(mode: str, n: int, workers: int, args: argparse.Namespace,
         try:
             if mode == "peer":
                 await peer.apply_crds(cluster, taskruns=False)
-            await fixtures.setup_namespace(kube, NS)
+            strategy, build = await fixtures.setup_namespace(kube, NS)
             await peer.add_service_account(kube)  # the serviceaccount controller may lag
             if mode == "peer":
                 ctl = peer.ShipwrightController(cluster.kubeconfig, workdir / "peer.log",
@@ -164,12 +170,14 @@ async def one_run(mode: str, n: int, workers: int, args: argparse.Namespace,
                 await kube.create(BUILDRUNS, NS, fixtures.buildrun(name))
 
             async def bare(name: str) -> None:
+                assert finisher is not None
                 br = await kube.create(BUILDRUNS, NS, fixtures.buildrun(name))
-                trn = (await kube.create(TASKRUNS, NS, taskrun_body(br)))["metadata"]["name"]
-                await kube.patch(BUILDRUNS, NS, name, {
+                taskrun = controller_taskrun(br, build, strategy)
+                br = await kube.patch(BUILDRUNS, NS, name, label_patch(br, build))
+                tr = await kube.create(TASKRUNS, NS, taskrun)
+                finisher.started[name] = await kube.patch(BUILDRUNS, NS, name, {
                     "metadata": {"resourceVersion": br["metadata"]["resourceVersion"]},
-                    "status": started_status(trn, f"TaskRun {trn} has not started yet")},
-                    subresource="status")
+                    "status": started_status(br, build, tr)}, subresource="status")
 
             pids = {PROCESSES[k]: v for k, v in stack.pids().items() if k in PROCESSES}
             if ctl is not None:

@@ -21,18 +21,28 @@ controller  `python -m controller` as a subprocess (--max-concurrent-reconciles 
             labelled stand-in for Tekton) finishes every TaskRun (success), --concurrency
             at a time; reported: p50/p99 of TaskRun-finish-returned -> BuildRun
             completionTime seen, and the phase's total time.
-bare        No controller: this process does the same API work itself, per BuildRun,
-            --concurrency at a time: create the BuildRun, create its TaskRun (the body
-            the controller would send), status-patch the BuildRun (the controller's
-            patch: resourceVersion, startTime, taskRunName, buildSpec, condition).
-            Finish phase: the TaskRun status patch (as the simulator's), then the
-            BuildRun's terminal status patch. This is the API server's ceiling for that
-            work on this machine.
-mirror      Like bare, but every request the controller makes for a BuildRun, in its
-            order: POST TaskRun, PATCH status; finish: PATCH status (terminal), POST
-            Event. (Build and BuildStrategy come from its caches.) Tells a gap between
-            bare and the controller made by request count from one made by
-            controller code.
+bare        No controller: this process does the controller's API work itself, per
+            BuildRun, --concurrency at a time, with the bodies the controller sends
+            (made by the controller's own functions, not copies of them): create the
+            BuildRun; the label PATCH (reconciler.build_link: the Build's name and
+            generation labels, a merge patch of metadata, which a /status write cannot
+            carry); create the TaskRun (taskrun.generate_taskrun for the bench's Build
+            and strategy, ServiceAccount `default`: about 4.3 KB of JSON); status-patch
+            the BuildRun (what reconciler._start writes: resourceVersion, startTime,
+            taskRunName, executor, buildSpec, the Pending condition). Finish phase:
+            TektonSimulator's TaskRun status patch (as in the controller run), then the
+            controller's terminal status patch (the whole status with the outcome of
+            status.outcome_from_taskrun applied). This is the API server's ceiling for
+            that work on this machine: the same writes without a controller's watches
+            (the Observer's BuildRun watch is there in every mode).
+mirror      Like bare, plus the requests the controller makes that change nothing:
+            finish: GET of the TaskRun's pod (its ramp-up metrics; 404 with the
+            simulator) and the outcome Event, in line. (Build and BuildStrategy come
+            from its caches.) Tells a gap between bare and the controller made by
+            request count from one made by controller code.
+watched     Bare, plus the two watches a controller holds open (BuildRuns and TaskRuns,
+            each on its own connection, every event read and decoded): bare's ceiling
+            with the API server's watch fan-out to a controller, and nothing else of one.
 peer        Shipwright's own controller (v0.20.13, bench.e2e.peer) in place of ours, on
             a cluster with Shipwright's CRDs (conversion None) and the TaskRun CRD
             served at v1 and v1beta1; BUILDRUN_MAX_CONCURRENT_RECONCILES = W
@@ -92,9 +102,14 @@ from bench.e2e.common import (
     wait_quiet,
     write_results,
 )
+from controller.buildrun import serviceaccounts
+from controller.buildrun.config import ShipwrightConfig
+from controller.buildrun.reconciler import EXECUTOR_KIND, build_link
 from controller.buildrun.resources import BUILDRUNS, TASKRUNS
-from controller.buildrun.taskrun import taskrun_name
-from controller.runtime.kube import EVENTS, JSON, Kube
+from controller.buildrun.spec import effective_build
+from controller.buildrun.status import outcome_from_taskrun, running_reason, with_condition
+from controller.buildrun.taskrun import generate_taskrun
+from controller.runtime.kube import EVENTS, JSON, PODS, Kube
 from controller.runtime.timestamps import format_time, now
 from devtools import fixtures
 from devtools.fixtures import API
@@ -109,53 +124,49 @@ def now_text() -> str:
     return format_time(now())
 
 
-def taskrun_body(buildrun: JSON) -> JSON:
-    """The shape of the TaskRun the controller generates for the bench Build/strategy."""
-    meta = buildrun["metadata"]
-    values = {"dockerfile": "Dockerfile", "shp-output-image": fixtures.IMAGE,
-              "shp-source-url": fixtures.SOURCE_URL}
-    return {
-        "apiVersion": "tekton.dev/v1", "kind": "TaskRun",
-        "metadata": {
-            "name": taskrun_name(buildrun), "namespace": meta["namespace"],
-            "labels": {"buildrun.shipwright.io/name": meta["name"],
-                       "buildrun.shipwright.io/uid": meta["uid"],
-                       "build.shipwright.io/name": fixtures.BUILD},
-            "ownerReferences": [{"apiVersion": API, "kind": "BuildRun", "name": meta["name"],
-                                 "uid": meta["uid"], "controller": True,
-                                 "blockOwnerDeletion": True}],
-        },
-        "spec": {
-            "taskSpec": {
-                "params": [{"name": k, "type": "string"} for k in values],
-                "steps": fixtures.strategy()["spec"]["steps"],
-                "results": [{"name": "shp-image-digest"}, {"name": "shp-error-reason"},
-                            {"name": "shp-error-message"}],
-            },
-            "params": [{"name": k, "value": v} for k, v in values.items()],
-        },
-    }
+CONFIG = ShipwrightConfig.from_env()  # the controller's, read the same way
 
 
-def started_status(taskrun: str, message: str) -> JSON:
-    now = now_text()
-    return {
-        "startTime": now, "taskRunName": taskrun,
-        "buildSpec": fixtures.build_spec(),
-        "conditions": [{"type": "Succeeded", "status": "Unknown", "reason": "Pending",
-                        "message": message, "lastTransitionTime": now}],
-    }
+def label_patch(buildrun: JSON, build: JSON) -> JSON:
+    """The metadata merge patch the controller sends before it starts a BuildRun of a
+    validated Build (reconciler.build_link: the Build's name and generation labels)."""
+    return {"metadata": build_link(buildrun, build)}
 
 
-def finished_status(taskrun: str) -> JSON:
-    now = now_text()
-    return {
-        "completionTime": now,
-        "conditions": [{"type": "Succeeded", "status": "True", "reason": "Succeeded",
-                        "message": "All Steps have completed executing",
-                        "lastTransitionTime": now}],
-        "output": {"digest": "sha256:" + "ab" * 32},
-    }
+def controller_taskrun(buildrun: JSON, build: JSON, strategy: JSON) -> JSON:
+    """The TaskRun the controller creates for `buildrun` (generate_taskrun, the same
+    function; the ServiceAccount it picks when the namespace has only `default`)."""
+    return generate_taskrun(buildrun, build, strategy, serviceaccounts.choose(buildrun).name,
+                            CONFIG)
+
+
+def started_status(buildrun: JSON, build: JSON, taskrun: JSON) -> JSON:
+    """The status the controller writes once the TaskRun is created (reconciler._start):
+    startTime, taskRunName, executor, the buildSpec snapshot, the Pending condition."""
+    effective = effective_build(buildrun, build.get("spec") or {})
+    snapshot = dict(effective.spec)
+    if effective.retention:
+        snapshot["retention"] = effective.retention
+    at = now_text()
+    name = taskrun["metadata"]["name"]
+    status = {"startTime": at, "taskRunName": name,
+              "executor": {"kind": EXECUTOR_KIND, "name": name}, "buildSpec": snapshot}
+    return with_condition(status, "Unknown", *running_reason(taskrun), at)
+
+
+def finished_status(status: JSON, taskrun: JSON) -> JSON:
+    """The whole status the controller writes when the TaskRun finished (reconciler._finish
+    sends the old status with the outcome applied: one merge patch)."""
+    outcome = outcome_from_taskrun(taskrun)
+    assert outcome is not None, "the TaskRun has finished"
+    at = now_text()
+    status = with_condition(status, outcome.status, outcome.reason, outcome.message, at)
+    status["completionTime"] = at
+    for key, value in (("failureDetails", outcome.failure_details),
+                       ("output", outcome.output), ("source", outcome.source)):
+        if value:
+            status[key] = value
+    return status
 
 
 def event_body(buildrun: JSON, reason: str, message: str) -> JSON:
@@ -170,6 +181,19 @@ def event_body(buildrun: JSON, reason: str, message: str) -> JSON:
         "source": {"component": "bench"}, "reportingComponent": "bench",
         "reportingInstance": "bench", "firstTimestamp": now, "lastTimestamp": now, "count": 1,
     }
+
+
+class ControllerWatch(Observer):
+    """--mode watched: one of the two watches a controller holds open (BuildRuns, and
+    TaskRuns below), each on its own connection; every event is read and decoded, and
+    nothing done with it. What the API server spends on it is the watch fan-out."""
+
+    def _see(self, obj: JSON, now: float) -> None:
+        pass
+
+
+class TaskRunWatch(ControllerWatch):
+    group_version, plural = "tekton.dev/v1", "taskruns"
 
 
 class Client:
@@ -190,6 +214,16 @@ class Client:
             group, version, NS, plural, body)
         return out
 
+    async def patch(self, plural: str, name: str, body: JSON) -> JSON:
+        """A merge patch of the object itself (the label PATCH)."""
+        if self.how == "raw":
+            res = {"buildruns": BUILDRUNS, "taskruns": TASKRUNS}[plural]
+            return await self.kube.patch(res, NS, name, body)
+        out: JSON = await self.custom.patch_namespaced_custom_object(
+            "shipwright.io", "v1beta1", NS, plural, name, body,
+            _content_type=MERGE)  # type: ignore[call-arg]  # taken by its **kwargs
+        return out
+
     async def patch_status(self, plural: str, name: str, body: JSON) -> JSON:
         if self.how == "raw":
             res = {"buildruns": BUILDRUNS, "taskruns": TASKRUNS}[plural]
@@ -200,6 +234,15 @@ class Client:
             group, version, NS, plural, name, body,
             _content_type=MERGE)  # type: ignore[call-arg]  # taken by its **kwargs
         return out
+
+    async def get_pod(self, name: str) -> None:
+        """The controller's GET of a finished TaskRun's pod (its ramp-up metrics); the
+        simulator makes no pod, so the answer is 404 here, as in the controller run."""
+        if self.how == "raw":
+            await self.kube.get_or_none(PODS, NS, name)
+        else:
+            with contextlib.suppress(k8s.ApiException):
+                await self.core.read_namespaced_pod(name, NS)
 
     async def event(self, body: JSON) -> None:
         if self.how == "raw":
@@ -306,9 +349,11 @@ async def one_run(mode: str, n: int, workers: int, args: argparse.Namespace,
         kube = await load_kube(cluster)
         ctl: Controller | None = None
         observer = Observer(cluster)
+        watches = [ControllerWatch(cluster), TaskRunWatch(cluster)]
         try:
-            await fixtures.setup_namespace(kube, NS)
-            await peer.add_service_account(kube)  # Shipwright needs one; ours ignores it
+            strategy, build = await fixtures.setup_namespace(kube, NS)
+            # Shipwright needs one; ours runs TaskRuns as `default` (no `pipeline` here).
+            await peer.add_service_account(kube)
             pids = server_pids(cluster)
             if mode == "controller":
                 ctl = Controller(cluster.kubeconfig, workdir / "controller.log", workers=workers,
@@ -317,6 +362,9 @@ async def one_run(mode: str, n: int, workers: int, args: argparse.Namespace,
                 ctl = peer.ShipwrightController(cluster.kubeconfig, workdir / "peer.log",
                                                 workers=workers, workdir=workdir)
             await observer.start(deadline)
+            if mode == "watched":
+                for watch in watches:
+                    await watch.start(deadline)
             if ctl is not None:
                 await ctl.start()
                 live, ready = await ctl.wait_ready(120)
@@ -334,13 +382,14 @@ async def one_run(mode: str, n: int, workers: int, args: argparse.Namespace,
                 await kube.create(BUILDRUNS, NS, fixtures.buildrun(name))
 
             async def bare(name: str) -> None:
+                # The controller's start, request for request and body for body.
                 br = await client.create("buildruns", fixtures.buildrun(name))
-                uids[name] = br
-                tr = await client.create("taskruns", taskrun_body(br))
-                trn = tr["metadata"]["name"]
+                taskrun = controller_taskrun(br, build, strategy)
+                br = await client.patch("buildruns", name, label_patch(br, build))
+                tr = await client.create("taskruns", taskrun)
                 br = await client.patch_status("buildruns", name, {
                     "metadata": {"resourceVersion": br["metadata"]["resourceVersion"]},
-                    "status": started_status(trn, f"TaskRun {trn} has not started yet")})
+                    "status": started_status(br, build, tr)})
                 uids[name] = br
 
             work: Callable[[str], Awaitable[None]] = create if driven else bare
@@ -390,23 +439,17 @@ async def one_run(mode: str, n: int, workers: int, args: argparse.Namespace,
                     await sim.finish(NS, observer.taskrun_name[name])
 
                 async def finish_bare(name: str) -> None:
-                    trn = observer.taskrun_name[name]
-                    await client.patch_status("taskruns", trn, {"status": {
-                        "podName": f"{trn}-pod", "completionTime": now_text(),
-                        "conditions": [{"type": "Succeeded", "status": "True",
-                                        "reason": "Succeeded",
-                                        "message": "All Steps have completed executing",
-                                        "lastTransitionTime": now_text()}],
-                        "results": [{"name": "shp-image-digest", "type": "string",
-                                     "value": "sha256:" + "ab" * 32}],
-                        "steps": [{"name": "build", "container": "step-build",
-                                   "terminated": {"exitCode": 0, "reason": "Completed"}}]}})
+                    # The simulator's TaskRun status patch, then the controller's finish.
+                    tr = await sim.finish(NS, observer.taskrun_name[name])
                     br = uids[name]
+                    status = finished_status(br["status"], tr)
                     await client.patch_status("buildruns", name, {
                         "metadata": {"resourceVersion": br["metadata"]["resourceVersion"]},
-                        "status": finished_status(trn)})
+                        "status": status})
                     if mode == "mirror":
-                        await client.event(event_body(br, "Succeeded", "All Steps have completed"))
+                        await client.get_pod(tr["status"]["podName"])
+                        cond = status["conditions"][0]
+                        await client.event(event_body(br, cond["reason"], cond["message"]))
 
                 fwork: Callable[[str], Awaitable[None]] = finish if driven else finish_bare
                 rec1 = await ctl.reconciles() if ctl else {}
@@ -445,10 +488,14 @@ async def one_run(mode: str, n: int, workers: int, args: argparse.Namespace,
                 log(f"  finish: {fin}")
         finally:
             await observer.stop()
+            for watch in watches:
+                await watch.stop()
             if ctl is not None:
                 out["exit_code"] = await ctl.stop()
             await kube.close()
     out["observer_events"] = observer.events
+    if mode == "watched":
+        out["watch_events"] = {w.plural: w.events for w in watches}
     out["load_after"] = machine()["loadavg"]
     return out
 
@@ -554,7 +601,7 @@ def main() -> None:
     p = argparse.ArgumentParser(description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--mode", nargs="+", default=["controller"],
-                   choices=["controller", "bare", "mirror", "peer"])
+                   choices=["controller", "bare", "mirror", "watched", "peer"])
     p.add_argument("--n", type=int, nargs="+", default=[1000])
     p.add_argument("--workers", type=int, nargs="+", default=[16],
                    help="--max-concurrent-reconciles for the controller")

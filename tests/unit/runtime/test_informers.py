@@ -200,3 +200,35 @@ def test_scripted_kube_matches_the_real_signatures() -> None:
         real = inspect.signature(getattr(Kube, name))
         fake = inspect.signature(getattr(ScriptedKube, name))
         assert list(real.parameters) == list(fake.parameters), name
+
+
+def test_the_transform_shapes_every_listed_and_watched_object_before_anyone_sees_it(
+) -> None:
+    transformed: list[str] = []
+
+    def drop_spec(o: JSON) -> JSON:
+        transformed.append(o["metadata"]["name"])
+        o.pop("spec", None)
+        return o
+
+    async def main() -> None:
+        kube = ScriptedKube(
+            pages=[page([obj("a", "1", spec={"big": "x" * 100}), obj("b", "2")], "5")],
+            watches=[[{"type": "MODIFIED", "object": obj("a", "6", spec={"big": "y"})},
+                      {"type": "ADDED", "object": obj("c", "7", spec={"big": "z"})},
+                      {"type": "DELETED", "object": obj("b", "8", spec={"big": "w"})},
+                      BLOCK]],
+        )
+        informer = Informer(kube, resource(), transform=drop_spec)  # type: ignore[arg-type]
+        seen: list[JSON] = []
+        informer.add_handler(lambda kind, new, old: seen.extend([new] + ([old] if old else [])))
+        task = asyncio.create_task(informer.run())
+        await wait_for(lambda: len(transformed) == 5)
+        await stop(task)
+        assert sorted(informer.store.keys()) == ["ns/a", "ns/c"]
+        assert seen and all("spec" not in o for o in seen)
+        assert all("spec" not in o and "managedFields" not in o["metadata"]
+                   for o in informer.store.values())
+
+    run(main())
+    assert transformed == ["a", "b", "a", "c", "b"]  # once per object received

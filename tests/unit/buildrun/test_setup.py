@@ -1,0 +1,97 @@
+"""The TaskRun informer's transform (setup.slim_taskrun): every answer the controller
+reads off a cached TaskRun is the same on the slim copy as on the whole TaskRun."""
+
+from __future__ import annotations
+
+import copy
+import json
+from typing import Any
+
+import orjson
+import pytest
+
+from controller.buildrun.config import ShipwrightConfig
+from controller.buildrun.setup import owner_buildrun, slim_taskrun
+from controller.buildrun.status import outcome_from_taskrun, running_reason, taskrun_finished
+from controller.buildrun.taskrun import generate_taskrun
+from devtools import fixtures
+
+JSON = dict[str, Any]
+
+
+def parity_taskrun() -> JSON:
+    """The TaskRun the controller makes for the fixtures' Build, as the server returns it."""
+    buildrun = fixtures.buildrun("br-1", timeout="10m")
+    buildrun["metadata"].update(namespace="ns", uid="u-1", generation=1)
+    build = fixtures.build()
+    build["metadata"].update(namespace="ns", uid="b-1", generation=3)
+    taskrun = generate_taskrun(buildrun, build, fixtures.strategy(), "default",
+                               ShipwrightConfig.from_env())
+    taskrun["metadata"].update(uid="t-1", resourceVersion="7",
+                               creationTimestamp="2026-12-03T10:00:00Z",
+                               annotations={"pipeline.tekton.dev/release": "v1.10.3"})
+    return taskrun
+
+
+def tekton_status(how: str, task_spec: JSON) -> JSON:
+    """A TaskRun status in Tekton v1.10's shape, with its copy of the task spec."""
+    conditions = {
+        "running": ("Unknown", "Running", "Not all Steps in the Task have finished executing"),
+        "pending": ("Unknown", "Pending", "pod status \"PodScheduled\":\"False\""),
+        "success": ("True", "Succeeded", "All Steps have completed executing"),
+        "failed": ("False", "Failed", "\"step-build\" exited with code 1"),
+        "timeout": ("False", "TaskRunTimeout", "TaskRun br-1-x failed to finish within 10m"),
+        "cancelled": ("False", "TaskRunCancelled", "TaskRun br-1-x was cancelled"),
+    }[how]
+    status: JSON = {
+        "podName": "br-1-x-pod", "startTime": "2026-12-03T10:00:01Z",
+        "conditions": [dict(zip(("status", "reason", "message"), conditions, strict=True),
+                            type="Succeeded", lastTransitionTime="2026-12-03T10:00:09Z")],
+        "taskSpec": copy.deepcopy(task_spec),
+        "provenance": {"featureFlags": {"enableAPIFields": "beta", "maxResultSize": 4096}},
+        "steps": [{"name": "source-default", "container": "step-source-default",
+                   "imageID": "ghcr.io/x@sha256:" + "0" * 64,
+                   "terminated": {"exitCode": 0, "reason": "Completed"}}],
+    }
+    if how == "success":
+        status["results"] = [{"name": "shp-image-digest", "type": "string",
+                              "value": "sha256:" + "ab" * 32},
+                             {"name": "shp-source-default-commit-sha", "type": "string",
+                              "value": "f" * 40}]
+    if how == "failed":
+        status["steps"].append({
+            "name": "build", "container": "step-build",
+            "terminated": {"exitCode": 1, "reason": "Error", "message": json.dumps(
+                [{"key": "shp-error-reason", "value": "GitAuthFailed"}])}})
+    return status
+
+
+@pytest.mark.parametrize("how", ["running", "pending", "success", "failed", "timeout",
+                                 "cancelled"])
+def test_slim_taskrun_reads_the_same(how: str) -> None:
+    whole = parity_taskrun()
+    whole["status"] = tekton_status(how, whole["spec"]["taskSpec"])
+    if how == "cancelled":
+        whole["spec"]["status"] = "TaskRunCancelled"
+        whole["spec"]["statusMessage"] = "the BuildRun finished before its TaskRun did"
+    slim = slim_taskrun(copy.deepcopy(whole))
+
+    assert taskrun_finished(slim) == taskrun_finished(whole)
+    assert outcome_from_taskrun(slim) == outcome_from_taskrun(whole)
+    assert running_reason(slim) == running_reason(whole)
+    assert owner_buildrun(slim) == owner_buildrun(whole) == "ns/br-1"
+    assert slim["metadata"] == whole["metadata"]
+    for key in ("status", "statusMessage", "timeout"):
+        assert slim["spec"].get(key) == whole["spec"].get(key)
+    assert slim["spec"]["timeout"] == "10m"
+    assert "taskSpec" not in slim["spec"] and "taskSpec" not in slim["status"]
+    assert "provenance" not in slim["status"]
+    # Tekton's copy of the task in status doubles a TaskRun; the slim one keeps a fraction.
+    assert len(orjson.dumps(slim)) < len(orjson.dumps(whole)) / 4
+
+
+def test_slim_taskrun_takes_odd_shapes() -> None:
+    # A TaskRun without spec or status (or with them null) is kept as it is.
+    assert slim_taskrun({"metadata": {"name": "a"}}) == {"metadata": {"name": "a"}}
+    odd = {"metadata": {"name": "a"}, "spec": None, "status": None}
+    assert slim_taskrun(copy.deepcopy(odd)) == odd
