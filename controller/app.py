@@ -58,12 +58,16 @@ class App:
             raise ConfigError(
                 f"cannot reach the API server at {kube.api_client.configuration.host}: {exc}"
             ) from exc
-        recorder = EventRecorder(kube, "buildrun-controller", identity)
-        buildrun = buildrun_setup.setup(kube, settings, recorder)
-        # The Build controller reads the same Build, BuildStrategy and BuildRun informers.
-        build = build_setup.setup(kube, settings, buildrun.builds, buildrun.strategies,
-                                  buildrun.buildruns)
-        build_limits = buildlimit_setup.setup(kube, settings, recorder, buildrun)
+        try:  # a setting refused here (a ConfigError) must not leave the session open
+            recorder = EventRecorder(kube, "buildrun-controller", identity)
+            buildrun = buildrun_setup.setup(kube, settings, recorder)
+            # The Build controller reads the same Build, BuildStrategy and BuildRun informers.
+            build = build_setup.setup(kube, settings, buildrun.builds, buildrun.strategies,
+                                      buildrun.buildruns)
+            build_limits = buildlimit_setup.setup(kube, settings, recorder, buildrun)
+        except BaseException:
+            await kube.close()
+            raise
         app = cls(settings, kube, buildrun, build, build_limits, recorder,
                   Endpoints(lambda: app.synced()), asyncio.Event())
         return app

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import asyncio
+import os
 import subprocess
 import sys
 from dataclasses import replace
@@ -202,11 +203,12 @@ async def test_metrics_over_http_show_a_scripted_run(
     assert "process_resident_memory_bytes" in lines
 
 
-def run_cli(*args: str) -> subprocess.CompletedProcess[str]:
+def run_cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "-m", "controller", *args, "--metrics-bind-address", "0",
          "--health-probe-bind-address", "0"],
         capture_output=True, text=True, timeout=60,
+        env=None if env is None else {**os.environ, **env},
     )
 
 
@@ -229,3 +231,12 @@ def test_cli_unreachable_server_is_one_clear_line(
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1 and "cannot reach the API server" in lines[0], result.stderr
 
+
+def test_cli_bad_shipwright_setting_is_one_clear_line(cluster: LocalCluster) -> None:
+    """Refused after the API server answered: one line, exit 2, and the HTTP session that
+    was open by then is closed (no "Unclosed client session" on the way out)."""
+    result = run_cli("--kubeconfig", str(cluster.kubeconfig),
+                     env={"VULNERABILITY_COUNT_LIMIT": "many"})
+    assert result.returncode == 2
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and "VULNERABILITY_COUNT_LIMIT" in lines[0], result.stderr
