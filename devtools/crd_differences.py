@@ -79,6 +79,10 @@ DIFFERENCES: list[Difference] = [
     Difference(("Build", "BuildRun"), "*.trigger.when[]", "x-kubernetes-validations",
                "a trigger has a name, a type GitHub, Image or Pipeline and that type's fields, "
                "as Shipwright's Build validation requires (pkg/validate/trigger.go)"),
+    Difference(("BuildRun",), ".spec.build.spec.retention", "x-kubernetes-validations",
+               "failedLimit, succeededLimit and atBuildDeletion are refused in an embedded "
+               "build spec: they act on the BuildRuns of a Build, an embedded spec has no "
+               "Build, and Shipwright admits them there and then ignores them"),
     Difference(("BuildRun",), ".status", "x-kubernetes-validations",
                "a BuildRun's outcome is frozen once status.completionTime is set: neither a "
                "user nor a buggy controller can change completionTime or the Succeeded "

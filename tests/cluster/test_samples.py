@@ -202,6 +202,12 @@ REFUSED: list[tuple[str, str, str, Mutation, str]] = [
      "spec.paramValues[0].values[0]: Invalid value"),
     ("buildrun without build", "BuildRun", "kaniko-golang-buildrun",
      _delete("spec.build"), "spec.build: Required value"),
+    *[(f"embedded spec with retention.{field}", "BuildRun", "kaniko-golang-buildrun",
+       _set("spec.build", {"spec": {"source": {"type": "Git", "git": {"url": "https://x"}},
+                                    "strategy": {"name": "kaniko"}, "output": {"image": "x"},
+                                    "retention": {field: value}}}),
+       "an embedded build spec has none")
+      for field, value in (("failedLimit", 1), ("succeededLimit", 1), ("atBuildDeletion", True))],
     ("strategy step without name", "ClusterBuildStrategy", "kaniko",
      _delete("spec.steps.0.name"), "spec.steps[0].name: Required value"),
     ("two steps of one name", "ClusterBuildStrategy", "buildkit",
@@ -221,7 +227,9 @@ OURS = {"type Git with an OCI artifact", "type OCI without an OCI artifact",
         "empty type with a source", "unknown strategy kind", "env var without name",
         "env var with value and valueFrom", "output timestamp neither keyword nor number",
         "trigger of an unknown type", "GitHub trigger without events",
-        "Pipeline trigger with name and selector"}
+        "Pipeline trigger with name and selector", "embedded spec with retention.failedLimit",
+        "embedded spec with retention.succeededLimit",
+        "embedded spec with retention.atBuildDeletion"}
 
 
 @pytest.mark.parametrize(("what", "kind", "name", "mutate", "fragment"), REFUSED,
@@ -280,7 +288,8 @@ ADMITTED: list[tuple[str, str, str, Mutation]] = [
      _set("spec.output.timestamp", "1691650396")),
     ("timestamp keyword", "BuildRun", "kaniko-golang-buildrun",
      _set("spec.output", {"image": "x", "timestamp": "SourceTimestamp"})),
-    ("triggers of every type", "Build", "kaniko-golang-build", _set("spec.trigger", {"when": [
+    ("triggers of every type", "Build", "kaniko-golang-build", _set("spec.trigger", {
+        "triggerSecret": "webhook-token", "when": [
         {"name": "push", "type": "GitHub", "github": {"events": ["Push"], "branches": ["main"]}},
         {"name": "base", "type": "Image", "image": {"names": ["ghcr.io/x/base:latest"]}},
         {"name": "p1", "type": "Pipeline", "objectRef": {"name": "p", "status": ["Succeeded"]}},

@@ -172,6 +172,8 @@ FIELD_CASES: list[Case] = [
         "image": "registry.example.com/app", "insecure": True}}),
     variant("output/pushSecret", build={"output": {
         "image": "registry.example.com/app", "pushSecret": "push-creds"}}),
+    variant("output/pushSecret-buildrun", run={"output": {
+        "image": "registry.example.com/other", "pushSecret": "run-push-creds"}}),
     variant("output/no-output-directory-no-push", strategy={"steps": [
         {"name": "build", "image": "example.com/builder:1",
          "args": ["$(params.shp-output-image)", "$(params.target)"]}]}),
@@ -202,6 +204,9 @@ FIELD_CASES: list[Case] = [
                                                                    "resources": {}}]}),
     variant("securityContext", strategy={"securityContext": {"runAsUser": 1001,
                                                              "runAsGroup": 1002}}),
+    variant("volumes/description", strategy={"volumes": [
+        {"name": "cache", "overridable": True, "description": "the build cache", "emptyDir": {}},
+        {"name": "config", "description": "settings", "configMap": {"name": "cfg"}}]}),
     variant("volumes/build-override", build={"volumes": [
         {"name": "cache", "persistentVolumeClaim": {"claimName": "pvc"}}]}),
     variant("volumes/buildrun-override", build={"volumes": [

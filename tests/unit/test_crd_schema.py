@@ -155,6 +155,15 @@ def test_every_listed_difference_is_still_a_difference(
     assert not stale, f"these listed differences match nothing any more: {stale}"
 
 
+@pytest.mark.parametrize("kind", ["BuildStrategy", "ClusterBuildStrategy"])
+def test_a_strategys_status_has_no_fields_as_in_shipwright(
+    pairs: dict[str, tuple[dict[str, Any], dict[str, Any]]], kind: str,
+) -> None:
+    for crd in pairs[kind]:
+        status = v1beta1(crd)["schema"]["openAPIV3Schema"]["properties"]["status"]
+        assert status["type"] == "object" and not status.get("properties"), status
+
+
 def test_every_difference_says_why() -> None:
     assert all(len(d.reason.split()) >= 5 for d in DIFFERENCES)
 
