@@ -130,7 +130,8 @@ FIELDS: list[Field] = [
           "multi-arch builds need PipelineRuns, which this controller does not run",
           (_VA + "test_valid_optional_fields_register", _VA + "test_failures",
            _CK + "test_platforms_valid_end_in_executor_not_pipeline_run",
-           _CK + "test_platforms_of_the_buildrun_replace_the_builds_when_not_empty")),
+           _CK + "test_platforms_of_the_buildrun_replace_the_builds_when_not_empty",
+           _BR + "test_user_errors_are_terminal_at_once")),
     Field(BOTH, ".spec.timeout", "the TaskRun's timeout; a BuildRun's wins; past it the "
           "BuildRun ends BuildRunTimeout",
           (_SP + "test_effective_build_rejects_bad_build_timeout",
@@ -151,7 +152,8 @@ FIELDS: list[Field] = [
     Field(BOTH, ".spec.tolerations", "the TaskRun's pod template, merged by key; checked as "
           "Shipwright checks them (TolerationNotValid)",
           (_TR + "test_pod_template_buildrun_wins_and_tolerations_merge_by_key",
-           _VA + "test_failures", _CK + "test_buildrun_tolerations_not_valid"), oracle=True),
+           _VA + "test_failures", _CK + "test_buildrun_tolerations_not_valid",
+           _BR + "test_user_errors_are_terminal_at_once"), oracle=True),
     Field(BOTH, ".spec.schedulerName", "the TaskRun's pod template; checked as Shipwright "
           "checks it (SchedulerNameNotValid)",
           (_TR + "test_pod_template_buildrun_wins_and_tolerations_merge_by_key",

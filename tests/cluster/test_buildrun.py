@@ -181,6 +181,14 @@ USER_ERRORS: list[tuple[str, dict[str, Any], str | None, str]] = [
     ("missing-strategy", {"build": {"spec": {
         "strategy": {"name": "ghost"}, "output": {"image": "x"}}}}, None,
      reasons.BUILD_REGISTRATION_FAILED),
+    # A BuildRun's own fields are checked before its TaskRun, as Shipwright checks them;
+    # platforms ask for a multi-arch build, which takes PipelineRuns (we run TaskRuns).
+    ("bad-toleration", {"tolerations": [{"key": "k", "operator": "Exists",
+                                         "effect": "NoExecute"}]}, "app",
+     reasons.TOLERATION_NOT_VALID),
+    ("platforms", {"output": {"image": "registry.example.com/x", "platforms": [
+        {"os": "linux", "arch": "amd64"}, {"os": "linux", "arch": "arm64"}]}}, "app",
+     reasons.EXECUTOR_NOT_PIPELINE_RUN),
 ]
 
 
