@@ -57,8 +57,12 @@ class Field:
         return (ORACLE, *self.tests) if self.oracle else self.tests
 
     def covers(self, path: str) -> bool:
-        return path == self.path or (path.startswith(self.path)
-                                     and path[len(self.path)] in ".[{")
+        return is_at_or_below(path, self.path)
+
+
+def is_at_or_below(path: str, prefix: str) -> bool:
+    """`path` is `prefix` or a field, item or value beneath it."""
+    return path == prefix or (path.startswith(prefix) and path[len(prefix)] in ".[{")
 
 
 FIELDS: list[Field] = [

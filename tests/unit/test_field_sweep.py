@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from devtools import fields, shipwright
-from devtools.fields import EMBEDDED, FIELDS, ORACLE, Field, covering
+from devtools.fields import EMBEDDED, FIELDS, ORACLE, Field, covering, is_at_or_below
 from tests.unit.test_crd_schema import FILES, OURS, REPO, flatten, load, v1beta1
 
 JSON = dict[str, Any]
@@ -45,7 +45,7 @@ def paths(schema: JSON) -> list[str]:
 
 
 def _is_container(path: str, all_paths: list[str]) -> bool:
-    return any(p != path and Field((), path, "").covers(p) for p in all_paths)
+    return any(p != path and is_at_or_below(p, path) for p in all_paths)
 
 
 def uncovered(rows: list[Field], theirs: Schemas, ours: Schemas) -> list[str]:
