@@ -1,4 +1,4 @@
-"""The process: runs the controllers `controller.buildrun.setup` and `controller.build.setup`
+"""The process: runs the controllers `controller.buildrun.setup` and `controller.builds.setup`
 wire, with leader election, Events and the HTTP endpoints, until a signal or a lost lease.
 
 Informers run on every replica, so a standby is warm and ready; workers run
@@ -14,9 +14,9 @@ import logging
 import signal
 from dataclasses import dataclass
 
-from controller.build import setup as build_setup
 from controller.buildlimit import setup as buildlimit_setup
 from controller.buildrun import setup as buildrun_setup
+from controller.builds import setup as build_setup
 from controller.runtime.events import EventRecorder
 from controller.runtime.informers import Informer
 from controller.runtime.kube import ConfigError, Kube, load_api_client

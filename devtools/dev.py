@@ -53,11 +53,11 @@ from pathlib import Path
 import aiohttp
 
 from controller.app import App
-from controller.buildrun.resources import BUILDRUNS
 from controller.runtime import logs
 from controller.runtime.kube import JSON, ApiError, Kube
 from controller.runtime.kube import load_api_client as _load_api_client
 from controller.settings import QueueSettings, RetryBudget, Settings
+from controller.shipwright.resources import BUILDRUNS
 from devtools.fates import FateWebhook
 from devtools.localcluster import LocalCluster
 from devtools.polling import wait_until

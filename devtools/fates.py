@@ -24,8 +24,8 @@ from pathlib import Path
 
 from aiohttp import web
 
-from controller.buildrun.taskrun import LABEL_BUILDRUN
 from controller.runtime.kube import JSON
+from controller.shipwright.labels import LABEL_BUILDRUN
 from devtools.localcluster import LocalCluster, free_port
 from devtools.webhook import serve_https
 

@@ -23,8 +23,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from controller.buildrun.resources import BUILDS, BUILDSTRATEGIES
 from controller.runtime.kube import JSON, Kube, Resource
+from controller.shipwright.resources import BUILDS, BUILDSTRATEGIES
 
 API = "shipwright.io/v1beta1"
 NAMESPACES = Resource("", "v1", "namespaces", "Namespace", namespaced=False)

@@ -21,9 +21,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from controller.buildrun.resources import BUILDRUNS
 from controller.buildrun.status import succeeded_condition
 from controller.runtime.kube import JSON, Kube
+from controller.shipwright.resources import BUILDRUNS
 from devtools import fixtures
 from devtools.fates import fate_annotations, results
 from devtools.polling import wait_until

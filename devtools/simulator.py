@@ -21,10 +21,10 @@ from dataclasses import dataclass, field
 
 import aiohttp
 
-from controller.buildrun.resources import TASKRUNS
 from controller.buildrun.status import taskrun_finished
-from controller.buildrun.taskrun import LABEL_BUILDRUN
 from controller.runtime.kube import JSON, ApiError, Kube
+from controller.shipwright.labels import LABEL_BUILDRUN
+from controller.shipwright.resources import TASKRUNS
 from devtools.tekton import Finish, TektonSimulator
 
 SIMULATOR = "[tekton-simulator]"

@@ -14,10 +14,10 @@ from __future__ import annotations
 
 from typing import Literal
 
-from controller.buildrun.resources import TASKRUNS
 from controller.runtime.errors import is_already_exists
 from controller.runtime.kube import JSON, PODS, SERVICEACCOUNTS, ApiError, Kube
 from controller.runtime.timestamps import format_time, now
+from controller.shipwright.resources import TASKRUNS
 
 Finish = Literal["success", "failure", "timeout", "cancelled", "evicted", "oom", "error-result"]
 

@@ -11,11 +11,11 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from controller.buildrun.resources import TASKRUNS
 from controller.buildrun.status import succeeded_condition
-from controller.buildrun.taskrun import LABEL_BUILDRUN
 from controller.runtime.informers import EventType, Informer
 from controller.runtime.kube import JSON, Kube
+from controller.shipwright.labels import LABEL_BUILDRUN
+from controller.shipwright.resources import TASKRUNS
 
 TEKTON = "[tekton]"
 

@@ -53,8 +53,8 @@ import yaml
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from controller.buildrun.resources import BUILDRUNS  # noqa: E402
 from controller.runtime.kube import JSON, Kube, load_api_client  # noqa: E402
+from controller.shipwright.resources import BUILDRUNS  # noqa: E402
 from devtools import fixtures  # noqa: E402
 from devtools.localcluster import LocalCluster, free_port  # noqa: E402
 from devtools.simulator import SimulatedTekton  # noqa: E402

@@ -11,9 +11,9 @@ from collections import defaultdict
 from collections.abc import Callable
 from typing import Literal
 
-from controller.buildrun.resources import BUILDRUNS
-from controller.buildrun.taskrun import LABEL_BUILDRUN
 from controller.runtime.kube import JSON, Kube
+from controller.shipwright.labels import LABEL_BUILDRUN
+from controller.shipwright.resources import BUILDRUNS
 from devtools.localcluster import LocalCluster
 from devtools.polling import transient
 from devtools.webhook import FlakyWebhook, Verdict

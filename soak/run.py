@@ -59,12 +59,12 @@ from typing import Any
 import aiohttp
 
 from controller.buildrun import reasons
-from controller.buildrun.resources import BUILDRUNS, TASKRUNS
 from controller.buildrun.status import succeeded_condition
-from controller.buildrun.taskrun import LABEL_BUILDRUN
 from controller.runtime.errors import is_already_exists
 from controller.runtime.kube import JSON, ApiError, Kube, load_api_client
 from controller.runtime.timestamps import format_time, now
+from controller.shipwright.labels import LABEL_BUILDRUN
+from controller.shipwright.resources import BUILDRUNS, TASKRUNS
 from devtools import fixtures
 from devtools.fates import FateWebhook, fate_annotations, results
 from devtools.localcluster import LocalCluster, write_token_kubeconfig

@@ -21,12 +21,12 @@ import aiohttp
 from prometheus_client import REGISTRY
 
 from controller.app import App
-from controller.buildrun.resources import BUILDRUNS, BUILDS, BUILDSTRATEGIES, TASKRUNS
 from controller.buildrun.status import taskrun_finished
-from controller.buildrun.taskrun import LABEL_BUILDRUN
 from controller.runtime.kube import JSON, PODS, ApiError, Kube
 from controller.runtime.reconcile import Result
 from controller.settings import QueueSettings, RetryBudget, Settings
+from controller.shipwright.labels import LABEL_BUILDRUN
+from controller.shipwright.resources import BUILDRUNS, BUILDS, BUILDSTRATEGIES, TASKRUNS
 from devtools import fixtures
 from devtools.fates import FateWebhook, fate_annotations
 from devtools.localcluster import LocalCluster

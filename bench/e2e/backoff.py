@@ -54,7 +54,7 @@ from bench.e2e.common import (
     wait_quiet,
     write_results,
 )
-from controller.buildrun.resources import BUILDRUNS
+from controller.shipwright.resources import BUILDRUNS
 from devtools import fixtures
 from devtools.localcluster import LocalCluster
 from devtools.webhook import FlakyWebhook, Verdict

@@ -62,12 +62,12 @@ from bench.e2e.common import (
 )
 from bench.e2e.peer import add_service_account
 from bench.e2e.throughput import controller_taskrun, finished_status, label_patch, started_status
-from controller.buildrun.resources import BUILDRUNS, TASKRUNS
 from controller.buildrun.setup import build_names, slim_taskrun
 from controller.runtime.informers import strip_noise
 from controller.runtime.kube import JSON, Kube, Resource
 from controller.runtime.store import Indexer, Store
 from controller.runtime.timestamps import format_time
+from controller.shipwright.resources import BUILDRUNS, TASKRUNS
 from devtools import fixtures
 from devtools.localcluster import LocalCluster
 from devtools.tekton import TektonSimulator

@@ -71,8 +71,8 @@ from bench.e2e.throughput import (
     summary,
     warm_up,
 )
-from controller.buildrun.resources import BUILDRUNS, TASKRUNS
 from controller.runtime.kube import JSON, Kube
+from controller.shipwright.resources import BUILDRUNS, TASKRUNS
 from devtools import fixtures
 from devtools.localcluster import LocalCluster
 from devtools.stack import TektonStack

@@ -16,12 +16,12 @@ import logging
 from prometheus_client import Counter
 
 from controller.buildlimit.limits import Kind, Limits, limits_of, victims
-from controller.buildrun.resources import BUILDRUNS
 from controller.runtime.errors import RetryableError, is_not_found
 from controller.runtime.events import EventRecorder
 from controller.runtime.kube import JSON, ApiError, Kube
 from controller.runtime.reconcile import DONE, Result
 from controller.runtime.store import Store
+from controller.shipwright.resources import BUILDRUNS
 
 log = logging.getLogger(__name__)
 

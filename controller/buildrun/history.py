@@ -24,11 +24,11 @@ from typing import Any, TextIO
 import aiohttp
 import orjson
 
-from controller.buildrun.resources import BUILDRUNS
 from controller.buildrun.status import succeeded_condition
 from controller.runtime.errors import is_not_found
 from controller.runtime.kube import EVENTS, JSON, ApiError, ConfigError, Kube, load_api_client
 from controller.runtime.timestamps import format_time, parse_time
+from controller.shipwright.resources import BUILDRUNS
 
 PROG = "buildrun-controller history"
 DESCRIPTION = "Print a BuildRun's status and its Events (and its TaskRun's) in time order."

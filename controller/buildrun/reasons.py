@@ -5,6 +5,32 @@ Users and tooling match on these strings, so each value is part of the API.
 
 from __future__ import annotations
 
+# The parameter reasons are shared with the other domain (controller.shipwright.params).
+from controller.shipwright.params import (
+    EMPTY_ARRAY_ITEM_PARAMETER_VALUES as EMPTY_ARRAY_ITEM_PARAMETER_VALUES,
+)
+from controller.shipwright.params import (
+    INCOMPLETE_CONFIG_MAP_VALUE_PARAMETER_VALUES as INCOMPLETE_CONFIG_MAP_VALUE_PARAMETER_VALUES,
+)
+from controller.shipwright.params import (
+    INCOMPLETE_SECRET_VALUE_PARAMETER_VALUES as INCOMPLETE_SECRET_VALUE_PARAMETER_VALUES,
+)
+from controller.shipwright.params import (
+    INCONSISTENT_PARAMETER_VALUES as INCONSISTENT_PARAMETER_VALUES,
+)
+from controller.shipwright.params import (
+    MISSING_PARAMETER_VALUES as MISSING_PARAMETER_VALUES,
+)
+from controller.shipwright.params import (
+    RESTRICTED_PARAMETERS_IN_USE as RESTRICTED_PARAMETERS_IN_USE,
+)
+from controller.shipwright.params import (
+    UNDEFINED_PARAMETER as UNDEFINED_PARAMETER,
+)
+from controller.shipwright.params import (
+    WRONG_PARAMETER_VALUE_TYPE as WRONG_PARAMETER_VALUE_TYPE,
+)
+
 # Both the condition type and the reason of a successful BuildRun (as in Shipwright).
 SUCCEEDED = "Succeeded"
 
@@ -24,12 +50,6 @@ SERVICE_ACCOUNT_NOT_FOUND = "ServiceAccountNotFound"
 BUILD_RUN_AMBIGUOUS_BUILD = "BuildRunAmbiguousBuild"
 BUILD_RUN_NO_REF_OR_SPEC = "BuildRunNoRefOrSpec"
 BUILD_RUN_BUILD_FIELD_OVERRIDE_FORBIDDEN = "BuildRunBuildFieldOverrideForbidden"
-UNDEFINED_PARAMETER = "UndefinedParameter"
-RESTRICTED_PARAMETERS_IN_USE = "RestrictedParametersInUse"
-INCONSISTENT_PARAMETER_VALUES = "InconsistentParameterValues"
-WRONG_PARAMETER_VALUE_TYPE = "WrongParameterValueType"
-MISSING_PARAMETER_VALUES = "MissingParameterValues"
-EMPTY_ARRAY_ITEM_PARAMETER_VALUES = "EmptyArrayItemParameterValues"
 INVALID_TIMEOUT = "InvalidTimeout"
 INVALID_RETENTION = "InvalidRetention"
 INVALID_REFERENCE = "InvalidReference"
@@ -39,8 +59,6 @@ BUILD_RUN_TOO_LARGE = "BuildRunTooLarge"
 TASK_RUN_GENERATION_FAILED = "TaskRunGenerationFailed"
 
 # Parameters, volumes (issue 14 part 4, issue 15), spelled as Shipwright spells them.
-INCOMPLETE_CONFIG_MAP_VALUE_PARAMETER_VALUES = "IncompleteConfigMapValueParameterValues"
-INCOMPLETE_SECRET_VALUE_PARAMETER_VALUES = "IncompleteSecretValueParameterValues"
 UNDEFINED_VOLUME = "UndefinedVolume"
 VOLUME_NOT_OVERRIDABLE = "VolumeNotOverridable"
 # stepResources names a step the strategy does not have.

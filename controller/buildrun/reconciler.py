@@ -21,17 +21,8 @@ from typing import Any, assert_never
 
 from tenacity import AsyncRetrying, retry_if_exception, stop_after_attempt, wait_random
 
-from controller.build import validation as build_validation
 from controller.buildrun import metrics, reasons, serviceaccounts
 from controller.buildrun.config import ShipwrightConfig
-from controller.buildrun.params import validate_params
-from controller.buildrun.resources import (
-    BUILDRUNS,
-    BUILDS,
-    BUILDSTRATEGIES,
-    CLUSTERBUILDSTRATEGIES,
-    TASKRUNS,
-)
 from controller.buildrun.spec import (
     build_name,
     effective_build,
@@ -44,15 +35,10 @@ from controller.buildrun.status import (
     running_reason,
     succeeded_condition,
     taskrun_finished,
-    truncate,
     with_condition,
 )
-from controller.buildrun.taskrun import (
-    LABEL_BUILD,
-    LABEL_BUILD_GENERATION,
-    generate_taskrun,
-    taskrun_name,
-)
+from controller.buildrun.taskrun import generate_taskrun, taskrun_name
+from controller.builds import validation as build_validation
 from controller.runtime.errors import (
     RetryableError,
     UserError,
@@ -75,7 +61,18 @@ from controller.runtime.kube import (
 )
 from controller.runtime.reconcile import DONE, Result
 from controller.runtime.store import Store
+from controller.runtime.text import truncate
 from controller.runtime.timestamps import format_time, parse_time
+from controller.shipwright import metrics as shipwright_metrics
+from controller.shipwright.labels import LABEL_BUILD, LABEL_BUILD_GENERATION
+from controller.shipwright.params import validate_params
+from controller.shipwright.resources import (
+    BUILDRUNS,
+    BUILDS,
+    BUILDSTRATEGIES,
+    CLUSTERBUILDSTRATEGIES,
+    TASKRUNS,
+)
 
 log = logging.getLogger(__name__)
 
@@ -773,7 +770,7 @@ class BuildRunReconciler:
             with contextlib.suppress(ApiError):
                 pod = await self.kube.get_or_none(PODS, meta["namespace"], pod_name)
                 if pod is not None:
-                    metrics.taskrun_pod_seen(written, taskrun, pod)
+                    shipwright_metrics.taskrun_pod_seen(written, taskrun, pod)
 
     async def _cancel_taskrun(self, taskrun: JSON) -> None:
         meta = taskrun["metadata"]

@@ -18,7 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from controller.buildrun.taskrun import LABEL_BUILDRUN
+from controller.shipwright.labels import LABEL_BUILDRUN
 
 JSON = dict[str, Any]
 

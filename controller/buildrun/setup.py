@@ -12,20 +12,20 @@ from dataclasses import dataclass
 from controller.buildrun import metrics as buildrun_metrics
 from controller.buildrun.config import ShipwrightConfig
 from controller.buildrun.reconciler import BuildRunReconciler, Caches
-from controller.buildrun.resources import (
-    BUILDRUNS,
-    BUILDS,
-    BUILDSTRATEGIES,
-    CLUSTERBUILDSTRATEGIES,
-    TASKRUNS,
-)
-from controller.buildrun.taskrun import LABEL_BUILDRUN
 from controller.runtime.errors import ERROR_CLASSES, RetryableError
 from controller.runtime.events import EventRecorder
 from controller.runtime.informers import EventType, Informer
 from controller.runtime.kube import JSON, SERVICEACCOUNTS, Kube, key_of
 from controller.runtime.reconcile import Controller, controller_queue
 from controller.settings import Settings
+from controller.shipwright.labels import LABEL_BUILDRUN
+from controller.shipwright.resources import (
+    BUILDRUNS,
+    BUILDS,
+    BUILDSTRATEGIES,
+    CLUSTERBUILDSTRATEGIES,
+    TASKRUNS,
+)
 
 NAME = "buildrun"
 

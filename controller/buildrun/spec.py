@@ -22,8 +22,8 @@ from controller.buildrun.reasons import (
     SPEC_ENV_NAME_CAN_NOT_BE_BLANK,
     SPEC_ENV_ONLY_ONE_OF_VALUE_OR_VALUE_FROM_MUST_BE_SPECIFIED,
 )
-from controller.buildrun.status import truncate
 from controller.runtime.errors import UserError
+from controller.runtime.text import truncate
 
 # Go's time.ParseDuration units, in nanoseconds (both micro signs are accepted by Go).
 _UNIT_NS = {

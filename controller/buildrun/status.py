@@ -21,6 +21,7 @@ from controller.buildrun.reasons import (
     TASK_RUN_TIMEOUT,
     VULNERABILITIES_FOUND,
 )
+from controller.runtime.text import truncate
 
 # Limits from the BuildRun CRD schema: a longer value gets the whole status write rejected.
 MESSAGE_MAX = 32768
@@ -45,11 +46,6 @@ RESULT_SOURCE_COMMIT_AUTHOR = "shp-source-default-commit-author"
 RESULT_SOURCE_BRANCH_NAME = "shp-source-default-branch-name"
 RESULT_SOURCE_IMAGE_DIGEST = "shp-source-default-image-digest"
 RESULT_SOURCE_TIMESTAMP = "shp-source-default-source-timestamp"
-
-
-def truncate(text: str, limit: int) -> str:
-    """`text` cut to at most `limit` characters, marked with an ellipsis when cut."""
-    return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
 def succeeded_condition(status: dict[str, Any] | None) -> dict[str, Any] | None:

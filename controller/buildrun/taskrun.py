@@ -46,14 +46,15 @@ from controller.buildrun.status import (
     STEP_IMAGE_PROCESSING,
 )
 from controller.runtime.errors import UserError
+from controller.shipwright.labels import (
+    LABEL_BUILD,
+    LABEL_BUILD_GENERATION,
+    LABEL_BUILDRUN,
+    LABEL_BUILDRUN_GENERATION,
+    LABEL_BUILDRUN_UID,
+)
 
 JSON = dict[str, Any]
-
-LABEL_BUILDRUN = "buildrun.shipwright.io/name"
-LABEL_BUILDRUN_GENERATION = "buildrun.shipwright.io/generation"
-LABEL_BUILDRUN_UID = "buildrun.shipwright.io/uid"
-LABEL_BUILD = "build.shipwright.io/name"
-LABEL_BUILD_GENERATION = "build.shipwright.io/generation"
 
 PARAM_OUTPUT_IMAGE = "shp-output-image"
 PARAM_OUTPUT_INSECURE = "shp-output-insecure"

@@ -18,10 +18,10 @@ import pytest
 
 from controller.app import App
 from controller.buildrun import reasons
-from controller.buildrun.resources import BUILDRUNS, BUILDS
 from controller.runtime.errors import RetryableError
 from controller.runtime.kube import JSON, ApiError, Kube
 from controller.runtime.reconcile import Result
+from controller.shipwright.resources import BUILDRUNS, BUILDS
 from devtools import fixtures
 from devtools.fixtures import API
 from devtools.localcluster import LocalCluster
@@ -403,7 +403,7 @@ async def test_removing_the_spec_of_a_finished_buildrun_changes_nothing(
 async def test_buildrun_too_large_to_snapshot_fails_without_burning_its_retries(
     cluster: LocalCluster, kube: Kube, world: World
 ) -> None:
-    from controller.buildrun.resources import TASKRUNS
+    from controller.shipwright.resources import TASKRUNS
 
     async with running_controller(controller_settings(cluster, world.ns)) as app:
         counting = Counting(app)

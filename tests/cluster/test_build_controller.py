@@ -10,10 +10,10 @@ from typing import Any
 import pytest
 from aiohttp import web
 
-from controller.build import reasons
-from controller.build import reconciler as build_reconciler
-from controller.buildrun.resources import BUILDRUNS, BUILDS
+from controller.builds import reasons
+from controller.builds import reconciler as build_reconciler
 from controller.runtime.kube import JSON, SECRETS, Kube
+from controller.shipwright.resources import BUILDRUNS, BUILDS
 from devtools import fixtures
 from devtools.localcluster import LocalCluster, free_port
 from tests.harness import World, controller_settings, metric, running_controller, wait_for

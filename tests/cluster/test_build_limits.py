@@ -9,8 +9,8 @@ import asyncio
 import pytest
 
 from controller.buildlimit.reconciler import REASON_DELETED
-from controller.buildrun.resources import BUILDRUNS
 from controller.runtime.kube import EVENTS, Kube
+from controller.shipwright.resources import BUILDRUNS
 from devtools.localcluster import LocalCluster
 from tests.harness import World, controller_settings, metric, running_controller, wait_for
 

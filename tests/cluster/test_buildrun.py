@@ -15,10 +15,10 @@ import pytest
 from bench.e2e.common import apiserver_requests
 from controller.buildrun import reasons
 from controller.buildrun.reconciler import BuildRunReconciler, Caches
-from controller.buildrun.resources import BUILDRUNS, TASKRUNS
 from controller.runtime.errors import RetryableError
 from controller.runtime.events import EventRecorder
 from controller.runtime.kube import EVENTS, JSON, ApiError, Kube
+from controller.shipwright.resources import BUILDRUNS, TASKRUNS
 from devtools.fates import results
 from devtools.localcluster import LocalCluster
 from devtools.stack import TektonStack

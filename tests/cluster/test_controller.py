@@ -14,11 +14,11 @@ import pytest
 
 from controller.app import App
 from controller.buildrun import reasons
-from controller.buildrun.resources import BUILDRUNS
 from controller.runtime.informers import Informer
 from controller.runtime.kube import LEASES, ApiError, Kube, key_of
 from controller.runtime.reconcile import Result
 from controller.settings import LeaderElectionSettings
+from controller.shipwright.resources import BUILDRUNS
 from devtools.localcluster import LocalCluster
 from tests.harness import (
     Interval,

@@ -11,10 +11,10 @@ import pytest
 
 from controller.buildrun import reasons
 from controller.buildrun.reconciler import BuildRunReconciler, Caches
-from controller.buildrun.resources import BUILDRUNS, BUILDS, TASKRUNS
 from controller.runtime.events import EventRecorder
 from controller.runtime.kube import ApiError, Kube
 from controller.runtime.timestamps import parse_time
+from controller.shipwright.resources import BUILDRUNS, BUILDS, TASKRUNS
 from devtools.fates import results
 from devtools.localcluster import LocalCluster
 from tests.harness import (

@@ -34,7 +34,6 @@ import orjson
 import pytest
 import yaml
 
-from controller.buildrun.resources import BUILDRUNS, TASKRUNS
 from controller.cli import parser as controller_flags
 from controller.runtime.kube import (
     EVENTS,
@@ -44,6 +43,7 @@ from controller.runtime.kube import (
     Kube,
     load_api_client,
 )
+from controller.shipwright.resources import BUILDRUNS, TASKRUNS
 from devtools.fates import FateWebhook
 from devtools.localcluster import LocalCluster, free_port, write_token_kubeconfig
 from tests.harness import World, condition, running_pod, wait_for

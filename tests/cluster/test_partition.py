@@ -29,12 +29,12 @@ import pytest
 
 from controller.app import App
 from controller.buildrun import reasons
-from controller.buildrun.resources import BUILDRUNS, TASKRUNS
-from controller.buildrun.taskrun import LABEL_BUILDRUN
 from controller.runtime.kube import EVENTS, JSON, LEASES, ApiError, Kube
 from controller.runtime.leader import LeaderElector
 from controller.runtime.timestamps import parse_time
 from controller.settings import LeaderElectionSettings
+from controller.shipwright.labels import LABEL_BUILDRUN
+from controller.shipwright.resources import BUILDRUNS, TASKRUNS
 from devtools.localcluster import LocalCluster, write_token_kubeconfig
 from devtools.proxy import Proxy
 from tests.conftest import api_client_for

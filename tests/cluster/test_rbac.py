@@ -30,9 +30,9 @@ import yaml
 
 from controller.app import App
 from controller.buildrun import reasons
-from controller.buildrun.resources import TASKRUNS
 from controller.runtime.kube import EVENTS, LEASES, Kube
 from controller.settings import LeaderElectionSettings, RetryBudget, Settings
+from controller.shipwright.resources import TASKRUNS
 from devtools.fates import results
 from devtools.localcluster import LocalCluster, write_token_kubeconfig
 from tests.harness import (

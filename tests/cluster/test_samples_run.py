@@ -14,10 +14,15 @@ from collections.abc import AsyncIterator
 
 import pytest
 
-from controller.build import reasons as build_reasons
 from controller.buildrun import reasons
-from controller.buildrun.resources import BUILDRUNS, BUILDS, BUILDSTRATEGIES, CLUSTERBUILDSTRATEGIES
+from controller.builds import reasons as build_reasons
 from controller.runtime.kube import JSON, ApiError, Kube
+from controller.shipwright.resources import (
+    BUILDRUNS,
+    BUILDS,
+    BUILDSTRATEGIES,
+    CLUSTERBUILDSTRATEGIES,
+)
 from devtools.fates import FateWebhook, results
 from devtools.localcluster import LocalCluster
 from tests.cluster.test_samples import samples

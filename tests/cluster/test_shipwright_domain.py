@@ -20,10 +20,10 @@ import pytest
 
 from controller.buildrun import reasons
 from controller.buildrun.reconciler import BuildRunReconciler, Caches
-from controller.buildrun.resources import BUILDRUNS, BUILDS, CLUSTERBUILDSTRATEGIES, TASKRUNS
 from controller.runtime.events import EventRecorder
 from controller.runtime.kube import JSON, SERVICEACCOUNTS, ApiError, Kube, Resource
 from controller.runtime.reconcile import DONE
+from controller.shipwright.resources import BUILDRUNS, BUILDS, CLUSTERBUILDSTRATEGIES, TASKRUNS
 from devtools import fixtures
 from devtools.localcluster import LocalCluster
 from tests.harness import World, condition, controller_settings, running_controller, wait_for

@@ -12,8 +12,13 @@ from collections.abc import AsyncIterator
 import pytest
 
 from controller.buildrun import reasons
-from controller.buildrun.resources import BUILDS, BUILDSTRATEGIES, CLUSTERBUILDSTRATEGIES, TASKRUNS
 from controller.runtime.kube import JSON, PODS, SERVICEACCOUNTS, Kube, Resource
+from controller.shipwright.resources import (
+    BUILDS,
+    BUILDSTRATEGIES,
+    CLUSTERBUILDSTRATEGIES,
+    TASKRUNS,
+)
 from devtools import fixtures
 from devtools.stack import TektonStack
 from tests.cluster.test_tekton import controller

@@ -16,9 +16,9 @@ from pathlib import Path
 
 import pytest
 
-from controller.build import reasons as build_reasons
 from controller.buildrun import reasons
-from controller.buildrun.resources import BUILDRUNS, BUILDS
+from controller.builds import reasons as build_reasons
+from controller.shipwright.resources import BUILDRUNS, BUILDS
 from devtools.stack import TektonStack, build
 from tests.cluster.test_tekton import controller
 from tests.harness import World, condition, metric, running_pod, wait_for

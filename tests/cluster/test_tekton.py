@@ -19,11 +19,11 @@ import pytest
 
 from controller.buildrun import reasons
 from controller.buildrun.reconciler import BuildRunReconciler, Caches
-from controller.buildrun.resources import BUILDRUNS, BUILDS, BUILDSTRATEGIES, TASKRUNS
 from controller.buildrun.status import taskrun_finished
 from controller.runtime.events import EventRecorder
 from controller.runtime.kube import JSON, PODS, ApiError, Kube, Resource
 from controller.settings import RetryBudget
+from controller.shipwright.resources import BUILDRUNS, BUILDS, BUILDSTRATEGIES, TASKRUNS
 from devtools import fixtures
 from devtools.fates import PREFIX, results
 from devtools.fixtures import API

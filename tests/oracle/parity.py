@@ -17,8 +17,9 @@ import yaml
 
 from controller.buildrun.config import ShipwrightConfig
 from controller.buildrun.reconciler import validate_buildrun
-from controller.buildrun.taskrun import LABEL_BUILDRUN_UID, generate_taskrun
+from controller.buildrun.taskrun import generate_taskrun
 from controller.runtime.errors import UserError
+from controller.shipwright.labels import LABEL_BUILDRUN_UID
 from devtools import oracle
 from devtools.shipwright import samples_dir
 

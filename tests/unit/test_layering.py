@@ -3,7 +3,13 @@
 - `workqueue` imports nothing from `controller` (it is importable on its own);
 - `controller.runtime` imports nothing from the BuildRun domain or the process wiring;
 - nothing installable (`controller`, `workqueue`) imports the dev tools, tests, soak or
-  bench folders, which the wheel does not contain.
+  bench folders, which the wheel does not contain;
+- between the folders of `controller/`, imports go one way only (LAYERS): the runtime,
+  then Shipwright's shared vocabulary, then the Build domain, the BuildRun domain and
+  the build-limit cleanup, then the process; a folder imports only the folders listed
+  below it, so no two folders can import each other (a folder-level cycle, which the
+  module rules above did not see: `controller/build` and `controller/buildrun` once
+  imported each other).
 """
 
 from __future__ import annotations
@@ -41,6 +47,69 @@ def imports_of(path: Path, root: Path = REPO) -> list[str]:
             names.append(module)
             names += [f"{module}.{alias.name}" for alias in node.names]
     return names
+
+
+# controller/'s folders, lowest first, each with the folders (and top-level modules) it may
+# import besides itself. `controller.settings` is the process's settings in one module.
+LAYERS: dict[str, tuple[str, ...]] = {
+    "controller.runtime": (),
+    "controller.shipwright": ("controller.runtime",),
+    "controller.builds": ("controller.runtime", "controller.shipwright", "controller.settings"),
+    "controller.buildrun": ("controller.runtime", "controller.shipwright", "controller.builds",
+                            "controller.settings"),
+    "controller.buildlimit": ("controller.runtime", "controller.shipwright",
+                              "controller.buildrun", "controller.settings"),
+}
+
+
+def folder_of(module: str) -> str | None:
+    """The `controller.X` folder (or top-level module) a module name belongs to."""
+    parts = module.split(".")
+    return ".".join(parts[:2]) if parts[0] == "controller" and len(parts) > 1 else None
+
+
+def folder_imports(root: Path = REPO) -> dict[str, set[str]]:
+    """For each folder of LAYERS, the other `controller.X` it imports."""
+    found: dict[str, set[str]] = {}
+    for folder in LAYERS:
+        path = root.joinpath(*folder.split("."))
+        names = {folder_of(name) for file in sorted(path.rglob("*.py"))
+                 for name in imports_of(file, root)}
+        found[folder] = {n for n in names if n is not None and n != folder}
+    return found
+
+
+def test_every_controller_folder_has_a_layer() -> None:
+    folders = {f"controller.{p.name}" for p in (REPO / "controller").iterdir()
+               if (p / "__init__.py").exists()}
+    assert folders == set(LAYERS), "give each folder of controller/ its place in LAYERS"
+
+
+@pytest.mark.parametrize("folder", list(LAYERS))
+def test_folders_import_only_the_layers_below(folder: str) -> None:
+    extra = folder_imports()[folder] - set(LAYERS[folder])
+    assert not extra, f"{folder} imports {sorted(extra)}, which LAYERS does not allow"
+
+
+def test_layers_are_ordered_lowest_first() -> None:
+    """The allowed imports point only at folders earlier in LAYERS (or at modules that
+    are no folder), so the allowed graph has no cycle."""
+    order = list(LAYERS)
+    for index, (folder, allowed) in enumerate(LAYERS.items()):
+        assert all(a not in LAYERS or order.index(a) < index for a in allowed), folder
+
+
+def test_the_folder_rule_sees_a_cycle(tmp_path: Path) -> None:
+    for folder in LAYERS:
+        (tmp_path.joinpath(*folder.split("."))).mkdir(parents=True)
+    (tmp_path / "controller" / "builds" / "validation.py").write_text(
+        "from controller.buildrun.params import validate_params\n")
+    (tmp_path / "controller" / "buildrun" / "reconciler.py").write_text(
+        "from controller.builds import validation\n")
+    found = folder_imports(tmp_path)
+    assert found["controller.builds"] == {"controller.buildrun"}
+    assert found["controller.buildrun"] == {"controller.builds"}
+    assert "controller.buildrun" not in LAYERS["controller.builds"]
 
 
 @pytest.mark.parametrize(("folder", "forbidden"), RULES, ids=[f"{f}-{b[0]}" for f, b in RULES])

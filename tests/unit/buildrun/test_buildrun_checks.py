@@ -17,10 +17,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from kubernetes_asyncio import client
 
-from controller.build import validation as build_validation
 from controller.buildrun import reasons
 from controller.buildrun.config import ShipwrightConfig
 from controller.buildrun.reconciler import BuildRunReconciler, Caches, validate_buildrun
+from controller.builds import validation as build_validation
 from controller.runtime.errors import UserError
 from controller.runtime.events import EventRecorder
 from controller.runtime.kube import Kube

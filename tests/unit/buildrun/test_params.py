@@ -9,15 +9,9 @@ from typing import Any
 import pytest
 
 from controller.buildrun import reasons
-from controller.buildrun.params import (
-    apply_param_values,
-    env_var_name,
-    is_reserved,
-    override_params,
-    references_param,
-    validate_params,
-)
+from controller.buildrun.params import apply_param_values, env_var_name, references_param
 from controller.runtime.errors import UserError
+from controller.shipwright.params import is_reserved, override_params, validate_params
 
 JSON = dict[str, Any]
 

@@ -17,9 +17,9 @@ from controller.buildrun.status import (
     running_reason,
     succeeded_condition,
     taskrun_finished,
-    truncate,
     with_condition,
 )
+from controller.runtime.text import truncate
 
 T0 = "2026-01-01T00:00:00Z"
 T1 = "2026-01-01T00:05:00Z"

@@ -17,20 +17,22 @@ from hypothesis import strategies as st
 
 from controller.buildrun import reasons
 from controller.buildrun.config import ShipwrightConfig
-from controller.buildrun.params import validate_params
 from controller.buildrun.spec import effective_build
 from controller.buildrun.taskrun import (
     ANNOTATION_SC_PASSWD,
-    LABEL_BUILD,
-    LABEL_BUILD_GENERATION,
-    LABEL_BUILDRUN,
-    LABEL_BUILDRUN_GENERATION,
-    LABEL_BUILDRUN_UID,
     generate_taskrun,
     secret_volume_name,
     taskrun_name,
 )
 from controller.runtime.errors import UserError
+from controller.shipwright.labels import (
+    LABEL_BUILD,
+    LABEL_BUILD_GENERATION,
+    LABEL_BUILDRUN,
+    LABEL_BUILDRUN_GENERATION,
+    LABEL_BUILDRUN_UID,
+)
+from controller.shipwright.params import validate_params
 
 CRDS = Path(__file__).resolve().parents[3] / "manifests" / "crds"
 DNS1123_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")

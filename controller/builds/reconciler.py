@@ -14,8 +14,8 @@ import logging
 
 import aiohttp
 
-from controller.build import reasons
-from controller.build.validation import (
+from controller.builds import reasons
+from controller.builds.validation import (
     CLUSTER_STRATEGY,
     Lookups,
     Verdict,
@@ -25,17 +25,17 @@ from controller.build.validation import (
     strategy_ref,
     validate,
 )
-from controller.buildrun import metrics
-from controller.buildrun.resources import (
+from controller.runtime.errors import RetryableError, is_not_found
+from controller.runtime.kube import JSON, SECRETS, ApiError, Kube
+from controller.runtime.reconcile import DONE, Result
+from controller.runtime.store import Store
+from controller.shipwright import metrics
+from controller.shipwright.resources import (
     BUILDRUNS,
     BUILDS,
     BUILDSTRATEGIES,
     CLUSTERBUILDSTRATEGIES,
 )
-from controller.runtime.errors import RetryableError, is_not_found
-from controller.runtime.kube import JSON, SECRETS, ApiError, Kube
-from controller.runtime.reconcile import DONE, Result
-from controller.runtime.store import Store
 
 log = logging.getLogger(__name__)
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from controller.build.reconciler import BuildReconciler
+from controller.builds.reconciler import BuildReconciler
 from controller.runtime.informers import EventType, Informer
 from controller.runtime.kube import JSON, Kube, key_of
 from controller.runtime.reconcile import Controller, controller_queue

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from controller.build.setup import spec_changed
+from controller.builds.setup import spec_changed
 
 
 def build(generation: int, **meta: object) -> dict[str, object]:

@@ -7,6 +7,32 @@ so each value is part of the API.
 
 from __future__ import annotations
 
+# The parameter reasons are shared with the other domain (controller.shipwright.params).
+from controller.shipwright.params import (
+    EMPTY_ARRAY_ITEM_PARAMETER_VALUES as EMPTY_ARRAY_ITEM_PARAMETER_VALUES,
+)
+from controller.shipwright.params import (
+    INCOMPLETE_CONFIG_MAP_VALUE_PARAMETER_VALUES as INCOMPLETE_CONFIG_MAP_VALUE_PARAMETER_VALUES,
+)
+from controller.shipwright.params import (
+    INCOMPLETE_SECRET_VALUE_PARAMETER_VALUES as INCOMPLETE_SECRET_VALUE_PARAMETER_VALUES,
+)
+from controller.shipwright.params import (
+    INCONSISTENT_PARAMETER_VALUES as INCONSISTENT_PARAMETER_VALUES,
+)
+from controller.shipwright.params import (
+    MISSING_PARAMETER_VALUES as MISSING_PARAMETER_VALUES,
+)
+from controller.shipwright.params import (
+    RESTRICTED_PARAMETERS_IN_USE as RESTRICTED_PARAMETERS_IN_USE,
+)
+from controller.shipwright.params import (
+    UNDEFINED_PARAMETER as UNDEFINED_PARAMETER,
+)
+from controller.shipwright.params import (
+    WRONG_PARAMETER_VALUE_TYPE as WRONG_PARAMETER_VALUE_TYPE,
+)
+
 # status.registered, a corev1.ConditionStatus.
 REGISTERED_TRUE = "True"
 REGISTERED_FALSE = "False"
@@ -32,13 +58,6 @@ SPEC_ENV_ONLY_ONE_OF_VALUE_OR_VALUE_FROM_MUST_BE_SPECIFIED = (
 )
 
 # spec.paramValues against the strategy's parameters (pkg/validate/params.go).
-RESTRICTED_PARAMETERS_IN_USE = "RestrictedParametersInUse"
-UNDEFINED_PARAMETER = "UndefinedParameter"
-WRONG_PARAMETER_VALUE_TYPE = "WrongParameterValueType"
-INCONSISTENT_PARAMETER_VALUES = "InconsistentParameterValues"
-EMPTY_ARRAY_ITEM_PARAMETER_VALUES = "EmptyArrayItemParameterValues"
-INCOMPLETE_CONFIG_MAP_VALUE_PARAMETER_VALUES = "IncompleteConfigMapValueParameterValues"
-INCOMPLETE_SECRET_VALUE_PARAMETER_VALUES = "IncompleteSecretValueParameterValues"
 
 # The build.shipwright.io/verify.repository annotation (pkg/validate/sourceurl.go).
 REMOTE_REPOSITORY_UNREACHABLE = "RemoteRepositoryUnreachable"
@@ -73,7 +92,7 @@ TOLERATION_NOT_VALID = "TolerationNotValid"
 SCHEDULER_NAME_NOT_VALID = "SchedulerNameNotValid"
 RUNTIME_CLASS_NAME_NOT_VALID = "RuntimeClassNameNotValid"
 
-# Every reason a Build that fails validation can carry; tests/unit/build/test_validation.py
+# Every reason a Build that fails validation can carry; tests/unit/builds/test_validation.py
 # checks that each one is produced by some input, and nothing else is.
 FAILURE_REASONS: frozenset[str] = frozenset(
     {

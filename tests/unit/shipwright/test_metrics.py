@@ -1,4 +1,4 @@
-"""Shipwright's build_* metrics in controller/buildrun/metrics.py: names, types, buckets,
+"""Shipwright's build_* metrics in controller/shipwright/metrics.py: names, types, buckets,
 optional labels and the environment settings, as Shipwright v0.20.13 exports them."""
 
 from __future__ import annotations
@@ -13,7 +13,8 @@ import pytest
 from prometheus_client import REGISTRY
 from prometheus_client.parser import text_string_to_metric_families
 
-from controller.buildrun import metrics
+from controller.buildrun import metrics as buildrun_metrics
+from controller.shipwright import metrics
 
 BUILDRUN: dict[str, Any] = {
     "metadata": {"name": "br", "namespace": "ns", "creationTimestamp": "2026-01-01T00:00:00Z"},
@@ -46,7 +47,7 @@ def test_names_types_and_default_buckets() -> None:
 
 def test_labels_are_off_by_default() -> None:
     before = sample("build_buildruns_completed_total")
-    metrics.buildrun_started(BUILDRUN, 4.0)
+    buildrun_metrics.buildrun_started(BUILDRUN, 4.0)
     assert sample("build_buildruns_completed_total") == before + 1
     metrics.build_registered("kaniko", "ns", "b")
     assert sample("build_builds_registered_total") >= 1
@@ -56,14 +57,14 @@ def test_started_and_finished_record_ours_and_shipwrights() -> None:
     ours = sample("buildrun_establish_duration_seconds_count")
     theirs = sample("build_buildrun_rampup_duration_seconds_count")
     establish = sample("build_buildrun_establish_duration_seconds_count")
-    metrics.buildrun_started(BUILDRUN, 2.5)
+    buildrun_metrics.buildrun_started(BUILDRUN, 2.5)
     assert sample("buildrun_establish_duration_seconds_count") == ours + 1
     assert sample("build_buildrun_rampup_duration_seconds_count") == theirs + 1
     assert sample("build_buildrun_establish_duration_seconds_count") == establish + 1
 
     ours = sample("buildrun_completion_duration_seconds_count", {"reason": "Succeeded"})
     theirs = sample("build_buildrun_completion_duration_seconds_count")
-    metrics.buildrun_finished(BUILDRUN, "Succeeded", 120.0)
+    buildrun_metrics.buildrun_finished(BUILDRUN, "Succeeded", 120.0)
     assert sample("buildrun_completion_duration_seconds_count",
                   {"reason": "Succeeded"}) == ours + 1
     assert sample("build_buildrun_completion_duration_seconds_count") == theirs + 1
@@ -109,10 +110,11 @@ def test_the_environment_is_read_at_start() -> None:
     """A fresh process with Shipwright's variables set exports what they ask for."""
     script = textwrap.dedent("""
         from prometheus_client import generate_latest
-        from controller.buildrun import metrics
+        from controller.buildrun import metrics as buildrun_metrics
+        from controller.shipwright import metrics
         br = {"metadata": {"name": "br", "namespace": "ns"}, "spec": {"build": {"name": "b"}},
               "status": {"buildSpec": {"strategy": {"name": "kaniko"}}}}
-        metrics.buildrun_finished(br, "Succeeded", 45.0)
+        buildrun_metrics.buildrun_finished(br, "Succeeded", 45.0)
         metrics.build_registered("kaniko", "ns", "b")
         print(generate_latest().decode())
     """)
@@ -135,7 +137,7 @@ def test_the_environment_is_read_at_start() -> None:
 
 def test_a_bad_bucket_setting_stops_the_process_with_its_name() -> None:
     env = {**os.environ, "PROMETHEUS_BR_EST_DUR_BUCKETS": "1,x"}
-    proc = subprocess.run([sys.executable, "-c", "import controller.buildrun.metrics"],
+    proc = subprocess.run([sys.executable, "-c", "import controller.shipwright.metrics"],
                           env=env, capture_output=True, text=True)
     assert proc.returncode != 0
     assert "PROMETHEUS_BR_EST_DUR_BUCKETS='1,x': expected comma-separated numbers" in proc.stderr

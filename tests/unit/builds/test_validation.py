@@ -1,4 +1,4 @@
-"""controller.build.validation: Shipwright's Build validations, without an API server.
+"""controller.builds.validation: Shipwright's Build validations, without an API server.
 
 Each case is a Build (and what the reconciler would have looked up) and the
 reason and message Shipwright v0.20.13's pkg/validate writes for it.
@@ -13,8 +13,8 @@ from typing import Any
 import pytest
 import yaml
 
-from controller.build import reasons
-from controller.build.validation import (
+from controller.builds import reasons
+from controller.builds.validation import (
     MESSAGE_MAX,
     REGISTERED,
     Lookups,

@@ -8,8 +8,8 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from controller.build import reasons
-from controller.build.validation import MESSAGE_MAX, Lookups, repository_probe, validate
+from controller.builds import reasons
+from controller.builds.validation import MESSAGE_MAX, Lookups, repository_probe, validate
 
 text = st.one_of(st.sampled_from(["", "a", "Exists", "Equal", "NoSchedule", "GitHub", "Image",
                                   "Pipeline", "Git", "OCI", "true", "SourceTimestamp", "1",

@@ -26,10 +26,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from controller.build import reasons
-from controller.buildrun.params import validate_params
-from controller.buildrun.status import truncate
+from controller.builds import reasons
 from controller.runtime.errors import UserError
+from controller.runtime.text import truncate
+from controller.shipwright.params import validate_params
 
 JSON = dict[str, Any]
 
