@@ -15,15 +15,15 @@ $(STAMP): pyproject.toml
 apiserver:
 	hack/localcluster/build >/dev/null
 
-# Builds everything devtools.stack.TektonStack runs (tests/cluster/test_tekton.py):
+# Builds everything devtools.cluster.stack.TektonStack runs (tests/cluster/test_tekton.py):
 # the above plus kube-controller-manager, kube-scheduler, kwok and Tekton's
 # controller and webhook, each once (about 0.3 s when cached).
 stack:
 	hack/build-all >/dev/null
 
 # Puts Shipwright's source (the reference for drop-in: CRDs, samples, docs) into the Go
-# module cache; devtools/shipwright.py finds it there. About 3 s the first time.
-# Also Kubernetes' OpenAPI and k8s.io/api, which devtools/crdgen.py reads (about 5 s).
+# module cache; devtools/shipwright/source.py finds it there. About 3 s the first time.
+# Also Kubernetes' OpenAPI and k8s.io/api, which devtools/crds/crdgen.py reads (about 5 s).
 shipwright:
 	hack/shipwright/source >/dev/null
 	hack/crds/k8s-openapi >/dev/null
@@ -68,7 +68,7 @@ test: $(STAMP) apiserver stack shipwright oracle shp promtool image lint
 	$(VENV)/bin/pytest -q $(PYTEST_ARGS)
 
 dev: $(STAMP) stack
-	$(PY) -m devtools.dev
+	$(PY) -m devtools.dev.run
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis

@@ -12,7 +12,7 @@ Nothing in the picture is made up. The script:
 3. runs a real Prometheus (built once from the Go module proxy, see
    tests/promtools.py) scraping both replicas' /metrics every second;
 4. plays a scripted workload against the API server, moving TaskRuns with the
-   labelled Tekton simulator from `make dev` (devtools.simulator):
+   labelled Tekton simulator from `make dev` (devtools.cluster.simulator):
    - steady arrivals: a BuildRun every ~1.2 s; most succeed, some fail, a few
      name a Build that does not exist (user errors), a few are cancelled;
    - a webhook outage: the FlakyWebhook times out every TaskRun creation for
@@ -56,10 +56,10 @@ sys.path.insert(0, str(REPO))
 from controller.runtime.kube import JSON, Kube, load_api_client  # noqa: E402
 from controller.shipwright.resources import BUILDRUNS  # noqa: E402
 from devtools import fixtures  # noqa: E402
-from devtools.localcluster import LocalCluster, free_port  # noqa: E402
-from devtools.simulator import SimulatedTekton  # noqa: E402
-from devtools.tekton import Finish  # noqa: E402
-from devtools.webhook import FlakyWebhook, Verdict  # noqa: E402
+from devtools.cluster.localcluster import LocalCluster, free_port  # noqa: E402
+from devtools.cluster.simulator import SimulatedTekton  # noqa: E402
+from devtools.cluster.tekton import Finish  # noqa: E402
+from devtools.cluster.webhook import FlakyWebhook, Verdict  # noqa: E402
 from tests.promtools import prometheus_binary  # noqa: E402
 
 NS = "demo"

@@ -14,9 +14,9 @@ from typing import Literal
 from controller.runtime.kube import JSON, Kube
 from controller.shipwright.labels import LABEL_BUILDRUN
 from controller.shipwright.resources import BUILDRUNS
-from devtools.localcluster import LocalCluster
-from devtools.polling import transient
-from devtools.webhook import FlakyWebhook, Verdict
+from devtools.cluster.localcluster import LocalCluster
+from devtools.cluster.polling import transient
+from devtools.cluster.webhook import FlakyWebhook, Verdict
 
 Outcome = Literal["success", "failure", "timeout", "evicted", "oom"]
 OUTCOMES: tuple[Outcome, ...] = ("success", "failure", "timeout", "evicted", "oom")

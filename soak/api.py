@@ -10,7 +10,7 @@ from typing import Any, TypeVar
 
 import aiohttp
 
-from devtools.polling import transient
+from devtools.cluster.polling import transient
 
 T = TypeVar("T")
 

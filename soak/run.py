@@ -3,12 +3,12 @@
     .venv/bin/python -m soak.run --buildruns 500 --seed 1
     .venv/bin/python -m soak.run --buildruns 5000 --seed 7 --timeout 7200
 
-It starts its own whole stack on loopback (devtools.stack.TektonStack: etcd,
+It starts its own whole stack on loopback (devtools.cluster.stack.TektonStack: etcd,
 kube-apiserver, kube-controller-manager, kube-scheduler, kwok as the kubelet, and
 Tekton's real webhook and controller), runs the controller as two
 `python -m controller --leader-elect ...` subprocesses, each reaching the API server
-through its own devtools.proxy.Proxy, and creates N BuildRuns (valid ones with a
-planned pod outcome, which kwok plays out as devtools.fates tells it; user errors;
+through its own devtools.cluster.proxy.Proxy, and creates N BuildRuns (valid ones with a
+planned pod outcome, which kwok plays out as devtools.cluster.fates tells it; user errors;
 "doomed" ones whose every webhook call fails). Meanwhile, at random (seeded)
 times: a TaskRun admission webhook of ours times out or answers 500, the API
 server is SIGKILLed and restarted (which also cuts every watch), replicas are
@@ -65,13 +65,13 @@ from controller.runtime.kube import JSON, ApiError, Kube, load_api_client
 from controller.runtime.timestamps import format_time, now
 from controller.shipwright.labels import LABEL_BUILDRUN
 from controller.shipwright.resources import BUILDRUNS, TASKRUNS
-from devtools import fixtures
-from devtools.fates import FateWebhook, fate_annotations, results
-from devtools.localcluster import LocalCluster, write_token_kubeconfig
-from devtools.polling import wait_until
-from devtools.proxy import Proxy
-from devtools.stack import TektonStack
-from devtools.webhook import Verdict
+from devtools.cluster import fixtures
+from devtools.cluster.fates import FateWebhook, fate_annotations, results
+from devtools.cluster.localcluster import LocalCluster, write_token_kubeconfig
+from devtools.cluster.polling import wait_until
+from devtools.cluster.proxy import Proxy
+from devtools.cluster.stack import TektonStack
+from devtools.cluster.webhook import Verdict
 from soak import accounting
 from soak.actors import OUTCOMES, AttributedWebhook, Outcome, SecondWriter, poisson
 from soak.api import get_text, persist

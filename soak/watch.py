@@ -12,7 +12,7 @@ from collections.abc import Callable
 from typing import Literal
 
 from controller.runtime.kube import JSON, ApiError, Kube, Resource
-from devtools.polling import transient
+from devtools.cluster.polling import transient
 
 log = logging.getLogger(__name__)
 

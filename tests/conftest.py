@@ -1,11 +1,11 @@
 """Fixtures shared by every test that needs the real API server.
 
-`stack` starts the whole local stack once per test session (devtools.stack.TektonStack:
+`stack` starts the whole local stack once per test session (devtools.cluster.stack.TektonStack:
 etcd, kube-apiserver with RBAC, kube-controller-manager, kube-scheduler, kwok as the
 kubelet, Tekton's webhook and controller); `cluster` is its LocalCluster (API server,
 admin and restricted users). Only Tekton's CRDs define TaskRuns: the permissive one in
 manifests/testing is never applied here. `fates` picks what kwok does with a BuildRun's
-pod (devtools.fates); `namespace` gives each test its own namespace, with the `default`
+pod (devtools.cluster.fates); `namespace` gives each test its own namespace, with the `default`
 ServiceAccount kube-controller-manager makes (Tekton's pods need it).
 """
 
@@ -20,9 +20,9 @@ import pytest
 from kubernetes_asyncio import client
 
 from controller.runtime.kube import Kube, load_api_client
-from devtools.fates import FateWebhook
-from devtools.localcluster import LocalCluster
-from devtools.stack import TektonStack
+from devtools.cluster.fates import FateWebhook
+from devtools.cluster.localcluster import LocalCluster
+from devtools.cluster.stack import TektonStack
 from tests.harness import World, wait_for
 
 # As OpenShift has it: setting blockOwnerDeletion on an owner reference (our TaskRuns',

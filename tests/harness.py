@@ -3,7 +3,7 @@
 The controller runs in-process (same event loop) with its endpoints on free
 loopback ports, watching only the test's namespace. TaskRuns are run by the real
 Tekton of the session's stack (tests/conftest.py), their pods by kwok, whose fate a
-test picks with `World.fate`. devtools.tekton.TektonSimulator survives only where a
+test picks with `World.fate`. devtools.cluster.tekton.TektonSimulator survives only where a
 test needs a TaskRun state Tekton cannot be made to produce on demand; each such use
 says why.
 """
@@ -27,10 +27,10 @@ from controller.runtime.reconcile import Result
 from controller.settings import QueueSettings, RetryBudget, Settings
 from controller.shipwright.labels import LABEL_BUILDRUN
 from controller.shipwright.resources import BUILDRUNS, BUILDS, BUILDSTRATEGIES, TASKRUNS
-from devtools import fixtures
-from devtools.fates import FateWebhook, fate_annotations
-from devtools.localcluster import LocalCluster
-from devtools.polling import wait_until
+from devtools.cluster import fixtures
+from devtools.cluster.fates import FateWebhook, fate_annotations
+from devtools.cluster.localcluster import LocalCluster
+from devtools.cluster.polling import wait_until
 
 
 def controller_settings(cluster: LocalCluster, namespace: str, **overrides: Any) -> Settings:
@@ -64,7 +64,7 @@ async def wait_for(
     interval: float = 0.05,
     what: str = "condition",
 ) -> Any:
-    """devtools.polling.wait_until's first truthy value; TimeoutError naming `what` if
+    """devtools.cluster.polling.wait_until's first truthy value; TimeoutError naming `what` if
     none came within `timeout`."""
     value = await wait_until(predicate, timeout, interval)
     if not value:
@@ -81,20 +81,21 @@ class World:
         self.fates = fates
 
     def fate(self, buildrun: str, **fate: str) -> None:
-        """What kwok does with `buildrun`'s pod (devtools.fates.fate_annotations): e.g.
+        """What kwok does with `buildrun`'s pod (devtools.cluster.fates.fate_annotations): e.g.
         `fate="hold"`, `fate="fail", exit_code="3"`, `results=fates.results(...)`."""
         assert self.fates is not None, "this World has no FateWebhook"
         self.fates.set(self.ns, buildrun, **fate)
 
     async def strategy(self, name: str = fixtures.STRATEGY,
                        parameters: list[JSON] | None = None) -> JSON:
-        """devtools.fixtures.strategy(): parameters None means the `dockerfile` one."""
+        """devtools.cluster.fixtures.strategy(): parameters None means the `dockerfile` one."""
         return await self.kube.create(BUILDSTRATEGIES, self.ns,
                                       fixtures.strategy(name, parameters=parameters))
 
     async def build(self, name: str = fixtures.BUILD, strategy: str = fixtures.STRATEGY,
                     **spec: Any) -> JSON:
-        """devtools.fixtures.build(): `spec` adds fields to the default spec or replaces them."""
+        """devtools.cluster.fixtures.build(): `spec` adds fields to the default spec or
+        replaces them."""
         return await self.kube.create(BUILDS, self.ns,
                                       fixtures.build(name, strategy=strategy, **spec))
 

@@ -11,7 +11,7 @@ import yaml
 
 from controller.buildrun.states import TABLE
 from controller.cli import parser
-from devtools.dev import SAMPLES
+from devtools.dev.run import SAMPLES
 
 REPO = Path(__file__).resolve().parents[1]
 README = (REPO / "README.md").read_text()

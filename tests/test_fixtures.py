@@ -1,8 +1,8 @@
-"""devtools.fixtures keeps the promises its docstring makes (no API server needed)."""
+"""devtools.cluster.fixtures keeps the promises its docstring makes (no API server needed)."""
 
 from __future__ import annotations
 
-from devtools import fixtures
+from devtools.cluster import fixtures
 
 
 def test_the_default_buildrun_runs_against_the_default_strategy_and_build() -> None:

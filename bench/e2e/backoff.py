@@ -2,7 +2,7 @@
 
     .venv/bin/python -m bench.e2e.backoff --n 2000 --error 0.2 --seed 1 --base-delay 0.1
 
-A real validating admission webhook for TaskRuns (devtools.webhook's
+A real validating admission webhook for TaskRuns (devtools.cluster.webhook's
 FlakyWebhook, subclassed here to log each call's time and the TaskRun's name from
 the AdmissionReview) answers 500 to a seeded-random --error share of TaskRun creates.
 kube-apiserver turns that into a 500 "failed calling webhook" for the controller, a
@@ -55,9 +55,9 @@ from bench.e2e.common import (
     write_results,
 )
 from controller.shipwright.resources import BUILDRUNS
-from devtools import fixtures
-from devtools.localcluster import LocalCluster
-from devtools.webhook import FlakyWebhook, Verdict
+from devtools.cluster import fixtures
+from devtools.cluster.localcluster import LocalCluster
+from devtools.cluster.webhook import FlakyWebhook, Verdict
 
 
 class LoggingWebhook(FlakyWebhook):

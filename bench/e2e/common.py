@@ -33,9 +33,9 @@ import orjson
 from prometheus_client.parser import text_string_to_metric_families
 
 from controller.runtime.kube import JSON, Kube
-from devtools.localcluster import REPO, LocalCluster, free_port
-from devtools.polling import transient
-from devtools.processes import command_lines, die_with_parent
+from devtools.cluster.localcluster import REPO, LocalCluster, free_port
+from devtools.cluster.polling import transient
+from devtools.cluster.processes import command_lines, die_with_parent
 
 NS = "bench"
 RESULTS = REPO / "bench" / "results"

@@ -68,9 +68,9 @@ from controller.runtime.kube import JSON, Kube, Resource
 from controller.runtime.store import Indexer, Store
 from controller.runtime.timestamps import format_time
 from controller.shipwright.resources import BUILDRUNS, TASKRUNS
-from devtools import fixtures
-from devtools.localcluster import LocalCluster
-from devtools.tekton import TektonSimulator
+from devtools.cluster import fixtures
+from devtools.cluster.localcluster import LocalCluster
+from devtools.cluster.tekton import TektonSimulator
 
 
 def finished_taskrun(taskrun: JSON) -> JSON:

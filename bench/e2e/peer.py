@@ -5,7 +5,7 @@ is here: the binary (`hack/peer/build`, a bench-only build cached outside the re
 the cluster it needs and the process.
 
 - The cluster: a fresh LocalCluster started bare, then Shipwright's own CRDs read
-  from its module (`devtools.shipwright.crds_dir()`, never copied), each with
+  from its module (`devtools.shipwright.source.crds_dir()`, never copied), each with
   `spec.conversion` set to None (their conversion webhook is Shipwright's, which
   does not run here; Shipwright's controller reads and writes v1beta1 only), and
   our permissive TaskRun CRD (manifests/testing) served at v1 and, as a copy made
@@ -44,9 +44,9 @@ import yaml
 from bench.e2e.common import NS, Controller
 from controller.runtime.errors import is_already_exists
 from controller.runtime.kube import JSON, SERVICEACCOUNTS, ApiError, Kube
-from devtools import shipwright
-from devtools.localcluster import CRD_DIRS, REPO, LocalCluster
-from devtools.polling import wait_until
+from devtools.cluster.localcluster import CRD_DIRS, REPO, LocalCluster
+from devtools.cluster.polling import wait_until
+from devtools.shipwright import source as shipwright
 
 BUILD_SCRIPT = REPO / "hack" / "peer" / "build"
 METRICS_PORT = 8383  # fixed in Shipwright's main.go

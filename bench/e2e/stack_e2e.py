@@ -2,7 +2,7 @@
 
     .venv/bin/python -m bench.e2e.stack_e2e --mode controller peer bare --n 200 --repeat 2
 
-Each run gets a fresh devtools.stack.TektonStack (etcd, kube-apiserver,
+Each run gets a fresh devtools.cluster.stack.TektonStack (etcd, kube-apiserver,
 kube-controller-manager, kube-scheduler, kwok playing the kubelet of one Node, Tekton
 Pipelines v1.10.3's controller and webhook), a namespace with the bench's
 BuildStrategy and Build, and the benchmark's own watch on BuildRuns (Observer). By
@@ -73,9 +73,9 @@ from bench.e2e.throughput import (
 )
 from controller.runtime.kube import JSON, Kube
 from controller.shipwright.resources import BUILDRUNS, TASKRUNS
-from devtools import fixtures
-from devtools.localcluster import LocalCluster
-from devtools.stack import TektonStack
+from devtools.cluster import fixtures
+from devtools.cluster.localcluster import LocalCluster
+from devtools.cluster.stack import TektonStack
 
 # stack.pids() names -> the short names the tables use.
 PROCESSES = {"kube-apiserver": "apiserver", "etcd": "etcd",

@@ -111,10 +111,10 @@ from controller.buildrun.taskrun import generate_taskrun
 from controller.runtime.kube import EVENTS, JSON, PODS, Kube
 from controller.runtime.timestamps import format_time, now
 from controller.shipwright.resources import BUILDRUNS, TASKRUNS
-from devtools import fixtures
-from devtools.fixtures import API
-from devtools.localcluster import LocalCluster
-from devtools.tekton import TektonSimulator
+from devtools.cluster import fixtures
+from devtools.cluster.fixtures import API
+from devtools.cluster.localcluster import LocalCluster
+from devtools.cluster.tekton import TektonSimulator
 
 MERGE = "application/merge-patch+json"
 WARMUP = "warmup"  # the warm-up BuildRun's name (the measured ones are br-NNNNNN)

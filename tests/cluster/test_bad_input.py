@@ -22,9 +22,9 @@ from controller.runtime.errors import RetryableError
 from controller.runtime.kube import JSON, ApiError, Kube
 from controller.runtime.reconcile import Result
 from controller.shipwright.resources import BUILDRUNS, BUILDS
-from devtools import fixtures
-from devtools.fixtures import API
-from devtools.localcluster import LocalCluster
+from devtools.cluster import fixtures
+from devtools.cluster.fixtures import API
+from devtools.cluster.localcluster import LocalCluster
 from tests.harness import (
     World,
     condition,

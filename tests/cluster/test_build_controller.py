@@ -14,8 +14,8 @@ from controller.builds import reasons
 from controller.builds import reconciler as build_reconciler
 from controller.runtime.kube import JSON, SECRETS, Kube
 from controller.shipwright.resources import BUILDRUNS, BUILDS
-from devtools import fixtures
-from devtools.localcluster import LocalCluster, free_port
+from devtools.cluster import fixtures
+from devtools.cluster.localcluster import LocalCluster, free_port
 from tests.harness import World, controller_settings, metric, running_controller, wait_for
 
 pytestmark = pytest.mark.cluster

@@ -11,7 +11,7 @@ import pytest
 from controller.buildlimit.reconciler import REASON_DELETED
 from controller.runtime.kube import EVENTS, Kube
 from controller.shipwright.resources import BUILDRUNS
-from devtools.localcluster import LocalCluster
+from devtools.cluster.localcluster import LocalCluster
 from tests.harness import World, controller_settings, metric, running_controller, wait_for
 
 pytestmark = pytest.mark.cluster

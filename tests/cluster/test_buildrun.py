@@ -19,10 +19,10 @@ from controller.runtime.errors import RetryableError
 from controller.runtime.events import EventRecorder
 from controller.runtime.kube import EVENTS, JSON, ApiError, Kube
 from controller.shipwright.resources import BUILDRUNS, TASKRUNS
-from devtools.fates import results
-from devtools.localcluster import LocalCluster
-from devtools.stack import TektonStack
-from devtools.tekton import TektonSimulator
+from devtools.cluster.fates import results
+from devtools.cluster.localcluster import LocalCluster
+from devtools.cluster.stack import TektonStack
+from devtools.cluster.tekton import TektonSimulator
 from tests.harness import (
     World,
     condition,
@@ -326,7 +326,7 @@ async def test_api_server_rejects_spec_changes_and_status_flips(kube: Kube, worl
 async def test_webhook_timeouts_are_retried_then_succeed(
     cluster: LocalCluster, kube: Kube, world: World
 ) -> None:
-    from devtools.webhook import FlakyWebhook
+    from devtools.cluster.webhook import FlakyWebhook
 
     k = 3
     retries_before = metric("buildrun_retries_total", error_class="webhook")
@@ -356,7 +356,7 @@ async def test_webhook_failing_forever_ends_in_retries_exhausted(
     cluster: LocalCluster, kube: Kube, world: World
 ) -> None:
     from controller.settings import RetryBudget
-    from devtools.webhook import FlakyWebhook
+    from devtools.cluster.webhook import FlakyWebhook
 
     exhausted_before = metric("buildrun_retry_exhausted_total")
     settings = controller_settings(cluster, world.ns, budget=RetryBudget(max_retries=3, max_age=0))

@@ -19,7 +19,7 @@ from controller.runtime.kube import LEASES, ApiError, Kube, key_of
 from controller.runtime.reconcile import Result
 from controller.settings import LeaderElectionSettings
 from controller.shipwright.resources import BUILDRUNS
-from devtools.localcluster import LocalCluster
+from devtools.cluster.localcluster import LocalCluster
 from tests.harness import (
     Interval,
     World,
@@ -222,7 +222,7 @@ def test_cli_bad_kubeconfig_is_one_clear_line(tmp_path: Path) -> None:
 def test_cli_unreachable_server_is_one_clear_line(
     cluster: LocalCluster, tmp_path: Path
 ) -> None:
-    from devtools.localcluster import free_port, write_token_kubeconfig
+    from devtools.cluster.localcluster import free_port, write_token_kubeconfig
 
     config = write_token_kubeconfig(tmp_path / "kc", f"https://127.0.0.1:{free_port()}",
                                     cluster.ca_file, "x", "token")

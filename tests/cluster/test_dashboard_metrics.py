@@ -21,9 +21,9 @@ import yaml
 
 from controller.runtime.kube import Kube
 from controller.settings import LeaderElectionSettings
-from devtools import fixtures
-from devtools.localcluster import LocalCluster
-from devtools.webhook import FlakyWebhook, Verdict
+from devtools.cluster import fixtures
+from devtools.cluster.localcluster import LocalCluster
+from devtools.cluster.webhook import FlakyWebhook, Verdict
 from tests.harness import World, condition, controller_settings, running_controller, scrape
 from tests.promtools import family_of, metric_names, parse_exposition
 

@@ -1,4 +1,4 @@
-"""`make dev` end to end: `python -m devtools.dev` in a subprocess.
+"""`make dev` end to end: `python -m devtools.dev.run` in a subprocess.
 
 Each test starts its own whole stack (as `make dev` does), so these run the whole
 thing: controller, real Tekton with kwok pods, flaky webhook and the samples.
@@ -18,13 +18,13 @@ from pathlib import Path
 
 import pytest
 
-from devtools.processes import command_lines
-from devtools.samples import SAMPLES
+from devtools.cluster.processes import command_lines
+from devtools.dev.samples import SAMPLES
 
 pytestmark = pytest.mark.cluster
 
 REPO = Path(__file__).resolve().parents[2]
-COMMAND = [sys.executable, "-m", "devtools.dev", "--metrics-address", "127.0.0.1:0"]
+COMMAND = [sys.executable, "-m", "devtools.dev.run", "--metrics-address", "127.0.0.1:0"]
 ROW = re.compile(r"^(\S+)\s+(True|False|Unknown)\s+(\S+)\s+(\S+)\s+(\S+)\s+(\S+)\s*$")
 
 

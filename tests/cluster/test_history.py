@@ -13,7 +13,7 @@ import pytest
 from controller import cli
 from controller.buildrun.history import event_time, history, parser
 from controller.runtime.kube import EVENTS, Kube
-from devtools.localcluster import LocalCluster
+from devtools.cluster.localcluster import LocalCluster
 from tests.harness import World, controller_settings, running_controller, wait_for
 
 pytestmark = pytest.mark.cluster

@@ -39,7 +39,7 @@ import pytest
 import yaml
 
 from controller.runtime.kube import LEASES, Kube
-from devtools.localcluster import LocalCluster, free_port, write_token_kubeconfig
+from devtools.cluster.localcluster import LocalCluster, free_port, write_token_kubeconfig
 from tests.harness import World, condition, wait_for
 from tests.promtools import parse_exposition
 from tests.test_dockerfile import env_of, parse_dockerfile

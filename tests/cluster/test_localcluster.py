@@ -7,7 +7,7 @@ import asyncio
 import pytest
 from kubernetes_asyncio import client, watch
 
-from devtools.localcluster import BUILD_SCRIPT, CRD_DIRS, REPO, LocalCluster
+from devtools.cluster.localcluster import BUILD_SCRIPT, CRD_DIRS, REPO, LocalCluster
 from tests.conftest import api_client_for
 
 pytestmark = pytest.mark.cluster

@@ -1,7 +1,7 @@
-"""Shipwright's own samples (samples/v1beta1 at devtools.shipwright.VERSION) on the real API
+"""Shipwright's own samples (samples/v1beta1 at devtools.shipwright.source.VERSION) on the real API
 server with our CRDs: every object is admitted with strict field validation and stored as
 written, and objects Shipwright's schema (or one of our listed additions,
-devtools/crd_differences.py) refuses are refused, each with the error that says why. A
+devtools/crds/crd_differences.py) refuses are refused, each with the error that says why. A
 second API server with Shipwright's own CRDs checks each claim about Shipwright: it admits
 the samples and the valid variants, and refuses the same variants, except those only our
 rules refuse.
@@ -22,8 +22,8 @@ import pytest
 import yaml
 
 from controller.runtime.kube import JSON, ApiError, Kube, Resource, load_api_client
-from devtools import shipwright
-from devtools.localcluster import LocalCluster
+from devtools.cluster.localcluster import LocalCluster
+from devtools.shipwright import source as shipwright
 
 pytestmark = pytest.mark.cluster
 
@@ -131,7 +131,7 @@ async def test_every_sample_is_admitted_strictly_and_stored_as_written(
 # Objects Shipwright refuses: each is a sample with one thing wrong, and the fragment of
 # the API server's answer that names it. Most are Shipwright's own schema; the strategy
 # kind, source type, env, timestamp and trigger cases are our rules
-# (devtools/crd_differences.py), for what Shipwright's Build validation refuses after
+# (devtools/crds/crd_differences.py), for what Shipwright's Build validation refuses after
 # admission, in its words.
 Mutation = Callable[[JSON], object]
 

@@ -24,8 +24,8 @@ from controller.runtime.events import EventRecorder
 from controller.runtime.kube import JSON, SERVICEACCOUNTS, ApiError, Kube, Resource
 from controller.runtime.reconcile import DONE
 from controller.shipwright.resources import BUILDRUNS, BUILDS, CLUSTERBUILDSTRATEGIES, TASKRUNS
-from devtools import fixtures
-from devtools.localcluster import LocalCluster
+from devtools.cluster import fixtures
+from devtools.cluster.localcluster import LocalCluster
 from tests.harness import World, condition, controller_settings, running_controller, wait_for
 
 pytestmark = pytest.mark.cluster
@@ -44,7 +44,7 @@ async def validated(kube: Kube, ns: str, build: str = fixtures.BUILD, *,
 
 
 async def build_of(kube: Kube, ns: str, name: str, strategy: JSON) -> JSON:
-    """devtools.fixtures.build() with `strategy` as its spec.strategy, kind and all."""
+    """devtools.cluster.fixtures.build() with `strategy` as its spec.strategy, kind and all."""
     body = fixtures.build(name)
     body["spec"]["strategy"] = strategy
     return await kube.create(BUILDS, ns, body)
@@ -75,7 +75,7 @@ async def service_account(kube: Kube, ns: str, name: str,
 
 
 def cluster_strategy(name: str) -> JSON:
-    """devtools.fixtures.strategy()'s steps and parameter, as a ClusterBuildStrategy."""
+    """devtools.cluster.fixtures.strategy()'s steps and parameter, as a ClusterBuildStrategy."""
     body: JSON = {**fixtures.strategy(name), "kind": "ClusterBuildStrategy"}
     return body
 

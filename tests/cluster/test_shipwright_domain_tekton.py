@@ -1,4 +1,4 @@
-"""The Shipwright domain on REAL Tekton (devtools.stack.TektonStack): a `.generate`
+"""The Shipwright domain on REAL Tekton (devtools.cluster.stack.TektonStack): a `.generate`
 ServiceAccount and a ClusterBuildStrategy that Tekton and the kubelet stand-in actually
 run, and the generated ServiceAccount gone afterwards. The pods succeed (kwok's default
 fate); see tests/cluster/test_tekton.py for the stack itself.
@@ -19,8 +19,8 @@ from controller.shipwright.resources import (
     CLUSTERBUILDSTRATEGIES,
     TASKRUNS,
 )
-from devtools import fixtures
-from devtools.stack import TektonStack
+from devtools.cluster import fixtures
+from devtools.cluster.stack import TektonStack
 from tests.cluster.test_tekton import controller
 from tests.harness import World, condition, wait_for
 

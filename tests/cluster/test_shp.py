@@ -1,5 +1,5 @@
 """Shipwright's own CLI, `shp` (github.com/shipwright-io/cli, built by hack/shp/build), drives
-this controller on the real Tekton stack (devtools.stack.TektonStack): it creates a Build
+this controller on the real Tekton stack (devtools.cluster.stack.TektonStack): it creates a Build
 and BuildRuns our CRDs admit, lists them, cancels one, and `shp build run --follow`
 follows one to its outcome.
 
@@ -19,7 +19,7 @@ import pytest
 from controller.buildrun import reasons
 from controller.builds import reasons as build_reasons
 from controller.shipwright.resources import BUILDRUNS, BUILDS
-from devtools.stack import TektonStack, build
+from devtools.cluster.stack import TektonStack, build
 from tests.cluster.test_tekton import controller
 from tests.harness import World, condition, metric, running_pod, wait_for
 

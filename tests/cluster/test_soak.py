@@ -20,7 +20,7 @@ import pytest
 from controller.app import App
 from controller.runtime.kube import LEASES, Kube
 from controller.settings import LeaderElectionSettings
-from devtools.localcluster import LocalCluster
+from devtools.cluster.localcluster import LocalCluster
 from soak.accounting import from_workdir
 from soak.run import Config, soak
 from tests.harness import controller_settings, wait_for

@@ -1,4 +1,4 @@
-"""The controller against REAL Tekton Pipelines (devtools.stack.TektonStack).
+"""The controller against REAL Tekton Pipelines (devtools.cluster.stack.TektonStack).
 
 The session's stack (tests/conftest.py): Tekton's CRDs plus the repo's
 manifests/crds, the scheduler, kwok as the kubelet, kube-controller-manager
@@ -6,7 +6,7 @@ manifests/crds, the scheduler, kwok as the kubelet, kube-controller-manager
 controller. The controller runs in-process per test, watching the test's
 namespace. Every assertion is on the BuildRun status our controller wrote from
 what Tekton wrote; a test picks what kwok does with a pod with `world.fate(...)`
-(devtools.fates).
+(devtools.cluster.fates).
 """
 
 from __future__ import annotations
@@ -24,10 +24,10 @@ from controller.runtime.events import EventRecorder
 from controller.runtime.kube import JSON, PODS, ApiError, Kube, Resource
 from controller.settings import RetryBudget
 from controller.shipwright.resources import BUILDRUNS, BUILDS, BUILDSTRATEGIES, TASKRUNS
-from devtools import fixtures
-from devtools.fates import PREFIX, results
-from devtools.fixtures import API
-from devtools.stack import StackError, TektonStack
+from devtools.cluster import fixtures
+from devtools.cluster.fates import PREFIX, results
+from devtools.cluster.fixtures import API
+from devtools.cluster.stack import StackError, TektonStack
 from tests.harness import (
     World,
     condition,

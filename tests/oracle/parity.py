@@ -20,8 +20,8 @@ from controller.buildrun.reconciler import validate_buildrun
 from controller.buildrun.taskrun import generate_taskrun
 from controller.runtime.errors import UserError
 from controller.shipwright.labels import LABEL_BUILDRUN_UID
-from devtools import oracle
-from devtools.shipwright import samples_dir
+from devtools.shipwright import oracle
+from devtools.shipwright.source import samples_dir
 
 JSON = dict[str, Any]
 

@@ -17,7 +17,7 @@ import pytest
 
 from controller.buildrun import reasons
 from controller.runtime.errors import UserError
-from devtools import oracle
+from devtools.shipwright import oracle
 from tests.oracle.parity import (
     Case,
     buildrun_for,

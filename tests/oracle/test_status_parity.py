@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from controller.buildrun.status import outcome_from_taskrun
-from devtools import oracle
+from devtools.shipwright import oracle
 from tests.oracle.test_parity import variant
 
 JSON = dict[str, Any]

@@ -1,7 +1,7 @@
 """Our CRDs (manifests/crds/) against Shipwright's (deploy/crds/ in its module), field path by
 field path: every field Shipwright has we have, with the same type, shape, enum, default,
 format, bounds and list/map semantics, except the deliberate differences listed in
-devtools/crd_differences.py. No API server is needed.
+devtools/crds/crd_differences.py. No API server is needed.
 """
 
 from __future__ import annotations
@@ -13,8 +13,9 @@ from typing import Any
 import pytest
 import yaml
 
-from devtools import crd_differences, shipwright
-from devtools.crd_differences import DIFFERENCES, Difference
+from devtools.crds import crd_differences
+from devtools.crds.crd_differences import DIFFERENCES, Difference
+from devtools.shipwright import source as shipwright
 
 REPO = Path(__file__).resolve().parents[2]
 OURS = REPO / "manifests" / "crds"
@@ -142,7 +143,7 @@ def test_our_schema_differs_from_shipwrights_only_as_listed(
     left = unlisted(kind, compare_crds(theirs, ours))
     shown = "\n".join(f"  {path or '(crd)'} {what}: {detail}" for path, what, detail in left[:60])
     assert not left, (f"{len(left)} differences from Shipwright's {kind} CRD are not listed in "
-                      f"devtools/crd_differences.py:\n{shown}")
+                      f"devtools/crds/crd_differences.py:\n{shown}")
 
 
 def test_every_listed_difference_is_still_a_difference(
@@ -210,5 +211,5 @@ def test_readme_shows_the_list_of_differences() -> None:
     section = readme[readme.index("## Shipwright's API\n"):]
     section = section[: section.index("\n## ", 1)]
     assert crd_differences.markdown_table() in section, (
-        "README's \"Shipwright's API\" table differs from devtools/crd_differences.py: "
+        "README's \"Shipwright's API\" table differs from devtools/crds/crd_differences.py: "
         "paste markdown_table()'s output")

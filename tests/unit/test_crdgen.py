@@ -1,17 +1,18 @@
-"""devtools/crdgen.py: manifests/crds/ is its output, and the pieces it reads from
+"""devtools/crds/crdgen.py: manifests/crds/ is its output, and the pieces it reads from
 Kubernetes come out as Kubernetes means them."""
 
 from __future__ import annotations
 
 import re
 
-from devtools import crdgen
+from devtools.crds import crdgen
 
 
 def test_manifests_crds_are_what_crdgen_writes() -> None:
     stale = [name for name, crd in crdgen.crds().items()
              if (crdgen.CRDS_DIR / name).read_text() != crdgen.render(crd)]
-    assert not stale, f"run `python -m devtools.crdgen` and commit: {stale} differ from its output"
+    assert not stale, (f"run `python -m devtools.crds.crdgen` and commit: {stale} differ "
+                       "from its output")
 
 
 def test_the_quantity_pattern_follows_kubernetes_grammar() -> None:

@@ -1,6 +1,6 @@
 """No Shipwright field admitted and then ignored: every field path of Shipwright's v1beta1
 CRDs (from the pinned module) is either refused by our CRD or covered by a row of
-devtools/fields.py, whose tests show what we do with it. No API server is needed; the
+devtools/crds/fields.py, whose tests show what we do with it. No API server is needed; the
 behaviour itself is shown by the tests each row names (several run on the real cluster)."""
 
 from __future__ import annotations
@@ -14,8 +14,9 @@ from typing import Any
 
 import pytest
 
-from devtools import fields, shipwright
-from devtools.fields import EMBEDDED, FIELDS, ORACLE, Field, covering, is_at_or_below
+from devtools.crds import fields
+from devtools.crds.fields import EMBEDDED, FIELDS, ORACLE, Field, covering, is_at_or_below
+from devtools.shipwright import source as shipwright
 from tests.unit.test_crd_schema import FILES, OURS, REPO, flatten, load, v1beta1
 
 JSON = dict[str, Any]
@@ -66,7 +67,8 @@ def test_every_field_shipwright_has_is_refused_or_has_a_row(
 ) -> None:
     left = uncovered(FIELDS, theirs, ours)
     assert not left, (f"{len(left)} of Shipwright's fields are admitted and no row of "
-                      "devtools/fields.py says what we do with them:\n  " + "\n  ".join(left[:80]))
+                      "devtools/crds/fields.py says what we do with them:\n  "
+                      + "\n  ".join(left[:80]))
 
 
 def test_the_sweep_sees_a_field_without_a_row(theirs: Schemas, ours: Schemas) -> None:
@@ -194,5 +196,5 @@ def test_set_paths_walks_structs_lists_and_maps() -> None:
 def test_readme_shows_the_field_table() -> None:
     readme = (REPO / "README.md").read_text()
     assert fields.markdown_table() in readme, (
-        "README's \"Every field, and what we do with it\" differs from devtools/fields.py: "
+        "README's \"Every field, and what we do with it\" differs from devtools/crds/fields.py: "
         "paste markdown_table()'s output")

@@ -1,4 +1,4 @@
-"""devtools.stack: a missing or unbuildable component is one clear line, not a hang."""
+"""devtools.cluster.stack: a missing or unbuildable component is one clear line, not a hang."""
 
 from __future__ import annotations
 
@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from devtools import stack
-from devtools.stack import StackError, TektonStack
+from devtools.cluster import stack
+from devtools.cluster.stack import StackError, TektonStack
 
 
 def test_a_failing_build_script_names_its_component(

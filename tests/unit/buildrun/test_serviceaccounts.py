@@ -11,7 +11,7 @@ import pytest
 
 from controller.buildrun import reasons, serviceaccounts
 from controller.buildrun.serviceaccounts import Choice
-from devtools import shipwright
+from devtools.shipwright import source as shipwright
 
 NS = "team"
 

@@ -14,7 +14,7 @@ from controller.buildrun.config import ShipwrightConfig
 from controller.buildrun.setup import owner_buildrun, slim_taskrun
 from controller.buildrun.status import outcome_from_taskrun, running_reason, taskrun_finished
 from controller.buildrun.taskrun import generate_taskrun
-from devtools import fixtures
+from devtools.cluster import fixtures
 
 JSON = dict[str, Any]
 

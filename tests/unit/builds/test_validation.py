@@ -27,7 +27,7 @@ from controller.builds.validation import (
     strategy_ref,
     validate,
 )
-from devtools import shipwright
+from devtools.shipwright import source as shipwright
 
 JSON = dict[str, Any]
 

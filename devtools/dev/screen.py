@@ -2,7 +2,7 @@
 controller's own counters in one line, and what the simulated Tekton, the flaky webhook
 and the samples say, each line stamped and labelled with who speaks.
 
-Invariants: the controller's logs never go here (they go to a file, see devtools.dev);
+Invariants: the controller's logs never go here (they go to a file, see devtools.dev.run);
 on a terminal the block below the static lines is redrawn in place and nothing else
 is written inside it; anywhere else the output only grows, a table row being printed
 again only when its SUCCEEDED or REASON column changed.
@@ -21,8 +21,8 @@ from controller.buildrun.status import succeeded_condition
 from controller.runtime.kube import JSON
 from controller.runtime.timestamps import parse_time
 
-# The label of the dev tool's own lines (the others: devtools.tektonlog.TEKTON,
-# devtools.samples.WEBHOOK).
+# The label of the dev tool's own lines (the others: devtools.dev.tektonlog.TEKTON,
+# devtools.dev.samples.WEBHOOK).
 DEV = "[dev]"
 
 

@@ -33,7 +33,7 @@ certificate against the Service's DNS name). Tekton's own reconcilers then keep
 their webhook configurations (rules, paths, caBundle) as they would in a cluster.
 
 Measured on the shared 2-core dev machine (load 2.0-2.4), binaries cached:
-`python -m devtools.stack` 12.2-14.5 s wall, of which build scripts 0.3-0.5 s,
+`python -m devtools.cluster.stack` 12.2-14.5 s wall, of which build scripts 0.3-0.5 s,
 API server ready 3.4-4.1 s, CRDs established and Node ready 6.4-8.2 s, stack up
 8.7-11.1 s; stop about 1.2 s. A BuildRun to Succeeded through it: 0.4-1.4 s.
 """
@@ -53,8 +53,8 @@ from typing import Any
 
 import yaml
 
-from devtools.certs import issue_serving_cert, make_ca
-from devtools.localcluster import (
+from devtools.cluster.certs import issue_serving_cert, make_ca
+from devtools.cluster.localcluster import (
     REPO,
     ChildProcess,
     LocalCluster,
@@ -557,7 +557,7 @@ class TektonStack:
             self._tekton_controller = None
 
 async def _main() -> None:
-    """`python -m devtools.stack [DIR]`: start, print the timings, stop."""
+    """`python -m devtools.cluster.stack [DIR]`: start, print the timings, stop."""
     import sys
     import tempfile
 

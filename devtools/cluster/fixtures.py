@@ -1,7 +1,7 @@
 """The objects every run of BuildRuns starts from: a namespace, one BuildStrategy and one
 Build that uses it, and the BuildRuns that name that Build.
 
-`make dev` (devtools.samples), the fault soak, the end-to-end benchmarks, the dashboard
+`make dev` (devtools.dev.samples), the fault soak, the end-to-end benchmarks, the dashboard
 render and the cluster tests (tests.harness.World) all make them here, so the shape of
 these objects is written once. The defaults are the world most of them share: strategy
 "kaniko" with a `dockerfile` parameter, Build "app" from https://example.com/app.git to

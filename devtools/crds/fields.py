@@ -10,7 +10,7 @@ tests/unit/test_field_sweep.py walks every field path of Shipwright's own v1beta
   (tests/oracle/test_parity.py: Shipwright's own generator against ours) sets.
 README's "Every field, and what we do with it" is markdown_table()'s output.
 
-Paths are written as in devtools/crd_differences.py: `.spec.volumes[].name`, `[]` for the
+Paths are written as in devtools/crds/crd_differences.py: `.spec.volumes[].name`, `[]` for the
 items of a list, `{}` for the values of a map. A BuildRun's embedded `.spec.build.spec` is
 covered by the Build's rows for `.spec` (it is handed to the same code as a Build's spec),
 except where a BuildRun row below `.spec.build.spec` says otherwise.

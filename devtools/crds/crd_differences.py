@@ -1,5 +1,5 @@
 """Every deliberate difference between our CRDs (manifests/crds/) and Shipwright's
-(deploy/crds/ at devtools.shipwright.VERSION), with the reason for it.
+(deploy/crds/ at devtools.shipwright.source.VERSION), with the reason for it.
 
 tests/unit/test_crd_schema.py compares the two field path by field path and fails on
 any difference not listed here, and on any entry here that no longer matches a

@@ -26,10 +26,10 @@ import aiohttp
 import orjson
 import yaml
 
-from devtools.certs import issue_serving_cert, make_ca, make_signing_key
-from devtools.processes import die_with_parent
+from devtools.cluster.certs import issue_serving_cert, make_ca, make_signing_key
+from devtools.cluster.processes import die_with_parent
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 BUILD_SCRIPT = REPO / "hack" / "localcluster" / "build"
 CRD_DIRS = (REPO / "manifests" / "crds", REPO / "manifests" / "testing")
 
@@ -108,7 +108,7 @@ class _Process:
             self._log_file = None
 
 
-# The public name, for tools that run more children the same way (devtools.stack).
+# The public name, for tools that run more children the same way (devtools.cluster.stack).
 ChildProcess = _Process
 
 

@@ -3,12 +3,12 @@ sample BuildRuns.
 
 What runs, all on loopback and in a throwaway folder under /tmp:
 
-- the whole local stack (devtools.stack.TektonStack): etcd, kube-apiserver,
+- the whole local stack (devtools.cluster.stack.TektonStack): etcd, kube-apiserver,
   kube-controller-manager, kube-scheduler, kwok playing the kubelet, and Tekton
   Pipelines' real webhook and controller, which run the TaskRuns; a FateWebhook
-  (devtools.fates) tells kwok how long each sample's pod runs and how it ends,
+  (devtools.cluster.fates) tells kwok how long each sample's pod runs and how it ends,
   and every change Tekton makes to a TaskRun's condition is told on a "[tekton]"
-  line (devtools.tektonlog);
+  line (devtools.dev.tektonlog);
 - the controller itself, in-process (controller.app.App), watching namespace
   "demo", its /metrics on the printed URL;
 - a FlakyWebhook (a real validating admission webhook) whose first two calls
@@ -23,9 +23,9 @@ exits by itself once every sample is terminal, non-zero if any sample did
 not end as expected.
 
 This module parses the flags and wires the parts together, and owns the order
-things start and stop in; the parts are devtools.samples (the four BuildRuns and
-their story), devtools.tektonlog (what Tekton does), devtools.screen (the table
-and the activity lines) and devtools.terminal (Ctrl-C as a key).
+things start and stop in; the parts are devtools.dev.samples (the four BuildRuns and
+their story), devtools.dev.tektonlog (what Tekton does), devtools.dev.screen (the table
+and the activity lines) and devtools.dev.terminal (Ctrl-C as a key).
 
 Invariants: everything started is stopped before `main` returns, in this order:
 the Tekton log and the samples, then the controller (it drains while the
@@ -58,10 +58,12 @@ from controller.runtime.kube import JSON, ApiError, Kube
 from controller.runtime.kube import load_api_client as _load_api_client
 from controller.settings import QueueSettings, RetryBudget, Settings
 from controller.shipwright.resources import BUILDRUNS
-from devtools.fates import FateWebhook
-from devtools.localcluster import LocalCluster
-from devtools.polling import wait_until
-from devtools.samples import (
+from devtools.cluster.fates import FateWebhook
+from devtools.cluster.localcluster import LocalCluster
+from devtools.cluster.polling import wait_until
+from devtools.cluster.stack import TektonStack
+from devtools.cluster.webhook import FlakyWebhook
+from devtools.dev.samples import (
     NAMESPACE,
     SAMPLES,
     create_samples_base,
@@ -71,13 +73,11 @@ from devtools.samples import (
     unexpected,
     webhook_script,
 )
-from devtools.screen import DEV, Screen
-from devtools.stack import TektonStack
-from devtools.tektonlog import TEKTON, TektonLog
-from devtools.terminal import keys_not_signals, restore_terminal
-from devtools.webhook import FlakyWebhook
+from devtools.dev.screen import DEV, Screen
+from devtools.dev.tektonlog import TEKTON, TektonLog
+from devtools.dev.terminal import keys_not_signals, restore_terminal
 
-# SAMPLES is read from here by tests/test_docs.py (it lives in devtools.samples).
+# SAMPLES is read from here by tests/test_docs.py (it lives in devtools.dev.samples).
 __all__ = ["SAMPLES", "Dev", "main", "parser"]
 
 
@@ -243,7 +243,7 @@ def setup_logging(path: Path, level: str) -> None:
 
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
-        prog="python -m devtools.dev",
+        prog="python -m devtools.dev.run",
         description="Run the controller against a local Kubernetes with real Tekton "
                     "Pipelines (kwok plays the kubelet), with sample BuildRuns.",
     )

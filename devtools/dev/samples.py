@@ -8,7 +8,7 @@ end as, and the order and timing that make each one's story happen.
 - `cancel-me` runs until cancelled, and is cancelled once Running.
 
 Real Tekton runs the TaskRuns and kwok their pods; `fate_for` tells kwok (through
-devtools.fates) how long each sample's pod runs and how it ends.
+devtools.cluster.fates) how long each sample's pod runs and how it ends.
 
 Invariants: SAMPLES' names are unique and each `expect` is the reason its Succeeded
 condition must end with; `play_samples` creates `flaky-webhook` alone and waits for its
@@ -24,11 +24,11 @@ from dataclasses import dataclass
 from controller.buildrun.status import succeeded_condition
 from controller.runtime.kube import JSON, Kube
 from controller.shipwright.resources import BUILDRUNS
-from devtools import fixtures
-from devtools.fates import fate_annotations, results
-from devtools.polling import wait_until
-from devtools.screen import DEV
-from devtools.webhook import Verdict
+from devtools.cluster import fixtures
+from devtools.cluster.fates import fate_annotations, results
+from devtools.cluster.polling import wait_until
+from devtools.cluster.webhook import Verdict
+from devtools.dev.screen import DEV
 
 NAMESPACE = "demo"
 CANCELED = "BuildRunCanceled"
@@ -124,7 +124,7 @@ def unexpected(done: dict[str, str | None]) -> list[str]:
 
 
 def fate_for(namespace: str, buildrun: str) -> dict[str, str] | None:
-    """What kwok does with a sample's pod (devtools.fates): runs `run_seconds`, then
+    """What kwok does with a sample's pod (devtools.cluster.fates): runs `run_seconds`, then
     succeeds with the digest as its result, or holds until Tekton stops it."""
     sample = SAMPLE_BY_NAME.get(buildrun)
     if namespace != NAMESPACE or sample is None:

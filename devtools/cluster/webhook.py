@@ -18,8 +18,8 @@ from typing import Any, Literal
 
 from aiohttp import web
 
-from devtools.certs import KeyPair, issue_serving_cert
-from devtools.localcluster import LocalCluster, free_port
+from devtools.cluster.certs import KeyPair, issue_serving_cert
+from devtools.cluster.localcluster import LocalCluster, free_port
 
 Verdict = Literal["allow", "timeout", "error"]
 

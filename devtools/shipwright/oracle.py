@@ -4,7 +4,7 @@ Tekton's own SetDefaults + Validate, in one Go process answering a batch of case
 `ask(cases)` sends every case at once on stdin (one JSON object a line) and reads one
 answer a line, in order; see hack/oracle/main.go for the fields. The binary is built
 by `hack/oracle/build` (`make oracle`, which `make test` runs first); `binary()` asks
-that script for it as devtools.stack asks for every component, which answers from the
+that script for it as devtools.cluster.stack asks for every component, which answers from the
 cache at once.
 """
 
@@ -16,14 +16,14 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
-from devtools.stack import StackError, build
+from devtools.cluster.stack import StackError, build
 
 JSON = dict[str, Any]
 
 
 @functools.cache
 def binary() -> Path:
-    """The oracle's path, as devtools.stack finds every built component."""
+    """The oracle's path, as devtools.cluster.stack finds every built component."""
     path = build("oracle") / "oracle"
     if not path.exists():
         raise StackError(f"oracle: {path} missing (run make oracle)")

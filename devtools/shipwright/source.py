@@ -11,7 +11,7 @@ import functools
 import subprocess
 from pathlib import Path
 
-from devtools.stack import HACK, StackError
+from devtools.cluster.stack import HACK, StackError
 
 VERSION = "v0.20.13"
 
@@ -29,7 +29,7 @@ def source_dir() -> Path:
     folder = Path(lines[-1])
     if VERSION not in folder.name:
         raise StackError(f"shipwright: {folder} is not {VERSION}: "
-                         "hack/shipwright/source and devtools/shipwright.py disagree")
+                         "hack/shipwright/source and devtools/shipwright/source.py disagree")
     return folder
 
 

@@ -1,0 +1,2 @@
+"""Shipwright itself, the reference for drop-in: its source at the pinned version in the Go
+module cache (`source.py`) and the client of the oracle on its own code (`oracle.py`)."""
