@@ -46,6 +46,7 @@ from collections.abc import Awaitable
 from typing import NoReturn
 
 from controller.runtime import metrics, timestamps
+from controller.runtime.conflict import retry_on_conflict
 from controller.runtime.errors import RetryableError, classify, is_not_found
 from controller.runtime.kube import JSON, LEASES, ApiError, Kube
 from controller.runtime.settings import LeaderElectionSettings
@@ -101,15 +102,25 @@ class LeaderElector:
                 self._lose(f"lease {self.s.name} is held by {holder}")
 
     async def release(self) -> None:
-        """Hands the lease over at once on a clean shutdown (client-go ReleaseOnCancel)."""
+        """Hands the lease over at once on a clean shutdown (client-go ReleaseOnCancel).
+
+        Our copy may be one write behind: stopping cancels `hold`, and a renewal it had
+        sent may have been written without our hearing the answer (seen in CI: the PUT
+        met a 409 and the lease stayed held for its whole duration). So a conflict
+        reads the Lease again and frees it if it still names us, never another."""
         self._gauge.set(0)
-        lease = self._lease
-        if lease is None or _holder(_spec(lease)) != self.s.identity:
+        if self._lease is None or _holder(_spec(self._lease)) != self.s.identity:
             return
-        _spec(lease).update(holderIdentity="", leaseDurationSeconds=1,
-                            renewTime=timestamps.format_micro_time(timestamps.now()))
-        try:
+
+        async def free(lease: JSON | None) -> None:
+            if lease is None or _holder(_spec(lease)) != self.s.identity:
+                return
+            _spec(lease).update(holderIdentity="", leaseDurationSeconds=1,
+                                renewTime=timestamps.format_micro_time(timestamps.now()))
             await self.kube.put(LEASES, self.s.namespace, self.s.name, lease)
+
+        try:
+            await retry_on_conflict(self.kube, LEASES, self._lease, free)
         except Exception as exc:
             self._log_failure("could not release lease", exc)
 
