@@ -103,8 +103,8 @@ from bench.e2e.common import (
     write_results,
 )
 from controller.buildrun import serviceaccounts
+from controller.buildrun.buildruns import EXECUTOR_KIND, build_link
 from controller.buildrun.config import ShipwrightConfig
-from controller.buildrun.reconciler import EXECUTOR_KIND, build_link
 from controller.buildrun.spec import effective_build
 from controller.buildrun.status import outcome_from_taskrun, running_reason, with_condition
 from controller.buildrun.taskrun import generate_taskrun

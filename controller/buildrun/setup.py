@@ -10,8 +10,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from controller.buildrun import metrics as buildrun_metrics
+from controller.buildrun.caches import Caches
 from controller.buildrun.config import ShipwrightConfig
-from controller.buildrun.reconciler import BuildRunReconciler, Caches
+from controller.buildrun.reconciler import BuildRunReconciler
 from controller.runtime.errors import ERROR_CLASSES, RetryableError
 from controller.runtime.events import EventRecorder
 from controller.runtime.informers import EventType, Informer

@@ -3,6 +3,10 @@
 from __future__ import annotations
 
 import datetime
+from collections.abc import Callable
+
+# What reads the time where a test may want to set it (`now` in production).
+Clock = Callable[[], datetime.datetime]
 
 
 def now() -> datetime.datetime:

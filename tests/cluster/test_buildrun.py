@@ -14,7 +14,8 @@ import pytest
 
 from bench.e2e.common import apiserver_requests
 from controller.buildrun import reasons
-from controller.buildrun.reconciler import BuildRunReconciler, Caches
+from controller.buildrun.caches import Caches
+from controller.buildrun.reconciler import BuildRunReconciler
 from controller.runtime.errors import RetryableError
 from controller.runtime.events import EventRecorder
 from controller.runtime.kube import EVENTS, JSON, ApiError, Kube
@@ -47,8 +48,8 @@ async def unrecorded_taskrun(kube: Kube, buildrun: JSON) -> JSON:
     """Row 10's first half done by hand (prepare, create the TaskRun), then a "crash"
     before the status write: the TaskRun exists, the BuildRun does not know it."""
     half = BuildRunReconciler(kube, Caches(), EventRecorder(kube, "t", "t"))
-    build, _ = await half._validated_build(buildrun)
-    taskrun = (await half._prepare(buildrun, build)).taskrun
+    build, _ = await half.planner.validated_build(buildrun)
+    taskrun = (await half.planner.prepare(buildrun, build)).taskrun
     await kube.create(TASKRUNS, buildrun["metadata"]["namespace"], taskrun)
     return taskrun
 

@@ -10,7 +10,8 @@ import time
 import pytest
 
 from controller.buildrun import reasons
-from controller.buildrun.reconciler import BuildRunReconciler, Caches
+from controller.buildrun.caches import Caches
+from controller.buildrun.reconciler import BuildRunReconciler
 from controller.runtime.events import EventRecorder
 from controller.runtime.kube import ApiError, Kube
 from controller.runtime.timestamps import parse_time
@@ -99,7 +100,7 @@ async def test_deletion_never_hits_a_recreated_namesake(kube: Kube, world: World
     await world.buildrun("br", build_ref="missing")
     reconciler = BuildRunReconciler(kube, Caches(), EventRecorder(kube, "t", "t"))
     with pytest.raises(ApiError) as err:
-        await reconciler._delete(old)
+        await reconciler.actions.delete(old)
     assert err.value.status == 409
     assert (await world.get("br"))["metadata"]["uid"] != old["metadata"]["uid"]
 

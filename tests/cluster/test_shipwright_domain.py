@@ -19,7 +19,8 @@ from typing import Any
 import pytest
 
 from controller.buildrun import reasons
-from controller.buildrun.reconciler import BuildRunReconciler, Caches
+from controller.buildrun.caches import Caches
+from controller.buildrun.reconciler import BuildRunReconciler
 from controller.runtime.events import EventRecorder
 from controller.runtime.kube import JSON, SERVICEACCOUNTS, ApiError, Kube, Resource
 from controller.runtime.reconcile import DONE

@@ -18,7 +18,8 @@ from typing import Any
 import pytest
 
 from controller.buildrun import reasons
-from controller.buildrun.reconciler import BuildRunReconciler, Caches
+from controller.buildrun.caches import Caches
+from controller.buildrun.reconciler import BuildRunReconciler
 from controller.buildrun.status import taskrun_finished
 from controller.runtime.events import EventRecorder
 from controller.runtime.kube import JSON, PODS, ApiError, Kube, Resource
@@ -381,5 +382,5 @@ async def test_cancelling_a_taskrun_tekton_finished_meanwhile_is_not_an_error(
                          {"spec": {"status": "TaskRunCancelled"}})
     assert refused.value.status == 400, refused.value
     reconciler = BuildRunReconciler(kube, Caches(), EventRecorder(kube, "t", "t"))
-    await reconciler._cancel_taskrun(stale)  # returns: nothing to cancel
+    await reconciler.actions.cancel_taskrun(stale)  # returns: nothing to cancel
     assert taskrun_finished(await taskrun(world, "raced"))

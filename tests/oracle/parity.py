@@ -16,8 +16,8 @@ from typing import Any
 import yaml
 
 from controller.buildrun.config import ShipwrightConfig
-from controller.buildrun.reconciler import validate_buildrun
 from controller.buildrun.taskrun import generate_taskrun
+from controller.buildrun.validation import validate_buildrun
 from controller.runtime.errors import UserError
 from controller.shipwright.labels import LABEL_BUILDRUN_UID
 from devtools.shipwright import oracle

@@ -18,8 +18,10 @@ from hypothesis import HealthCheck, given, settings
 from kubernetes_asyncio import client
 
 from controller.buildrun import reasons
+from controller.buildrun.caches import Caches
 from controller.buildrun.config import ShipwrightConfig
-from controller.buildrun.reconciler import BuildRunReconciler, Caches, validate_buildrun
+from controller.buildrun.reconciler import BuildRunReconciler
+from controller.buildrun.validation import validate_buildrun
 from controller.builds import validation as build_validation
 from controller.runtime.errors import UserError
 from controller.runtime.events import EventRecorder
@@ -381,7 +383,7 @@ async def _observed(run: JSON, spec: JSON) -> Any:
     try:
         reconciler = BuildRunReconciler(kube, caches, EventRecorder(kube, "t", "t"),
                                         taskrun_config=ShipwrightConfig.from_env({}))
-        return await reconciler._observe(run)
+        return await reconciler.observer.observe(run)
     finally:
         await kube.close()
 

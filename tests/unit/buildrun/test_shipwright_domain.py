@@ -8,12 +8,8 @@ from typing import Any
 import pytest
 
 from controller.buildrun import reasons
-from controller.buildrun.reconciler import (
-    _with_executor,
-    _without_service_account,
-    build_link,
-    strategy_kind,
-)
+from controller.buildrun.buildruns import build_link, with_executor, without_service_account
+from controller.buildrun.validation import strategy_kind
 from controller.runtime.errors import UserError
 
 
@@ -88,14 +84,14 @@ def test_at_build_deletion_makes_the_build_an_owner_over_the_version_read() -> N
 
 
 def test_executor_is_filled_beside_an_older_taskrun_name() -> None:
-    assert _with_executor({"taskRunName": "tr"})["executor"] == {"kind": "TaskRun",
+    assert with_executor({"taskRunName": "tr"})["executor"] == {"kind": "TaskRun",
                                                                 "name": "tr"}
-    assert "executor" not in _with_executor({})
+    assert "executor" not in with_executor({})
     mine = {"kind": "TaskRun", "name": "x"}
-    assert _with_executor({"taskRunName": "tr", "executor": mine})["executor"] == mine
+    assert with_executor({"taskRunName": "tr", "executor": mine})["executor"] == mine
 
 
 def test_generate_is_taken_out_of_the_spec_spec_py_checks() -> None:
     run = {"metadata": {"name": "r"}, "spec": {"serviceAccount": ".generate", "timeout": "1m"}}
-    assert _without_service_account(run)["spec"] == {"timeout": "1m"}
+    assert without_service_account(run)["spec"] == {"timeout": "1m"}
     assert run["spec"]["serviceAccount"] == ".generate"  # not modified

@@ -1,0 +1,287 @@
+"""Acting on a decided row: `Actions.act` carries out each Action of the state table in
+one `case`. Every write a BuildRun's reconcile makes is here; status goes through
+`status_writes.write_status`, the only status writer.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from dataclasses import replace
+from typing import assert_never
+
+from controller.buildrun import metrics, reasons, serviceaccounts
+from controller.buildrun.buildruns import build_link, timeout_left, ttl_left
+from controller.buildrun.observe import Seen
+from controller.buildrun.plan import Plan
+from controller.buildrun.states import Action, Decision, decide
+from controller.buildrun.status import running_reason, succeeded_condition, taskrun_finished
+from controller.buildrun.status_writes import finished, progressed, started, write_status
+from controller.runtime.conflict import retry_on_conflict
+from controller.runtime.errors import (
+    UserError,
+    is_already_exists,
+    is_conflict,
+    is_invalid,
+    is_not_found,
+    is_too_large,
+)
+from controller.runtime.events import EventRecorder
+from controller.runtime.kube import JSON, PODS, SERVICEACCOUNTS, ApiError, Kube
+from controller.runtime.reconcile import DONE, Result
+from controller.runtime.timestamps import Clock, format_time, parse_time
+from controller.shipwright import metrics as shipwright_metrics
+from controller.shipwright.resources import BUILDRUNS, TASKRUNS
+
+log = logging.getLogger(__name__)
+
+# spec.status that cancels a Tekton TaskRun (Tekton spells the reason the same).
+TASKRUN_CANCELLED = "TaskRunCancelled"
+
+
+class Actions:
+    def __init__(self, kube: Kube, recorder: EventRecorder, clock: Clock) -> None:
+        self.kube = kube
+        self.recorder = recorder
+        self.clock = clock
+
+    async def act(self, seen: Seen, decision: Decision) -> Result:
+        """Carries out the decided row's action; the one place each Action is handled."""
+        buildrun, taskrun = seen.buildrun, seen.taskrun
+        match decision.action:
+            case Action.NOTHING:
+                return _requeue_at(ttl_left(buildrun, self.clock()))  # row 2, when due
+            case Action.STOP_TASKRUN:
+                assert taskrun is not None
+                await self.cancel_taskrun(taskrun)
+                return _requeue_at(ttl_left(buildrun, self.clock()))
+            case Action.DELETE:
+                await self.delete(buildrun)
+                return DONE
+            case Action.START:
+                plan = seen.plan
+                assert plan is not None
+                if seen.build is not None:
+                    buildrun = await self.link_to_build(buildrun, seen.build)
+                    seen = replace(seen, buildrun=buildrun, build=None)
+                try:
+                    return await self.start(buildrun, plan)
+                except UserError as exc:
+                    # The API server's answer to the start is the user's to fix: the
+                    # table decides again with it (row 8).
+                    observation = replace(seen.observation, user_error=exc)
+                    return await self.act(seen, decide(observation))
+            case Action.FINISH:
+                if seen.build is not None:
+                    # A user error after the Build resolved: labelled as Shipwright does.
+                    buildrun = await self.link_to_build(buildrun, seen.build)
+                await self._finish(buildrun, taskrun, decision)
+                return DONE
+            case Action.DELETE_SERVICE_ACCOUNT:
+                assert seen.service_account is not None
+                await self._delete_service_account(seen.service_account)
+                return _requeue_at(ttl_left(buildrun, self.clock()))
+            case Action.PROGRESS:
+                assert taskrun is not None
+                written = await self._progress(buildrun, taskrun)
+                return _requeue_at(timeout_left(written or buildrun, self.clock()))
+            case _:
+                assert_never(decision.action)
+
+    async def start(self, buildrun: JSON, plan: Plan) -> Result:
+        """Row 10: make the ServiceAccount ready, create (or adopt) the TaskRun and record
+        it in one status write.
+
+        Raises UserError when the API server's answer is the user's to fix (the TaskRun
+        is invalid, its name is taken, the snapshot does not fit, the ServiceAccount is
+        gone); the caller decides again with it (row 8)."""
+        namespace = buildrun["metadata"]["namespace"]
+        await self._ready_service_account(namespace, plan)
+        try:
+            created = await self.kube.create(TASKRUNS, namespace, plan.taskrun)
+        except ApiError as exc:
+            if is_already_exists(exc):
+                created = await self._adopt(buildrun, plan.taskrun["metadata"]["name"])
+            elif is_invalid(exc):
+                # The TaskRun's own validation (CRD schema or Tekton's webhook) refused
+                # what the user asked for: retrying cannot change the answer.
+                raise UserError(reasons.TASK_RUN_GENERATION_FAILED,
+                                f"the TaskRun was rejected: {exc.message}") from exc
+            else:
+                raise
+        now = format_time(self.clock())
+        try:
+            written = await write_status(
+                self.kube, buildrun, started(created, plan.snapshot, now))
+        except ApiError as exc:
+            if not is_too_large(exc):
+                raise
+            # The snapshot of a BuildRun near etcd's size limit does not fit in its
+            # status: no retry can change that. Stop the TaskRun; the user must shrink it.
+            await self.cancel_taskrun(created)
+            raise UserError(reasons.BUILD_RUN_TOO_LARGE,
+                            f"the BuildRun is too large to record its build spec: {exc.message}"
+                            ) from exc
+        # No Event for a start: the status says it, and one Event per start cost about
+        # 15% of the API server's throughput (BENCHMARKS.md). Running and the outcome get one.
+        if written is not None:
+            created_at = parse_time(buildrun["metadata"].get("creationTimestamp"))
+            if created_at is not None:
+                metrics.buildrun_started(
+                    written, max((self.clock() - created_at).total_seconds(), 0.0))
+        return _requeue_at(timeout_left(written or buildrun, self.clock()))
+
+    async def link_to_build(self, buildrun: JSON, build: JSON) -> JSON:
+        """What Shipwright writes on a BuildRun of a validated Build before it runs: the
+        labels `build.shipwright.io/name` and `/generation` (clients select a Build's
+        BuildRuns by them), and with retention.atBuildDeletion the Build as an owner, so
+        the garbage collector deletes the BuildRun with it. One metadata patch, only if
+        something is missing; returns the BuildRun as it now is.
+
+        The Build controller sets the same owner reference on a Build's BuildRuns
+        (Shipwright's ownerreferences step), so the two may race: on a conflict the
+        BuildRun is read again and the change worked out anew, as `write_status` does."""
+        namespace, name = buildrun["metadata"]["namespace"], buildrun["metadata"]["name"]
+
+        async def link(current: JSON | None) -> JSON:
+            if current is None:
+                return buildrun  # deleted: the status write will find it gone
+            change = build_link(current, build)
+            if not change:
+                return current
+            return await self.kube.patch(BUILDRUNS, namespace, name, {"metadata": change})
+
+        return await retry_on_conflict(self.kube, BUILDRUNS, buildrun, link)
+
+    async def _ready_service_account(self, namespace: str, plan: Plan) -> None:
+        """Creates the generated ServiceAccount, or adds the Build's secrets to the chosen
+        one (a strategic merge patch: the list is merged by name, nothing is dropped)."""
+        if plan.create_service_account is not None:
+            try:
+                await self.kube.create(SERVICEACCOUNTS, namespace, plan.create_service_account)
+            except ApiError as exc:
+                if not is_already_exists(exc):
+                    raise
+            return
+        if not plan.add_secrets:
+            return
+        try:
+            await self.kube.patch(SERVICEACCOUNTS, namespace, plan.service_account,
+                                  serviceaccounts.secrets_patch(plan.add_secrets),
+                                  content_type=serviceaccounts.STRATEGIC_MERGE_PATCH)
+        except ApiError as exc:
+            if not is_not_found(exc):
+                raise
+            raise UserError(reasons.SERVICE_ACCOUNT_NOT_FOUND,
+                            f"ServiceAccount {plan.service_account!r} not found in namespace "
+                            f"{namespace!r}") from exc
+        log.info("added the Build's secrets to the ServiceAccount",
+                 extra={"key": f"{namespace}/{plan.service_account}",
+                        "secrets": plan.add_secrets})
+
+    async def _adopt(self, buildrun: JSON, name: str) -> JSON:
+        """A TaskRun with our deterministic name exists: ours from an earlier try, or not."""
+        existing = await self.kube.get(TASKRUNS, buildrun["metadata"]["namespace"], name)
+        owners = existing["metadata"].get("ownerReferences") or []
+        if not any(o.get("uid") == buildrun["metadata"]["uid"] for o in owners):
+            raise UserError(reasons.TASK_RUN_GENERATION_FAILED,
+                            f"TaskRun {name!r} exists but belongs to another object")
+        return existing
+
+    async def delete(self, buildrun: JSON) -> None:
+        """Retention: the preconditions make sure a recreated namesake is never deleted."""
+        meta = buildrun["metadata"]
+        try:
+            await self.kube.delete(BUILDRUNS, meta["namespace"], meta["name"], preconditions={
+                "uid": meta["uid"], "resourceVersion": meta["resourceVersion"]})
+        except ApiError as exc:
+            if not is_not_found(exc):
+                raise
+        metrics.DELETED.inc()
+        log.info("deleted BuildRun after its retention TTL",
+                 extra={"key": f"{meta['namespace']}/{meta['name']}"})
+
+    async def _delete_service_account(self, service_account: JSON) -> None:
+        """Row 3: the generated ServiceAccount goes once its BuildRun is done. The uid
+        precondition spares a namesake created since."""
+        meta = service_account["metadata"]
+        try:
+            await self.kube.delete(SERVICEACCOUNTS, meta["namespace"], meta["name"],
+                                   preconditions={"uid": meta["uid"]})
+        except ApiError as exc:
+            if not (is_not_found(exc) or is_conflict(exc)):
+                raise
+        log.info("deleted the ServiceAccount generated for the BuildRun",
+                 extra={"key": f"{meta['namespace']}/{meta['name']}"})
+
+    async def _progress(self, buildrun: JSON, taskrun: JSON) -> JSON | None:
+        reason, message = running_reason(taskrun)
+        current = succeeded_condition(buildrun.get("status")) or {}
+        if current.get("reason") == reason and current.get("message") == message:
+            return None
+        now = format_time(self.clock())
+        written = await write_status(self.kube, buildrun, progressed(reason, message, now))
+        if written is not None and reason == reasons.RUNNING and current.get("reason") != reason:
+            start = parse_time((buildrun.get("status") or {}).get("startTime"))
+            if start is not None:
+                metrics.RAMPUP.observe(max((self.clock() - start).total_seconds(), 0.0))
+            self.recorder.record(buildrun, "Normal", reasons.RUNNING, message or "running")
+        return written
+
+    async def _finish(self, buildrun: JSON, taskrun: JSON | None, decision: Decision) -> None:
+        """Writes the terminal status once; then makes sure the TaskRun stops."""
+        now_t = self.clock()
+        now = format_time(now_t)
+        written = await write_status(self.kube, buildrun, finished(decision, now))
+        if written is None:
+            return
+        meta = buildrun["metadata"]
+        metrics.COMPLETED.labels(decision.reason, meta["namespace"]).inc()
+        if decision.reason == reasons.RECONCILER_RETRIES_EXHAUSTED:
+            metrics.RETRY_EXHAUSTED.inc()
+        created_at = parse_time(meta.get("creationTimestamp"))
+        if created_at is not None:
+            metrics.buildrun_finished(written, decision.reason,
+                                      max((now_t - created_at).total_seconds(), 0.0))
+        self.recorder.record(
+            buildrun, "Normal" if decision.succeeded == "True" else "Warning",
+            decision.reason, decision.message or decision.reason,
+        )
+        if taskrun is not None and not taskrun_finished(taskrun):
+            await self.cancel_taskrun(taskrun)
+        pod_name = ((taskrun or {}).get("status") or {}).get("podName")
+        if taskrun is not None and pod_name and taskrun_finished(taskrun):
+            # Shipwright's pod ramp-up metrics, read (as Shipwright does) from a finished
+            # TaskRun's pod; last, so nothing above waits for this extra GET.
+            with contextlib.suppress(ApiError):
+                pod = await self.kube.get_or_none(PODS, meta["namespace"], pod_name)
+                if pod is not None:
+                    shipwright_metrics.taskrun_pod_seen(written, taskrun, pod)
+
+    async def cancel_taskrun(self, taskrun: JSON) -> None:
+        meta = taskrun["metadata"]
+        if (taskrun.get("spec") or {}).get("status") == TASKRUN_CANCELLED:
+            return
+        body = {"spec": {"status": TASKRUN_CANCELLED,
+                         "statusMessage": "the BuildRun finished before its TaskRun did"}}
+        try:
+            await self.kube.patch(TASKRUNS, meta["namespace"], meta["name"], body)
+        except ApiError as exc:
+            if is_not_found(exc):
+                return
+            # Tekton's webhook refuses any change to a finished TaskRun (400, "Once the
+            # TaskRun is complete, no updates are allowed"): when Tekton finished it after
+            # our read, there is nothing left to cancel. 51 such refusals in the 5,000
+            # soak were retried as system errors before this check (RELIABILITY.md).
+            if is_invalid(exc):
+                current = await self.kube.get_or_none(TASKRUNS, meta["namespace"], meta["name"])
+                if current is None or taskrun_finished(current):
+                    return
+            raise
+
+
+def _requeue_at(remaining: float | None) -> Result:
+    if remaining is None:
+        return DONE
+    # Wake a hair after the deadline so the clock has surely passed it.
+    return Result(requeue_after=remaining + 0.05)

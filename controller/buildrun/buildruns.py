@@ -1,0 +1,125 @@
+"""Reading a BuildRun: its phase, its deadlines, the TaskRun it records, and the
+metadata Shipwright links to its Build. Pure functions of the object (and a clock)."""
+
+from __future__ import annotations
+
+import datetime
+import re
+
+from controller.buildrun.spec import parse_duration
+from controller.buildrun.states import Phase
+from controller.buildrun.status import succeeded_condition
+from controller.buildrun.taskrun import taskrun_name
+from controller.runtime.kube import JSON
+from controller.runtime.timestamps import parse_time
+from controller.shipwright.labels import LABEL_BUILD, LABEL_BUILD_GENERATION
+
+# spec.state of a BuildRun the user cancels (Shipwright spells the reason the same).
+CANCELED = "BuildRunCanceled"
+# status.executor.kind of the object running a BuildRun (Shipwright can also use PipelineRuns).
+EXECUTOR_KIND = "TaskRun"
+_LABEL_VALUE = re.compile(r"(?:[A-Za-z0-9](?:[-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?)?")
+
+
+def spec_of(buildrun: JSON) -> JSON:
+    """The spec, or {}: the schema admits a BuildRun without one (or `spec: null`)."""
+    spec: JSON = buildrun.get("spec") or {}
+    return spec
+
+
+def phase_of(buildrun: JSON) -> Phase:
+    status = buildrun.get("status") or {}
+    if status.get("completionTime"):
+        return Phase.DONE
+    return Phase.RUNNING if status.get("taskRunName") else Phase.NEW
+
+
+def canceled(buildrun: JSON) -> bool:
+    return spec_of(buildrun).get("state") == CANCELED
+
+
+def recorded_taskrun_name(buildrun: JSON) -> str:
+    """status.taskRunName, else the deterministic name (a TaskRun created by a try
+    whose status write was lost)."""
+    return (buildrun.get("status") or {}).get("taskRunName") or taskrun_name(buildrun)
+
+
+def run_timeout(buildrun: JSON) -> float | None:
+    """The effective timeout, from the snapshot taken when the TaskRun was created."""
+    text = ((buildrun.get("status") or {}).get("buildSpec") or {}).get("timeout")
+    return parse_duration(text) if text else None
+
+
+def retention_ttl(buildrun: JSON) -> float | None:
+    """ttlAfterSucceeded or ttlAfterFailed: the effective one snapshotted at start (BuildRun
+    over Build), else the BuildRun's own (a run that failed before it had a snapshot)."""
+    status = buildrun.get("status") or {}
+    succeeded = (succeeded_condition(status) or {}).get("status") == "True"
+    key = "ttlAfterSucceeded" if succeeded else "ttlAfterFailed"
+    for retention in ((status.get("buildSpec") or {}).get("retention"),
+                      spec_of(buildrun).get("retention")):
+        text = (retention or {}).get(key)
+        if text:
+            try:
+                return parse_duration(text)
+            except ValueError:
+                return None  # reported as InvalidRetention when the run started
+    return None
+
+
+def timeout_left(buildrun: JSON, now: datetime.datetime) -> float | None:
+    """Seconds until the timeout deadline (0.0 once passed), None without a timeout."""
+    return _left((buildrun.get("status") or {}).get("startTime"), run_timeout(buildrun), now)
+
+
+def ttl_left(buildrun: JSON, now: datetime.datetime) -> float | None:
+    """Seconds until the retention TTL deletes the BuildRun (0.0 once due), or None."""
+    return _left((buildrun.get("status") or {}).get("completionTime"),
+                 retention_ttl(buildrun), now)
+
+
+def _left(since: str | None, seconds: float | None, now: datetime.datetime) -> float | None:
+    start = parse_time(since)
+    if seconds is None or start is None:
+        return None
+    return max((start + datetime.timedelta(seconds=seconds) - now).total_seconds(), 0.0)
+
+
+def with_executor(status: JSON) -> JSON:
+    """A copy of `status`, with `executor` beside a `taskRunName` written before it was
+    (a BuildRun started by an older version of this controller), as Shipwright fills it."""
+    status = dict(status)
+    name = status.get("taskRunName")
+    if name and not status.get("executor"):
+        status["executor"] = {"kind": EXECUTOR_KIND, "name": name}
+    return status
+
+
+def without_service_account(buildrun: JSON) -> JSON:
+    """The BuildRun with spec.serviceAccount left out (a shallow copy)."""
+    spec = {k: v for k, v in spec_of(buildrun).items() if k != "serviceAccount"}
+    return {**buildrun, "spec": spec}
+
+
+def build_link(buildrun: JSON, build: JSON) -> JSON:
+    """The metadata merge patch `Actions.link_to_build` sends ({} when nothing is missing): the
+    Build's name and generation labels, and with retention.atBuildDeletion the Build as
+    an owner (over the resourceVersion read: a list is replaced whole)."""
+    meta = buildrun["metadata"]
+    bmeta = build["metadata"]
+    change: JSON = {}
+    labels = {LABEL_BUILD: bmeta["name"],
+              LABEL_BUILD_GENERATION: str(bmeta.get("generation") or "")}
+    # A validated Build's name is a label value (Shipwright's BuildNameInvalid otherwise).
+    if (bmeta.get("generation") and _LABEL_VALUE.fullmatch(bmeta["name"])
+            and any((meta.get("labels") or {}).get(k) != v for k, v in labels.items())):
+        change["labels"] = labels
+    refs = meta.get("ownerReferences") or []
+    if ((build.get("spec") or {}).get("retention") or {}).get("atBuildDeletion") and not any(
+            r.get("uid") == bmeta["uid"] for r in refs):
+        refs = [r for r in refs if r.get("kind") != "Build"]
+        refs.append({"apiVersion": build["apiVersion"], "kind": "Build",
+                     "name": bmeta["name"], "uid": bmeta["uid"]})
+        change["ownerReferences"] = refs
+        change["resourceVersion"] = meta["resourceVersion"]
+    return change
