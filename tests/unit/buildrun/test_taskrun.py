@@ -18,12 +18,8 @@ from hypothesis import strategies as st
 from controller.buildrun import reasons
 from controller.buildrun.config import ShipwrightConfig
 from controller.buildrun.spec import effective_build
-from controller.buildrun.taskrun import (
-    ANNOTATION_SC_PASSWD,
-    generate_taskrun,
-    secret_volume_name,
-    taskrun_name,
-)
+from controller.buildrun.steps import secret_volume_name
+from controller.buildrun.taskrun import ANNOTATION_SC_PASSWD, generate_taskrun, taskrun_name
 from controller.runtime.errors import UserError
 from controller.shipwright.labels import (
     LABEL_BUILD,
