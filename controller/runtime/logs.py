@@ -1,16 +1,49 @@
 """Structured logs: one JSON object per line (orjson), or plain text for humans.
 
-Fields passed with `extra={...}` (key, reconcile_id, result, duration, ...)
-become top-level JSON fields.
+Fields passed with `extra={...}` (key, result, duration, ...) become top-level JSON
+fields. Every line written during a reconcile also carries the reconcile's
+`controller`, `key` and `reconcile_id` (`ReconcileFields`), as every line of
+controller-runtime's reconcile logger carries its reconcileID: `grep reconcile_id=...`
+gives one reconcile's whole story, from the reconciler, the API client and the runtime.
 """
 
 from __future__ import annotations
 
+import contextvars
 import logging
 import sys
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from types import MappingProxyType
 from typing import Any
 
 import orjson
+
+# The fields of the reconcile running in this asyncio task (tasks it starts inherit
+# them); empty outside a reconcile.
+_RECONCILE: contextvars.ContextVar[Mapping[str, object]] = contextvars.ContextVar(
+    "reconcile", default=MappingProxyType({}))
+
+
+@contextmanager
+def reconcile_fields(**fields: object) -> Iterator[None]:
+    """Puts `fields` on every log line written inside the block (by this task)."""
+    token = _RECONCILE.set(fields)
+    try:
+        yield
+    finally:
+        _RECONCILE.reset(token)
+
+
+class ReconcileFields(logging.Filter):
+    """Adds the running reconcile's fields to a record that does not set them itself.
+    On the handler, so it sees the records of every logger."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        for k, v in _RECONCILE.get().items():
+            if not hasattr(record, k):
+                setattr(record, k, v)
+        return True
 
 # Attributes every LogRecord has; anything else came from `extra`.
 _STANDARD = set(vars(logging.LogRecord("", 0, "", 0, "", None, None))) | {"message", "asctime"}
@@ -45,6 +78,7 @@ class TextFormatter(logging.Formatter):
 def setup(level: str = "info", fmt: str = "json") -> None:
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(JsonFormatter() if fmt == "json" else TextFormatter())
+    handler.addFilter(ReconcileFields())
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(level.upper())

@@ -25,14 +25,14 @@ again later returns requeue_after.
 from __future__ import annotations
 
 import asyncio
-import itertools
 import logging
 import time
+import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Protocol
 
-from controller.runtime import metrics
+from controller.runtime import logs, metrics
 from controller.runtime.errors import ReconcileError, RetryableError, classify
 from controller.runtime.settings import QueueSettings, RetryBudget
 from workqueue import RateLimitingQueue, ShutDown, default_controller_rate_limiter
@@ -100,7 +100,6 @@ class Controller:
         self._clock = clock
         self._on_retry = on_retry
         self._failures: dict[str, _Failure] = {}
-        self._ids = itertools.count(1)
         self._tasks: list[asyncio.Task[None]] = []
         metrics.MAX_CONCURRENT_RECONCILES.labels(name).set(workers)
         metrics.ACTIVE_WORKERS.labels(name).set(0)
@@ -154,25 +153,25 @@ class Controller:
         return True
 
     async def _process(self, key: str) -> None:
-        rid = next(self._ids)
-        start = time.perf_counter()
-        active = metrics.ACTIVE_WORKERS.labels(self.name)
-        active.inc()
-        try:
-            outcome = await self._invoke(key)
-            label = self._handle(key, outcome)
-        finally:
-            self.queue.done(key)
-            active.dec()
-        elapsed = time.perf_counter() - start
-        metrics.RECONCILE_TIME.labels(self.name).observe(elapsed)
-        level = logging.DEBUG if label != "error" else logging.WARNING
-        if log.isEnabledFor(level):
-            log.log(level, "reconciled", extra={
-                "controller": self.name, "key": key, "reconcile_id": rid, "result": label,
-                "duration": round(elapsed, 6),
-                **({"error": str(outcome)} if isinstance(outcome, ReconcileError) else {}),
-            })
+        with logs.reconcile_fields(controller=self.name, key=key,
+                                   reconcile_id=str(uuid.uuid4())):
+            start = time.perf_counter()
+            active = metrics.ACTIVE_WORKERS.labels(self.name)
+            active.inc()
+            try:
+                outcome = await self._invoke(key)
+                label = self._handle(key, outcome)
+            finally:
+                self.queue.done(key)
+                active.dec()
+            elapsed = time.perf_counter() - start
+            metrics.RECONCILE_TIME.labels(self.name).observe(elapsed)
+            level = logging.DEBUG if label != "error" else logging.WARNING
+            if log.isEnabledFor(level):
+                log.log(level, "reconciled", extra={
+                    "result": label, "duration": round(elapsed, 6),
+                    **({"error": str(outcome)} if isinstance(outcome, ReconcileError) else {}),
+                })
 
     async def _invoke(self, key: str) -> Result | ReconcileError:
         failure = self._failures.get(key)

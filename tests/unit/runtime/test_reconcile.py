@@ -5,11 +5,13 @@ and the controller-runtime metrics. Loop time is virtual (reconcile timeouts).""
 from __future__ import annotations
 
 import asyncio
+import logging
 import uuid
 from collections import deque
 from collections.abc import Callable
 from typing import Any
 
+from controller.runtime import logs
 from controller.runtime.errors import RetryableError, TerminalError, UserError
 from controller.runtime.reconcile import DONE, Controller, Result
 from controller.settings import RetryBudget
@@ -255,5 +257,48 @@ def test_workers_stop_on_shutdown_and_a_stop_cancels_what_outlives_the_grace() -
         await rig.controller.stop(grace=2.0)
         assert rig.reconciler.cancelled == 1
         assert metric("controller_runtime_active_workers", controller=rig.name) == 0
+
+    run(main())
+
+
+def test_every_line_a_reconcile_writes_carries_its_reconcile_id() -> None:
+    """As controller-runtime's reconcile logger: the reconciler's own lines, and the
+    handler's, name the controller, the key and one id per reconcile; lines outside a
+    reconcile carry none, and a field the line sets itself wins."""
+    lines: list[logging.LogRecord] = []
+
+    class Capture(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            lines.append(record)
+
+    handler = Capture(logging.DEBUG)
+    handler.addFilter(logs.ReconcileFields())
+    domain = logging.getLogger("tests.a_reconciler")
+
+    async def says_hello() -> Result:
+        domain.warning("hello")
+        domain.warning("about another", extra={"key": "ns/other"})
+        return DONE
+
+    async def main() -> None:
+        rig = Rig(Scripted(says_hello, RetryableError("timeout", "slow")))
+        for name in ("tests.a_reconciler", "controller.runtime.reconcile"):
+            logging.getLogger(name).addHandler(handler)
+        try:
+            rig.controller.enqueue(KEY)
+            await rig.turn()
+            rig.controller.enqueue(KEY)
+            await rig.turn()  # fails: the handler's "reconciled" line is a warning
+            domain.warning("outside")
+        finally:
+            for name in ("tests.a_reconciler", "controller.runtime.reconcile"):
+                logging.getLogger(name).removeHandler(handler)
+        hello, other, failed, outside = lines
+        assert (hello.controller, hello.key) == (rig.name, KEY)  # type: ignore[attr-defined]
+        assert other.key == "ns/other"  # type: ignore[attr-defined]
+        assert other.reconcile_id == hello.reconcile_id  # type: ignore[attr-defined]
+        assert failed.getMessage() == "reconciled" and failed.key == KEY  # type: ignore[attr-defined]
+        assert failed.reconcile_id != hello.reconcile_id  # type: ignore[attr-defined]
+        assert not hasattr(outside, "reconcile_id")
 
     run(main())
