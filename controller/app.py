@@ -1,5 +1,6 @@
-"""The process: runs the controllers `controller.buildrun.setup` and `controller.builds.setup`
-wire, with leader election, Events and the HTTP endpoints, until a signal or a lost lease.
+"""The process: runs the controllers the domains' `setup` modules wire (BuildRun, Build,
+build-limit cleanup) on one set of shared informers, with leader election, Events and
+the HTTP endpoints, until a signal or a lost lease.
 
 Informers run on every replica, so a standby is warm and ready; workers run
 only on the leader. Losing the lease stops reconciling at once and exits
@@ -18,7 +19,7 @@ from controller.buildlimit import setup as buildlimit_setup
 from controller.buildrun import setup as buildrun_setup
 from controller.builds import setup as build_setup
 from controller.runtime.events import EventRecorder
-from controller.runtime.informers import Informer
+from controller.runtime.informers import InformerFactory
 from controller.runtime.kube import ConfigError, Kube, load_api_client
 from controller.runtime.leader import LeaderElector, LeadershipLost
 from controller.runtime.reconcile import Controller
@@ -37,9 +38,8 @@ class App:
 
     settings: Settings
     kube: Kube
-    buildrun: buildrun_setup.BuildRunController
-    build: build_setup.BuildController
-    build_limits: Controller
+    informers: InformerFactory
+    controllers: tuple[Controller, ...]
     recorder: EventRecorder
     endpoints: Endpoints
     stopping: asyncio.Event
@@ -60,26 +60,25 @@ class App:
             ) from exc
         try:  # a setting refused here (a ConfigError) must not leave the session open
             recorder = EventRecorder(kube, "buildrun-controller", identity)
-            buildrun = buildrun_setup.setup(kube, settings, recorder)
-            # The Build controller reads the same Build, BuildStrategy and BuildRun informers.
-            build = build_setup.setup(kube, settings, buildrun.builds, buildrun.strategies,
-                                      buildrun.buildruns)
-            build_limits = buildlimit_setup.setup(kube, settings, recorder, buildrun)
+            informers = InformerFactory(kube, settings.namespace, settings.resync_period)
+            controllers = (
+                buildrun_setup.setup(kube, settings, recorder, informers),
+                build_setup.setup(kube, settings, informers),
+                buildlimit_setup.setup(kube, settings, recorder, informers),
+            )
         except BaseException:
             await kube.close()
             raise
-        app = cls(settings, kube, buildrun, build, build_limits, recorder,
+        app = cls(settings, kube, informers, controllers, recorder,
                   Endpoints(lambda: app.synced()), asyncio.Event())
         return app
 
-    def informers(self) -> tuple[Informer, ...]:
-        return self.buildrun.informers()
-
-    def controllers(self) -> tuple[Controller, ...]:
-        return (self.buildrun.controller, self.build.controller, self.build_limits)
+    def controller(self, name: str) -> Controller:
+        """The controller called `name` (each setup module's NAME)."""
+        return next(c for c in self.controllers if c.name == name)
 
     def synced(self) -> bool:
-        return all(i.has_synced() for i in self.informers())
+        return all(i.has_synced() for i in self.informers.all())
 
     async def run(self, *, handle_signals: bool = True) -> int:
         s = self.settings
@@ -90,7 +89,7 @@ class App:
         await self.endpoints.start(s.metrics_address, s.probe_address)
         log.info("serving", extra={"addresses": self.endpoints.addresses})
         informer_tasks = [asyncio.create_task(i.run(), name=f"informer-{i.resource.plural}")
-                          for i in self.informers()]
+                          for i in self.informers.all()]
         events = asyncio.create_task(self.recorder.run(), name="events")
         elector = LeaderElector(self.kube, s.leader_election) if s.leader_election else None
         lead = asyncio.create_task(self._lead(elector))
@@ -109,7 +108,7 @@ class App:
             code = 1
         # Stop taking keys; in-flight reconciles get the grace period (none on a lost lease).
         grace = 0 if code else s.shutdown_grace
-        await asyncio.gather(*(c.stop(grace) for c in self.controllers()))
+        await asyncio.gather(*(c.stop(grace) for c in self.controllers))
         if code == 0:
             await self.recorder.flush(EVENT_FLUSH_SECONDS)
         for task in (lead, stopped, events, *informer_tasks):
@@ -122,10 +121,10 @@ class App:
         return code
 
     async def _lead(self, elector: LeaderElector | None) -> None:
-        await asyncio.gather(*(i.wait_synced() for i in self.informers()))
+        await asyncio.gather(*(i.wait_synced() for i in self.informers.all()))
         if elector is not None:
             await elector.acquire()
-        for controller in self.controllers():
+        for controller in self.controllers:
             controller.start()
         if elector is not None:
             await elector.hold()  # returns only by raising LeadershipLost

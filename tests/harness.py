@@ -217,7 +217,7 @@ class Interval:
 def record_reconciles(app: App, who: str, into: list[Interval]) -> None:
     """Wraps the app's BuildRun reconciler so every reconcile's interval is appended to
     `into` when it ends (however it ends); giving up is passed through unrecorded."""
-    controller = app.buildrun.controller
+    controller = app.controller("buildrun")
     inner = controller.reconciler
 
     class Recording:

@@ -62,11 +62,12 @@ from bench.e2e.common import (
 )
 from bench.e2e.peer import add_service_account
 from bench.e2e.throughput import controller_taskrun, finished_status, label_patch, started_status
-from controller.buildrun.setup import build_names, slim_taskrun
+from controller.buildrun.setup import slim_taskrun
 from controller.runtime.informers import strip_noise
 from controller.runtime.kube import JSON, Kube, Resource
 from controller.runtime.store import Indexer, Store
 from controller.runtime.timestamps import format_time
+from controller.shipwright.indexes import BUILDRUN_INDEXERS
 from controller.shipwright.resources import BUILDRUNS, TASKRUNS
 from devtools.cluster import fixtures
 from devtools.cluster.localcluster import LocalCluster
@@ -240,7 +241,7 @@ async def analyze(kube: Kube, n: int) -> dict[str, Any]:
     for raw in raw_items[:1000]:
         _walk_strings(_strip_only(orjson.loads(raw)), strings)
     containers, leaves = _deep_size(sample, set())
-    by_build: dict[str, Indexer] = {"build": build_names}
+    by_build: dict[str, Indexer] = BUILDRUN_INDEXERS
 
     result = {
         "objects": len(raw_items),

@@ -21,6 +21,7 @@ from controller.runtime.events import EventRecorder
 from controller.runtime.kube import JSON, ApiError, Kube
 from controller.runtime.reconcile import DONE, Result
 from controller.runtime.store import Store
+from controller.shipwright.indexes import BY_BUILD
 from controller.shipwright.resources import BUILDRUNS
 
 log = logging.getLogger(__name__)
@@ -56,7 +57,7 @@ class BuildLimitReconciler:
         if not limits:
             return DONE
         deleted: dict[Kind, list[str]] = {"succeeded": [], "failed": []}
-        for kind, buildrun in victims(limits, self.buildruns.by_index("build", key)):
+        for kind, buildrun in victims(limits, self.buildruns.by_index(BY_BUILD, key)):
             meta = buildrun["metadata"]
             try:
                 await self.kube.delete(BUILDRUNS, meta["namespace"], meta["name"],

@@ -1,5 +1,5 @@
 """What the build-limit cleanup controller runs: its queue and reconciler, fed by the
-BuildRun controller's Build and BuildRun informers (no informer of its own).
+process's Build and BuildRun informers (which the other controllers read too).
 
 A Build is queued when it is seen with a limit (so the limits apply at start-up and
 when a limit is lowered) and when one of its BuildRuns is seen finished while it
@@ -11,12 +11,13 @@ from __future__ import annotations
 
 from controller.buildlimit.limits import finished_kind, limits_of
 from controller.buildlimit.reconciler import BuildLimitReconciler
-from controller.buildrun.setup import BuildRunController, build_names
 from controller.runtime.events import EventRecorder
-from controller.runtime.informers import EventType
+from controller.runtime.informers import EventType, InformerFactory
 from controller.runtime.kube import JSON, Kube, key_of
 from controller.runtime.reconcile import Controller, controller_queue
 from controller.settings import Settings
+from controller.shipwright.indexes import BUILDRUN_INDEXERS, build_names
+from controller.shipwright.resources import BUILDRUNS, BUILDS
 
 NAME = "build-limit-cleanup"
 # Deletions are a few requests per finish at most; two workers keep one slow Build
@@ -25,10 +26,12 @@ WORKERS = 2
 
 
 def setup(kube: Kube, settings: Settings, recorder: EventRecorder,
-          buildrun: BuildRunController) -> Controller:
+          informers: InformerFactory) -> Controller:
     queue = controller_queue(NAME, settings.queue)
-    builds = buildrun.builds.store
-    reconciler = BuildLimitReconciler(kube, builds, buildrun.buildruns.store, recorder)
+    build_informer = informers.informer(BUILDS)
+    buildrun_informer = informers.informer(BUILDRUNS, indexers=BUILDRUN_INDEXERS)
+    builds = build_informer.store
+    reconciler = BuildLimitReconciler(kube, builds, buildrun_informer.store, recorder)
     controller = Controller(NAME, reconciler, queue, workers=WORKERS, budget=settings.budget,
                             reconcile_timeout=settings.reconcile_timeout)
 
@@ -44,6 +47,6 @@ def setup(kube: Kube, settings: Settings, recorder: EventRecorder,
             if build is not None and limits_of(build):
                 controller.enqueue(key)
 
-    buildrun.builds.add_handler(on_build)
-    buildrun.buildruns.add_handler(on_buildrun)
+    build_informer.add_handler(on_build)
+    buildrun_informer.add_handler(on_buildrun)
     return controller

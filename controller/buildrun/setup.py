@@ -1,5 +1,5 @@
-"""What the BuildRun controller runs: its informers, the event-to-key mappers, its queue,
-reconciler and metric hooks, wired into one `BuildRunController`.
+"""What the BuildRun controller runs: the informers it reads, the event-to-key mappers,
+its queue, reconciler and metric hooks, wired into one Controller.
 
 The process-level runner (`controller.app`) starts whatever this returns; nothing
 here starts a task or handles a signal.
@@ -7,18 +7,17 @@ here starts a task or handles a signal.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from controller.buildrun import metrics as buildrun_metrics
 from controller.buildrun.caches import Caches
 from controller.buildrun.config import ShipwrightConfig
 from controller.buildrun.reconciler import BuildRunReconciler
 from controller.runtime.errors import ERROR_CLASSES, RetryableError
 from controller.runtime.events import EventRecorder
-from controller.runtime.informers import EventType, Informer
+from controller.runtime.informers import EventType, Informer, InformerFactory
 from controller.runtime.kube import JSON, SERVICEACCOUNTS, Kube, key_of
 from controller.runtime.reconcile import Controller, controller_queue
 from controller.settings import Settings
+from controller.shipwright.indexes import BUILDRUN_INDEXERS, BY_BUILD
 from controller.shipwright.labels import LABEL_BUILDRUN
 from controller.shipwright.resources import (
     BUILDRUNS,
@@ -29,12 +28,6 @@ from controller.shipwright.resources import (
 )
 
 NAME = "buildrun"
-
-
-def build_names(buildrun: JSON) -> list[str]:
-    """Index function: the key of the Build a BuildRun names, if it names one."""
-    name = ((buildrun.get("spec") or {}).get("build") or {}).get("name")
-    return [f"{buildrun['metadata']['namespace']}/{name}"] if name else []
 
 
 def owner_buildrun(obj: JSON) -> str | None:
@@ -70,36 +63,19 @@ def slim_taskrun(taskrun: JSON) -> JSON:
     return taskrun
 
 
-@dataclass
-class BuildRunController:
-    """The BuildRun controller's informers and its Controller, wired together."""
-
-    buildruns: Informer
-    builds: Informer
-    strategies: Informer
-    cluster_strategies: Informer
-    taskruns: Informer
-    service_accounts: Informer
-    controller: Controller
-
-    def informers(self) -> tuple[Informer, ...]:
-        return (self.buildruns, self.builds, self.strategies, self.cluster_strategies,
-                self.taskruns, self.service_accounts)
-
-
-def setup(kube: Kube, settings: Settings, recorder: EventRecorder) -> BuildRunController:
-    ns = settings.namespace
-    resync = settings.resync_period
-    buildruns = Informer(kube, BUILDRUNS, ns, indexers={"build": build_names},
-                         resync_period=resync)
-    builds = Informer(kube, BUILDS, ns, resync_period=resync)
+def setup(kube: Kube, settings: Settings, recorder: EventRecorder,
+          informers: InformerFactory) -> Controller:
+    """The BuildRun controller, on the process's informers: it asks `informers` for the
+    six kinds it reads (the TaskRuns' transform, slim_taskrun, is its own)."""
+    buildruns = informers.informer(BUILDRUNS, indexers=BUILDRUN_INDEXERS)
+    builds = informers.informer(BUILDS)
     # Read when a BuildRun starts; a BuildRun never waits on a strategy, so no handler.
-    strategies = Informer(kube, BUILDSTRATEGIES, ns, resync_period=resync)
+    strategies = informers.informer(BUILDSTRATEGIES)
     # Cluster-scoped: watched whole even with --namespace.
-    cluster_strategies = Informer(kube, CLUSTERBUILDSTRATEGIES, None, resync_period=resync)
-    taskruns = Informer(kube, TASKRUNS, ns, resync_period=resync, transform=slim_taskrun)
+    cluster_strategies = informers.informer(CLUSTERBUILDSTRATEGIES)
+    taskruns = informers.informer(TASKRUNS, transform=slim_taskrun)
     # Which ServiceAccount a BuildRun runs as, and whether its generated one is left.
-    service_accounts = Informer(kube, SERVICEACCOUNTS, ns, resync_period=resync)
+    service_accounts = informers.informer(SERVICEACCOUNTS)
     queue = controller_queue(NAME, settings.queue)
     reconciler = BuildRunReconciler(
         kube,
@@ -118,8 +94,7 @@ def setup(kube: Kube, settings: Settings, recorder: EventRecorder) -> BuildRunCo
     )
     _zero_retry_series()
     _wire(controller, buildruns, builds, taskruns, service_accounts)
-    return BuildRunController(buildruns, builds, strategies, cluster_strategies, taskruns,
-                              service_accounts, controller)
+    return controller
 
 
 def _wire(controller: Controller, buildruns: Informer, builds: Informer,
@@ -135,7 +110,7 @@ def _wire(controller: Controller, buildruns: Informer, builds: Informer,
             enqueue(owner)
 
     def on_build(_: EventType, obj: JSON, __: JSON | None) -> None:
-        for buildrun in buildruns.store.by_index("build", key_of(obj)):
+        for buildrun in buildruns.store.by_index(BY_BUILD, key_of(obj)):
             enqueue(key_of(buildrun))
 
     buildruns.add_handler(on_buildrun)

@@ -30,6 +30,7 @@ from controller.runtime.kube import JSON, SECRETS, ApiError, Kube
 from controller.runtime.reconcile import DONE, Result
 from controller.runtime.store import Store
 from controller.shipwright import metrics
+from controller.shipwright.indexes import BY_BUILD
 from controller.shipwright.resources import (
     BUILDRUNS,
     BUILDS,
@@ -123,7 +124,7 @@ class BuildReconciler:
         """retention.atBuildDeletion set or unset: add or remove the Build as owner of
         each of its BuildRuns (Shipwright's ownerreferences step). Shipwright logs and
         ignores a failure here; this raises it, so the reconcile is retried."""
-        for buildrun in self.buildruns.by_index("build", key):
+        for buildrun in self.buildruns.by_index(BY_BUILD, key):
             refs = owner_references(build, buildrun)
             if refs is None:
                 continue

@@ -1,5 +1,5 @@
 """What the Build controller runs: its queue, reconciler and event filter, wired into one
-`BuildController` on informers the process shares with the BuildRun controller.
+Controller on informers the process shares with the BuildRun controller.
 
 Like Shipwright's build-controller (pkg/reconciler/build/controller.go): a Build is
 validated when it appears and whenever its spec changes (metadata.generation); its
@@ -10,13 +10,13 @@ here starts a task.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from controller.builds.reconciler import BuildReconciler
-from controller.runtime.informers import EventType, Informer
+from controller.runtime.informers import EventType, InformerFactory
 from controller.runtime.kube import JSON, Kube, key_of
 from controller.runtime.reconcile import Controller, controller_queue
 from controller.settings import Settings
+from controller.shipwright.indexes import BUILDRUN_INDEXERS
+from controller.shipwright.resources import BUILDRUNS, BUILDS, BUILDSTRATEGIES
 
 NAME = "build"
 
@@ -31,18 +31,12 @@ def spec_changed(kind: EventType, obj: JSON, old: JSON | None) -> bool:
     return bool(obj["metadata"].get("generation") != old["metadata"].get("generation"))
 
 
-@dataclass
-class BuildController:
-    """The Build controller's Controller; its informers belong to whoever passed them."""
-
-    controller: Controller
-
-
-def setup(kube: Kube, settings: Settings, builds: Informer, strategies: Informer,
-          buildruns: Informer) -> BuildController:
-    """`builds`, `strategies` and `buildruns` (indexed by "build") are the process's
-    shared informers (the BuildRun controller's): one watch per kind, whatever number
-    of controllers reads it."""
+def setup(kube: Kube, settings: Settings, informers: InformerFactory) -> Controller:
+    """The Build controller, on the process's Build, BuildStrategy and BuildRun informers
+    (the BuildRun controller reads them too: one watch per kind)."""
+    builds = informers.informer(BUILDS)
+    strategies = informers.informer(BUILDSTRATEGIES)
+    buildruns = informers.informer(BUILDRUNS, indexers=BUILDRUN_INDEXERS)
     queue = controller_queue(NAME, settings.queue)
     controller = Controller(
         NAME, BuildReconciler(kube, builds.store, strategies.store, buildruns.store), queue,
@@ -56,5 +50,4 @@ def setup(kube: Kube, settings: Settings, builds: Informer, strategies: Informer
             controller.enqueue(key_of(obj))
 
     builds.add_handler(on_build)
-    return BuildController(controller)
-
+    return controller

@@ -95,7 +95,7 @@ class Informer:
         transform: Transform | None = None,
     ) -> None:
         self.kube = kube
-        self._transform = transform
+        self.transform = transform
         self.resource = resource
         self.namespace = namespace
         self.store = Store(indexers)
@@ -182,8 +182,8 @@ class Informer:
 
     def _prepare(self, obj: JSON) -> JSON:
         """What the cache keeps of a listed or watched object."""
-        if self._transform is not None:
-            obj = self._transform(obj)
+        if self.transform is not None:
+            obj = self.transform(obj)
         return strip_noise(obj)
 
     def _replace(self, items: list[JSON], resource_version: str) -> None:
@@ -243,3 +243,42 @@ class Informer:
             if self.has_synced():
                 for obj in self.store.values():
                     self._emit("MODIFIED", obj, obj)
+
+
+class InformerFactory:
+    """The process's informers, shared by every controller that reads a kind, as
+    client-go's SharedInformerFactory: one list+watch and one Store per resource, however
+    many controllers read it. Controllers ask for what they read while they are set up;
+    the process runs `all()` and waits for them to sync before any worker starts.
+
+    Invariant: at most one Informer per Resource; a namespaced one watches `namespace`
+    (None: all), a cluster-scoped one always the whole cluster.
+    """
+
+    def __init__(self, kube: Kube, namespace: str | None, resync_period: float | None) -> None:
+        self.kube = kube
+        self.namespace = namespace
+        self.resync_period = resync_period
+        self._informers: dict[Resource, Informer] = {}
+
+    def informer(self, resource: Resource, *, indexers: dict[str, Indexer] | None = None,
+                 transform: Transform | None = None) -> Informer:
+        """The informer of `resource`, made on first asking. Indexes add up across
+        callers; a transform (what the cache drops) has one owner: a second, different
+        one is refused, since the first caller's readers rely on what theirs keeps."""
+        informer = self._informers.get(resource)
+        if informer is None:
+            informer = self._informers[resource] = Informer(
+                self.kube, resource, self.namespace if resource.namespaced else None,
+                indexers=indexers, resync_period=self.resync_period, transform=transform)
+            return informer
+        if transform is not None and transform is not informer.transform:
+            raise ValueError(f"the {resource.plural} informer has another transform")
+        informer.store.add_indexers(indexers or {})
+        return informer
+
+    def get(self, resource: Resource) -> Informer:
+        return self._informers[resource]
+
+    def all(self) -> tuple[Informer, ...]:
+        return tuple(self._informers.values())

@@ -21,6 +21,25 @@ class Store:
         self._index: dict[str, dict[str, set[str]]] = {name: {} for name in self._indexers}
         self._values: dict[str, dict[str, tuple[str, ...]]] = {}
 
+    @property
+    def indexers(self) -> dict[str, Indexer]:
+        return dict(self._indexers)
+
+    def add_indexers(self, indexers: dict[str, Indexer]) -> None:
+        """client-go's AddIndexers: more indexes, computed over what is stored already.
+        A name given twice must name the same function."""
+        for name, indexer in indexers.items():
+            if self._indexers.get(name, indexer) is not indexer:
+                raise ValueError(f"index {name!r} exists with another function")
+        new = {k: v for k, v in indexers.items() if k not in self._indexers}
+        if not new:
+            return
+        self._indexers.update(new)
+        self._index.update({name: {} for name in new})
+        for key, obj in self._objects.items():
+            self._unindex(key)
+            self._reindex(key, obj)
+
     def __len__(self) -> int:
         return len(self._objects)
 

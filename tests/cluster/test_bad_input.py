@@ -192,9 +192,9 @@ class Counting:
     """Wraps the reconciler to count reconciles per key."""
 
     def __init__(self, app: App) -> None:
-        self.inner = app.buildrun.controller.reconciler
+        self.inner = app.controller("buildrun").reconciler
         self.counts: Counter[str] = Counter()
-        app.buildrun.controller.reconciler = self
+        app.controller("buildrun").reconciler = self
 
     async def reconcile(self, key: str) -> Result:
         self.counts[key] += 1
@@ -270,7 +270,7 @@ async def test_hostile_corpus_ends_clearly_without_crash_or_hot_loop(
         reconciles = total_reconciles() - reconciles_before
         await asyncio.sleep(2.0)
         assert dict(counting.counts) == counts_settled, "reconciles went on after every run ended"
-        assert app.buildrun.controller.running and not app.stopping.is_set(), \
+        assert app.controller("buildrun").running and not app.stopping.is_set(), \
             "the controller stopped"
 
     problems = []
@@ -344,7 +344,7 @@ async def test_spec_updates_on_completed_runs_change_nothing(
                          {"metadata": {"labels": {"touched": "yes"}}}):
                 await kube.patch(BUILDRUNS, ns, name, body)
         counts_after_updates = await _settled(counting)
-        assert app.buildrun.controller.running and not app.stopping.is_set()
+        assert app.controller("buildrun").running and not app.stopping.is_set()
     for name, old in before.items():
         assert (await world.get(name))["status"] == old["status"], name
     assert metric("controller_runtime_reconcile_panics_total", controller="buildrun") == (

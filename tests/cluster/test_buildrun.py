@@ -19,7 +19,7 @@ from controller.buildrun.reconciler import BuildRunReconciler
 from controller.runtime.errors import RetryableError
 from controller.runtime.events import EventRecorder
 from controller.runtime.kube import EVENTS, JSON, ApiError, Kube
-from controller.shipwright.resources import BUILDRUNS, TASKRUNS
+from controller.shipwright.resources import BUILDRUNS, BUILDS, BUILDSTRATEGIES, TASKRUNS
 from devtools.cluster.fates import results
 from devtools.cluster.localcluster import LocalCluster
 from devtools.cluster.stack import TektonStack
@@ -111,8 +111,9 @@ async def test_a_start_costs_one_taskrun_create_and_one_status_write(
     try:
         async with running_controller(controller_settings(cluster, world.ns)) as app:
             key = f"{world.ns}/"
-            await wait_for(lambda: app.buildrun.builds.store.get(key + "app")
-                           and app.buildrun.strategies.store.get(key + "kaniko"), what="cached")
+            await wait_for(lambda: app.informers.get(BUILDS).store.get(key + "app")
+                           and app.informers.get(BUILDSTRATEGIES).store.get(key + "kaniko"),
+                           what="cached")
             before = await apiserver_requests(cluster)
             await world.buildrun("cached")
             await world.taskrun_of("cached")

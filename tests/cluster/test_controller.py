@@ -55,7 +55,7 @@ async def test_watch_resumes_after_api_server_restart(
         await w.buildrun("after")
         await kube.patch(BUILDRUNS, namespace, "before", {"metadata": {"labels": {"x": "y"}}})
         await w.taskrun_of("after", timeout=60)
-        await wait_for(lambda: _same(app.buildrun.buildruns, kube, namespace), timeout=60,
+        await wait_for(lambda: _same(app.informers.get(BUILDRUNS), kube, namespace), timeout=60,
                        what="cache to equal the server")
     assert metric("informer_watch_restarts_total", resource="buildruns", cause="error") >= 1
 
@@ -113,15 +113,15 @@ async def test_leader_hand_over_never_runs_reconciles_on_two_replicas(
     b_settings = replace(settings, leader_election=replace(lease, identity="b"))
     async with running_controller(a_settings, "a") as a:
         record_reconciles(a, "a", intervals)
-        await wait_for(lambda: bool(a.buildrun.controller.running), what="a to lead")
+        await wait_for(lambda: bool(a.controller("buildrun").running), what="a to lead")
         async with running_controller(b_settings, "b") as b:
             record_reconciles(b, "b", intervals)
             await w.buildrun("one")
             await w.taskrun_of("one")
-            assert not b.buildrun.controller.running, "the standby started workers"
+            assert not b.controller("buildrun").running, "the standby started workers"
             assert b.synced(), "the standby's caches should be warm"
             a.request_stop()  # releases the lease on the way out
-            await wait_for(lambda: bool(b.buildrun.controller.running), timeout=10,
+            await wait_for(lambda: bool(b.controller("buildrun").running), timeout=10,
                            what="b to lead")
             await w.buildrun("two")
             done = await w.finished("two", 30)
@@ -142,7 +142,7 @@ async def test_lost_lease_stops_reconciling_and_exits_non_zero(
     settings = replace(controller_settings(cluster, namespace), leader_election=lease)
     app = await App.create(settings, "me")
     task = asyncio.create_task(app.run(handle_signals=False))
-    await wait_for(lambda: bool(app.buildrun.controller.running), what="leadership")
+    await wait_for(lambda: bool(app.controller("buildrun").running), what="leadership")
     # Another holder takes the lease over (as after a network partition).
     held = await kube.get(LEASES, namespace, "lost")
     held["spec"]["holderIdentity"] = "someone-else"
@@ -157,7 +157,7 @@ async def test_graceful_shutdown_finishes_in_flight_reconciles(
 ) -> None:
     w, namespace = world, world.ns
     app = await App.create(controller_settings(cluster, namespace), "graceful")
-    inner = app.buildrun.controller.reconciler
+    inner = app.controller("buildrun").reconciler
     finished: list[str] = []
     started = asyncio.Event()
 
@@ -171,7 +171,7 @@ async def test_graceful_shutdown_finishes_in_flight_reconciles(
 
         give_up = inner.give_up
 
-    app.buildrun.controller.reconciler = Slow()
+    app.controller("buildrun").reconciler = Slow()
     task = asyncio.create_task(app.run(handle_signals=False))
     await w.buildrun("slow")
     await asyncio.wait_for(started.wait(), 20)

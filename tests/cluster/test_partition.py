@@ -94,7 +94,7 @@ class Fleet:
         return replica
 
     def _record(self, replica: Replica) -> None:
-        controller = replica.app.buildrun.controller
+        controller = replica.app.controller("buildrun")
         record_reconciles(replica.app, replica.who, self.intervals)
         start = controller.start
 
@@ -315,7 +315,7 @@ async def test_a_silent_watch_is_noticed_and_resumed(
         watch_kube = Kube(await api_client_for(config))
 
         async def watch_through_own_proxy(app: App) -> None:
-            for informer in app.informers():
+            for informer in app.informers.all():
                 informer.kube = watch_kube
                 informer.watch_timeout = 2  # the server ends each watch after 2-4 s
 

@@ -206,7 +206,7 @@ async def test_controller_runs_the_happy_path_and_user_errors_as_its_service_acc
     world.fate("fails", fate="fail")
     caplog.set_level(logging.WARNING)
     async with running_controller(settings, identity) as app:
-        await wait_for(lambda: app.buildrun.controller.running, timeout=30, what="the lease")
+        await wait_for(lambda: app.controller("buildrun").running, timeout=30, what="the lease")
         held = await kube.get(LEASES, sa_ns, lease_name)
         assert held["spec"]["holderIdentity"] == identity
 
@@ -326,7 +326,8 @@ async def test_without_list_on_builds_the_controller_never_reports_ready_and_say
             f"http://{probes}/readyz"
         ) as resp:
             assert resp.status == 503, await resp.text()
-        assert not app.buildrun.controller.running, "it reconciles with a cache it could not fill"
+        assert not app.controller("buildrun").running, \
+            "it reconciles with a cache it could not fill"
         assert not task.done()
         said = [str(getattr(r, "error", "")) for r in caplog.records
                 if r.getMessage() == "watch failed, reconnecting"

@@ -135,7 +135,7 @@ async def test_a_cluster_build_strategy_gone_after_validation_is_a_user_error(
         await wait_for(lambda: registered(kube, world.ns, "on-cluster"), 10,
                        what="the Build controller's verdict")
         await kube.delete(CLUSTERBUILDSTRATEGIES, None, cbs)
-        cache = app.buildrun.cluster_strategies.store
+        cache = app.informers.get(CLUSTERBUILDSTRATEGIES).store
         await wait_for(lambda: cache.get(cbs) is None, 10, what="the deletion in the cache")
         await world.buildrun("cbs", "on-cluster")
         gone = await world.finished("cbs")
@@ -330,7 +330,7 @@ async def test_without_a_service_account_pipeline_comes_before_default(
                                                    "pushSecret": PUSH_SECRET})
         to_default = await taskrun(kube, world.ns, world, "to-default")
         await service_account(kube, world.ns, "pipeline")
-        cache = app.buildrun.service_accounts.store
+        cache = app.informers.get(SERVICEACCOUNTS).store
         await wait_for(lambda: cache.get(f"{world.ns}/pipeline") is not None, 10,
                        what="the pipeline ServiceAccount in the cache")
         await world.buildrun("to-pipeline")

@@ -93,7 +93,7 @@ async def test_standby_replica_survives_an_api_server_restart(
     task = asyncio.create_task(app.run(handle_signals=False))
     try:
         await wait_for(app.synced, timeout=30, what="caches synced")
-        assert not app.buildrun.controller.running
+        assert not app.controller("buildrun").running
         # Down for a few retry periods (a plain restart re-binds the port within
         # milliseconds, and a fresh server answers Lease GETs before it is ready).
         cluster.stop_apiserver(signal.SIGKILL)
@@ -102,7 +102,7 @@ async def test_standby_replica_survives_an_api_server_restart(
         await asyncio.sleep(1.0)
         assert not task.done(), f"the standby exited with {task.result()} on an API blip"
         # "other" never renews: the standby takes over once the lease has expired.
-        await wait_for(lambda: app.buildrun.controller.running, timeout=30,
+        await wait_for(lambda: app.controller("buildrun").running, timeout=30,
                        what="the standby to lead")
     finally:
         if not task.done():

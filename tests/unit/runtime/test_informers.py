@@ -232,3 +232,25 @@ def test_the_transform_shapes_every_listed_and_watched_object_before_anyone_sees
 
     run(main())
     assert transformed == ["a", "b", "a", "c", "b"]  # once per object received
+
+
+def test_the_factory_makes_one_informer_per_resource_for_every_controller() -> None:
+    kube: Any = object()  # nothing runs: the factory only builds informers
+    factory = informers.InformerFactory(kube, "ns", 30.0)
+    things, clusters = resource(), Resource("example.com", "v1", "clusters", "C",
+                                            namespaced=False)
+
+    def label(o: JSON) -> list[str]:
+        return [o["metadata"].get("labels", {}).get("app", "")]
+
+    def slim(o: JSON) -> JSON:
+        return o
+
+    first = factory.informer(things, transform=slim)
+    second = factory.informer(things, indexers={"app": label})  # another controller
+    assert first is second and factory.get(things) is first
+    assert set(first.store.indexers) == {"app"} and first.transform is slim
+    assert (first.namespace, factory.informer(clusters).namespace) == ("ns", None)
+    assert factory.all() == (first, factory.get(clusters))
+    with pytest.raises(ValueError, match="has another transform"):
+        factory.informer(things, transform=lambda o: o)

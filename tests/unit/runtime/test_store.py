@@ -4,6 +4,7 @@ stored objects, and no empty bucket is left behind."""
 
 from __future__ import annotations
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -77,3 +78,15 @@ def test_a_store_without_indexers_keeps_no_index_state() -> None:
     store.upsert(obj("a", {"app": "x"}, ["x"]))
     store.remove("ns/a")
     assert store._values == {} and len(store) == 0
+
+
+def test_add_indexers_indexes_what_is_stored_already_and_refuses_a_namesake() -> None:
+    store = Store({"label": by_label})
+    store.upsert(obj("a", {"app": "x"}, ["y"]))
+    store.add_indexers({"owner": owners, "label": by_label})  # the same function: no change
+    store.upsert(obj("b", {}, ["y"]))
+    assert sorted(key_of(o) for o in store.by_index("owner", "y")) == ["ns/a", "ns/b"]
+    assert [key_of(o) for o in store.by_index("label", "x")] == ["ns/a"]
+    assert set(store.indexers) == {"label", "owner"}
+    with pytest.raises(ValueError, match="'owner' exists with another function"):
+        store.add_indexers({"owner": by_label})
