@@ -8,9 +8,12 @@ here starts a task or handles a signal.
 from __future__ import annotations
 
 from controller.buildrun import metrics as buildrun_metrics
+from controller.buildrun.buildruns import phase_of
 from controller.buildrun.caches import Caches
 from controller.buildrun.config import ShipwrightConfig
 from controller.buildrun.reconciler import BuildRunReconciler
+from controller.buildrun.states import Phase
+from controller.buildrun.status import succeeded_condition
 from controller.runtime.errors import ERROR_CLASSES, RetryableError
 from controller.runtime.events import EventRecorder
 from controller.runtime.informers import EventType, Informer, InformerFactory
@@ -39,6 +42,66 @@ def owner_buildrun(obj: JSON) -> str | None:
             return f"{meta['namespace']}/{ref['name']}"
     name = (meta.get("labels") or {}).get(LABEL_BUILDRUN)
     return f"{meta['namespace']}/{name}" if name else None
+
+
+def buildrun_wakes(kind: EventType, obj: JSON, old: JSON | None) -> bool:
+    """Which BuildRun events queue the BuildRun: Shipwright's predBuildRun, widened where
+    this one controller does what Shipwright splits across two.
+
+    - ADDED (the first list, a relist, a creation): always. Shipwright passes only a
+      BuildRun without executor and completionTime, leaving the rest to its TaskRun
+      events and its TTL controller; here the same reconcile handles a finished
+      BuildRun's retention TTL and generated ServiceAccount (rows 2-4), so every
+      BuildRun is looked at once at start.
+    - MODIFIED: a spec change (generation; a cancel is the only one the CRD admits), a
+      change of phase (taskRunName or completionTime newly set, by whoever) and a
+      resync (the same resourceVersion). A phase change is the one write of ours whose
+      event is needed: the next look must see the new phase (a started BuildRun whose
+      adopted TaskRun had finished already; a finished one's rows 2-4), and it is the
+      last write of the try that makes it, so it never brings a failing key back early.
+      Not our other label and status writes: each would queue a failing key again at
+      once, around its backoff, and spend --max-retries faster than the backoff implies
+      (the soak's three ReconcilerRetriesExhausted runs before this filter,
+      RELIABILITY.md).
+    - DELETED: never; its TaskRun goes with it (ownerReference).
+    """
+    if kind == "DELETED":
+        return False
+    if kind == "ADDED" or old is None:
+        return True
+    meta, old_meta = obj["metadata"], old["metadata"]
+    return bool(
+        meta.get("resourceVersion") == old_meta.get("resourceVersion")
+        or meta.get("generation") != old_meta.get("generation")
+        or phase_of(obj) is not phase_of(old)
+    )
+
+
+def taskrun_wakes(kind: EventType, obj: JSON, old: JSON | None) -> bool:
+    """Which TaskRun events queue its BuildRun: Shipwright's predTaskRun, plus resyncs.
+    Every creation; a deletion before the TaskRun completed (row 13: TaskRunIsMissing);
+    an update that starts it, gives it a Succeeded condition, fails it, or changes the
+    condition's status, reason or message. Not our own cancel patch, nor Tekton's
+    other status writes (steps, results as they come), which change nothing we read."""
+    if kind == "DELETED":
+        return not _completion(obj)
+    if kind == "ADDED" or old is None:
+        return True
+    if obj["metadata"].get("resourceVersion") == old["metadata"].get("resourceVersion"):
+        return True
+    status, old_status = obj.get("status") or {}, old.get("status") or {}
+    if status.get("startTime") and not old_status.get("startTime"):
+        return True
+    cond, old_cond = succeeded_condition(status), succeeded_condition(old_status)
+    if cond is None:
+        return False
+    if old_cond is None or cond.get("status") == "False":
+        return True
+    return any(cond.get(k) != old_cond.get(k) for k in ("status", "reason", "message"))
+
+
+def _completion(obj: JSON) -> object:
+    return (obj.get("status") or {}).get("completionTime")
 
 
 # What the controller reads of a cached TaskRun (reconciler.py, status.py, metrics.py):
@@ -101,20 +164,28 @@ def _wire(controller: Controller, buildruns: Informer, builds: Informer,
           taskruns: Informer, service_accounts: Informer) -> None:
     enqueue = controller.enqueue
 
-    def on_buildrun(_: EventType, obj: JSON, __: JSON | None) -> None:
-        enqueue(key_of(obj))
+    def on_buildrun(kind: EventType, obj: JSON, old: JSON | None) -> None:
+        if buildrun_wakes(kind, obj, old):
+            enqueue(key_of(obj))
 
     def on_owned(_: EventType, obj: JSON, __: JSON | None) -> None:
         owner = owner_buildrun(obj)
         if owner:
             enqueue(owner)
 
+    def on_taskrun(kind: EventType, obj: JSON, old: JSON | None) -> None:
+        if taskrun_wakes(kind, obj, old):
+            on_owned(kind, obj, old)
+
     def on_build(_: EventType, obj: JSON, __: JSON | None) -> None:
+        # Only a BuildRun not started yet reads its Build (row 9 waits for it to be
+        # validated); a started one runs on its snapshot.
         for buildrun in buildruns.store.by_index(BY_BUILD, key_of(obj)):
-            enqueue(key_of(buildrun))
+            if phase_of(buildrun) is Phase.NEW:
+                enqueue(key_of(buildrun))
 
     buildruns.add_handler(on_buildrun)
-    taskruns.add_handler(on_owned)
+    taskruns.add_handler(on_taskrun)
     # A generated ServiceAccount's arrival in the cache may come after its BuildRun is
     # done: the BuildRun is looked at again then (state table row 3 deletes it).
     service_accounts.add_handler(on_owned)
