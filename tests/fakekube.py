@@ -1,0 +1,201 @@
+"""An in-memory API server for unit tests: the `Kube` methods the reconcilers call, with
+the rules they rely on, in microseconds.
+
+It keeps, per object: a resourceVersion bumped on every write (one counter for the
+whole store, as etcd's revision), uid, creationTimestamp and generation (bumped when a
+write changes the spec). It answers as the API server does, with the same `ApiError`
+the real `Kube` raises: 404 NotFound, 409 AlreadyExists on create, 409 Conflict when a
+write or a delete precondition carries a stale resourceVersion or uid. A status
+subresource write changes only status; a write to the object never changes status.
+
+It is no API server: no schema, no admission, no watch, no field selectors, no
+generateName. The real one is what tests/cluster runs on; this one lets a unit test
+drive a reconciler through every row of its table and count the writes it made.
+
+    kube = FakeKube()
+    kube.add(BUILDS, build)                      # seed, not logged
+    kube.fail("create", TASKRUNS, status=500)    # the next create of a TaskRun fails
+    ...
+    assert kube.writes() == [("patch", "buildruns", "br", "status")]
+"""
+
+from __future__ import annotations
+
+import copy
+import itertools
+import uuid
+from dataclasses import dataclass
+from typing import Any
+
+from controller.buildrun.serviceaccounts import STRATEGIC_MERGE_PATCH
+from controller.runtime.kube import JSON, MERGE_PATCH, ApiError, Resource
+
+CREATED = "2026-12-04T00:00:00Z"
+
+Call = tuple[str, str, str, str]  # (verb, plural, name, subresource)
+
+
+@dataclass
+class _Fault:
+    verb: str
+    plural: str
+    error: ApiError
+    times: int
+
+
+class FakeKube:
+    def __init__(self) -> None:
+        self.objects: dict[tuple[str, str | None, str], JSON] = {}
+        self.calls: list[Call] = []
+        self._revision = itertools.count(1)
+        self._faults: list[_Fault] = []
+
+    # -- for the test -----------------------------------------------------------------
+
+    def add(self, resource: Resource, obj: JSON, namespace: str | None = "ns") -> JSON:
+        """Stores `obj` as if created (not logged as a call); returns the stored copy."""
+        obj = copy.deepcopy(obj)
+        meta = obj.setdefault("metadata", {})
+        if resource.namespaced:
+            meta.setdefault("namespace", namespace)
+        meta.setdefault("uid", str(uuid.uuid4()))
+        meta.setdefault("creationTimestamp", CREATED)
+        meta.setdefault("generation", 1)
+        meta["resourceVersion"] = str(next(self._revision))
+        obj.setdefault("apiVersion", resource.api_version)
+        obj.setdefault("kind", resource.kind)
+        self.objects[self._key(resource, meta.get("namespace"), meta["name"])] = obj
+        return copy.deepcopy(obj)
+
+    def stored(self, resource: Resource, name: str, namespace: str | None = "ns") -> JSON | None:
+        obj = self.objects.get(self._key(resource, namespace, name))
+        return copy.deepcopy(obj) if obj is not None else None
+
+    def fail(self, verb: str, resource: Resource, *, status: int = 500,
+             reason: str = "InternalError", message: str = "injected", times: int = 1) -> None:
+        """The next `times` calls of `verb` on `resource` raise ApiError(status, reason)."""
+        self._faults.append(_Fault(verb, resource.plural, ApiError(status, reason, message),
+                                   times))
+
+    def writes(self) -> list[Call]:
+        return [c for c in self.calls if c[0] not in ("get", "list")]
+
+    # -- the Kube interface -------------------------------------------------------------
+
+    async def get(self, resource: Resource, namespace: str | None, name: str) -> JSON:
+        self._call("get", resource, name)
+        return copy.deepcopy(self._existing(resource, namespace, name))
+
+    async def get_or_none(self, resource: Resource, namespace: str | None,
+                          name: str) -> JSON | None:
+        try:
+            return await self.get(resource, namespace, name)
+        except ApiError as exc:
+            if exc.status == 404:
+                return None
+            raise
+
+    async def list(self, resource: Resource, namespace: str | None, **query: str | int) -> JSON:
+        self._call("list", resource, "")
+        items = [copy.deepcopy(o) for (plural, ns, _), o in self.objects.items()
+                 if plural == self._plural(resource) and namespace in (None, ns)]
+        return {"items": items, "metadata": {"resourceVersion": str(next(self._revision))}}
+
+    async def create(self, resource: Resource, namespace: str | None, body: JSON) -> JSON:
+        self._call("create", resource, body["metadata"]["name"])
+        if self._key(resource, namespace, body["metadata"]["name"]) in self.objects:
+            raise ApiError(409, "AlreadyExists", f"{resource.plural} "
+                           f"{body['metadata']['name']!r} already exists")
+        body = copy.deepcopy(body)
+        body.get("metadata", {}).pop("resourceVersion", None)
+        return self.add(resource, body, namespace)
+
+    async def put(self, resource: Resource, namespace: str | None, name: str, body: JSON) -> JSON:
+        self._call("put", resource, name)
+        current = self._existing(resource, namespace, name)
+        self._check_version(current, body.get("metadata") or {})
+        new = copy.deepcopy(body)
+        new["metadata"] = {**current["metadata"], **new.get("metadata", {})}
+        new["status"] = current.get("status")
+        return self._store(resource, current, new)
+
+    async def patch(self, resource: Resource, namespace: str | None, name: str, body: Any, *,
+                    subresource: str = "", content_type: str = MERGE_PATCH) -> JSON:
+        self._call("patch", resource, name, subresource)
+        current = self._existing(resource, namespace, name)
+        self._check_version(current, body.get("metadata") or {})
+        new = _merge(current, body, strategic=content_type == STRATEGIC_MERGE_PATCH)
+        if subresource == "status":  # only status changes, whatever else the body says
+            new = {**copy.deepcopy(current), "status": new.get("status")}
+        else:
+            new["status"] = copy.deepcopy(current.get("status"))
+        return self._store(resource, current, new)
+
+    async def delete(self, resource: Resource, namespace: str | None, name: str, *,
+                     preconditions: JSON | None = None) -> JSON:
+        self._call("delete", resource, name)
+        current = self._existing(resource, namespace, name)
+        self._check_version(current, preconditions or {})
+        del self.objects[self._key(resource, namespace, name)]
+        return {"kind": "Status", "status": "Success"}
+
+    # -- the rules ----------------------------------------------------------------------
+
+    def _call(self, verb: str, resource: Resource, name: str, subresource: str = "") -> None:
+        self.calls.append((verb, resource.plural, name, subresource))
+        for fault in self._faults:
+            if fault.verb == verb and fault.plural == resource.plural and fault.times > 0:
+                fault.times -= 1
+                raise fault.error
+
+    @staticmethod
+    def _plural(resource: Resource) -> str:
+        return f"{resource.plural}.{resource.group}"
+
+    def _key(self, resource: Resource, namespace: str | None,
+             name: str) -> tuple[str, str | None, str]:
+        return (self._plural(resource), namespace if resource.namespaced else None, name)
+
+    def _existing(self, resource: Resource, namespace: str | None, name: str) -> JSON:
+        obj = self.objects.get(self._key(resource, namespace, name))
+        if obj is None:
+            raise ApiError(404, "NotFound", f'{resource.plural} "{name}" not found')
+        return obj
+
+    @staticmethod
+    def _check_version(current: JSON, given: JSON) -> None:
+        """A resourceVersion or uid in the request must be the stored one."""
+        for field in ("resourceVersion", "uid"):
+            if given.get(field) is not None and given[field] != current["metadata"][field]:
+                raise ApiError(409, "Conflict", "the object has been modified; please "
+                               "apply your changes to the latest version and try again")
+
+    def _store(self, resource: Resource, current: JSON, new: JSON) -> JSON:
+        meta = new["metadata"]
+        for field in ("uid", "creationTimestamp", "namespace", "name"):
+            if field in current["metadata"]:
+                meta[field] = current["metadata"][field]
+        generation = current["metadata"].get("generation", 1)
+        meta["generation"] = generation + (new.get("spec") != current.get("spec"))
+        meta["resourceVersion"] = str(next(self._revision))
+        self.objects[self._key(resource, meta.get("namespace"), meta["name"])] = new
+        return copy.deepcopy(new)
+
+
+def _merge(target: Any, patch: Any, *, strategic: bool) -> Any:
+    """RFC 7386 merge patch; with `strategic`, a list of named objects (a ServiceAccount's
+    secrets) is merged by name, as the API server's strategic merge patch does."""
+    if not isinstance(patch, dict):
+        if strategic and isinstance(patch, list) and isinstance(target, list) and all(
+                isinstance(x, dict) and "name" in x for x in [*patch, *target]):
+            names = {x["name"] for x in target}
+            return copy.deepcopy(target) + [copy.deepcopy(x) for x in patch
+                                            if x["name"] not in names]
+        return copy.deepcopy(patch)
+    merged = copy.deepcopy(target) if isinstance(target, dict) else {}
+    for key, value in patch.items():
+        if value is None:
+            merged.pop(key, None)
+        else:
+            merged[key] = _merge(merged.get(key), value, strategic=strategic)
+    return merged

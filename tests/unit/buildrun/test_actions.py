@@ -1,0 +1,390 @@
+"""Every row of the BuildRun state table (controller/buildrun/states.py), acted on, on the
+in-memory API server (tests/fakekube.py), as Shipwright's buildrun_test.go does with its
+fake client: the writes each row makes, and nothing else, and what it asks of the
+queue. Also the conflict path, give_up and the frozen outcome. The same rows run on the
+real API server and real Tekton in tests/cluster; these run in milliseconds.
+
+The reconciler is driven only through `reconcile` and `give_up`, on caches filled from
+the fake's objects (`Rig.sync`), so a stale cache is a test's own choice.
+"""
+
+from __future__ import annotations
+
+import copy
+import datetime
+from typing import Any
+
+import pytest
+
+from controller.buildrun import reasons, serviceaccounts
+from controller.buildrun.caches import Caches
+from controller.buildrun.config import ShipwrightConfig
+from controller.buildrun.reconciler import BuildRunReconciler
+from controller.buildrun.status import succeeded_condition
+from controller.buildrun.taskrun import taskrun_name
+from controller.runtime.errors import RetryableError, classify
+from controller.runtime.events import EventRecorder
+from controller.runtime.kube import JSON, SERVICEACCOUNTS, ApiError, key_of
+from controller.runtime.reconcile import DONE, Result
+from controller.runtime.timestamps import format_time
+from controller.shipwright.resources import (
+    BUILDRUNS,
+    BUILDS,
+    BUILDSTRATEGIES,
+    CLUSTERBUILDSTRATEGIES,
+    TASKRUNS,
+)
+from devtools.cluster import fixtures
+from tests.fakekube import FakeKube
+
+NOW = datetime.datetime(2026, 12, 4, 1, 0, 0, tzinfo=datetime.UTC)
+DIGEST = "sha256:" + "ab" * 32
+
+
+def ago(seconds: float) -> str:
+    return format_time(NOW - datetime.timedelta(seconds=seconds))
+
+
+class Rig:
+    """A namespace with a BuildStrategy, a validated Build and the default
+    ServiceAccount, and a reconciler on caches of it, at a fixed clock."""
+
+    def __init__(self) -> None:
+        self.kube = FakeKube()
+        self.caches = Caches()
+        recorder = EventRecorder(self.kube, "test", "test")  # type: ignore[arg-type]
+        self.reconciler = BuildRunReconciler(
+            self.kube, self.caches, recorder,  # type: ignore[arg-type]
+            clock=lambda: NOW, taskrun_config=ShipwrightConfig.from_env())
+        self.kube.add(BUILDSTRATEGIES, fixtures.strategy())
+        self.kube.add(BUILDS, {**fixtures.build(), "status": {"registered": "True"}})
+        self.kube.add(SERVICEACCOUNTS, {"metadata": {"name": "default"}})
+
+    def sync(self) -> None:
+        """The caches catch up with the server."""
+        for resource, store in ((BUILDRUNS, self.caches.buildruns),
+                                (TASKRUNS, self.caches.taskruns),
+                                (BUILDS, self.caches.builds),
+                                (BUILDSTRATEGIES, self.caches.strategies),
+                                (CLUSTERBUILDSTRATEGIES, self.caches.cluster_strategies),
+                                (SERVICEACCOUNTS, self.caches.service_accounts)):
+            for obj in store.values():
+                store.remove(key_of(obj))
+            for (plural, _, _), obj in self.kube.objects.items():
+                if plural == f"{resource.plural}.{resource.group}":
+                    store.upsert(copy.deepcopy(obj))
+
+    def buildrun(self, *, status: JSON | None = None, **spec: Any) -> JSON:
+        obj = fixtures.buildrun("br", **spec)
+        if status is not None:
+            obj["status"] = status
+        return self.kube.add(BUILDRUNS, obj)
+
+    def taskrun(self, buildrun: JSON, name: str = "tr", **status: Any) -> JSON:
+        return self.kube.add(TASKRUNS, {
+            "metadata": {"name": name, "labels": {"buildrun.shipwright.io/name": "br"},
+                         "ownerReferences": [{"kind": "BuildRun", "name": "br",
+                                              "uid": buildrun["metadata"]["uid"],
+                                              "controller": True}]},
+            "spec": {}, "status": status})
+
+    async def reconcile(self) -> Result:
+        self.sync()
+        self.kube.calls.clear()
+        return await self.reconciler.reconcile("ns/br")
+
+    async def give_up(self, message: str = "webhook down") -> None:
+        self.sync()
+        self.kube.calls.clear()
+        await self.reconciler.give_up("ns/br", RetryableError("webhook", message))
+
+    def stored(self) -> JSON:
+        obj = self.kube.stored(BUILDRUNS, "br")
+        assert obj is not None
+        return obj
+
+    def condition(self) -> JSON:
+        cond = succeeded_condition(self.stored().get("status"))
+        assert cond is not None
+        return cond
+
+
+def running(reason: str = "Running") -> list[JSON]:
+    return [{"type": "Succeeded", "status": "Unknown", "reason": reason, "message": "m"}]
+
+
+def succeeded() -> JSON:
+    return {"conditions": [{"type": "Succeeded", "status": "True", "reason": "Succeeded"}],
+            "completionTime": ago(1), "podName": "tr-pod",
+            "results": [{"name": "shp-image-digest", "value": DIGEST}]}
+
+
+def started(**extra: Any) -> JSON:
+    return {"taskRunName": "tr", "startTime": ago(30), "conditions": running(),
+            "buildSpec": {}, **extra}
+
+
+def finished(status: str = "False", **extra: Any) -> JSON:
+    return {"taskRunName": "tr", "startTime": ago(120), "completionTime": ago(60),
+            "conditions": [{"type": "Succeeded", "status": status, "reason": "Failed"}],
+            **extra}
+
+
+STATUS = "status"
+CANCEL = ("patch", "taskruns", "tr", "")
+STATUS_WRITE = ("patch", "buildruns", "br", STATUS)
+
+
+@pytest.fixture
+def rig() -> Rig:
+    return Rig()
+
+
+# -- DONE: rows 1-4 -----------------------------------------------------------------------
+
+async def test_row_1_a_done_buildrun_stops_its_running_taskrun(rig: Rig) -> None:
+    br = rig.buildrun(status=finished())
+    rig.taskrun(br, conditions=running())
+    assert await rig.reconcile() == DONE
+    assert rig.kube.writes() == [CANCEL]
+    assert rig.kube.stored(TASKRUNS, "tr")["spec"]["status"] == "TaskRunCancelled"  # type: ignore[index]
+
+
+async def test_row_2_retention_ttl_deletes_the_buildrun_it_read(rig: Rig) -> None:
+    rig.buildrun(status=finished(), retention={"ttlAfterFailed": "1m"})
+    assert await rig.reconcile() == DONE
+    assert rig.kube.writes() == [("delete", "buildruns", "br", "")]
+    assert rig.kube.stored(BUILDRUNS, "br") is None
+
+
+async def test_row_2_spares_a_namesake_created_since(rig: Rig) -> None:
+    rig.buildrun(status=finished(), retention={"ttlAfterFailed": "1m"})
+    rig.sync()
+    del rig.kube.objects[("buildruns.shipwright.io", "ns", "br")]
+    rig.buildrun()  # recreated: another uid
+    rig.kube.calls.clear()
+    with pytest.raises(ApiError) as refused:
+        await rig.reconciler.reconcile("ns/br")
+    assert refused.value.status == 409  # the uid precondition: a system error, retried
+    assert rig.stored().get("status") is None
+
+
+async def test_row_3_the_generated_service_account_goes_once_done(rig: Rig) -> None:
+    br = rig.buildrun(status=finished(), serviceAccount=".generate")
+    rig.kube.add(SERVICEACCOUNTS, {"metadata": {
+        "name": serviceaccounts.generated_name(br),
+        "ownerReferences": [{"kind": "BuildRun", "name": "br",
+                             "uid": br["metadata"]["uid"], "controller": True}]}})
+    assert await rig.reconcile() == DONE
+    assert rig.kube.writes() == [("delete", "serviceaccounts",
+                                  serviceaccounts.generated_name(br), "")]
+
+
+async def test_row_4_nothing_but_a_wake_at_the_ttl_and_the_outcome_is_frozen(rig: Rig) -> None:
+    br = rig.buildrun(status=finished(), retention={"ttlAfterFailed": "5m"})
+    rig.taskrun(br, **succeeded())  # the TaskRun says otherwise now: too late
+    before = rig.stored()
+    assert (await rig.reconcile()).requeue_after == pytest.approx(240.05)
+    assert rig.kube.writes() == []
+    assert rig.stored() == before
+
+
+# -- NEW: rows 5-10 -----------------------------------------------------------------------
+
+async def test_row_5_giving_up_finds_the_unrecorded_taskruns_outcome(rig: Rig) -> None:
+    br = rig.buildrun()
+    rig.taskrun(br, taskrun_name(br), **succeeded())
+    await rig.give_up()
+    assert rig.condition()["reason"] == reasons.SUCCEEDED
+    assert rig.stored()["status"]["output"]["digest"] == DIGEST
+    assert STATUS_WRITE in rig.kube.writes()
+
+
+async def test_row_6_giving_up_in_new_ends_with_the_last_error(rig: Rig) -> None:
+    rig.buildrun()
+    await rig.give_up("HTTP 500 failed calling webhook")
+    cond = rig.condition()
+    assert cond["reason"] == reasons.RECONCILER_RETRIES_EXHAUSTED
+    assert "failed calling webhook" in cond["message"]
+    assert rig.stored()["status"]["completionTime"]
+    assert rig.kube.writes() == [STATUS_WRITE]
+
+
+async def test_row_7_canceled_before_it_started(rig: Rig) -> None:
+    rig.buildrun(state="BuildRunCanceled")
+    assert await rig.reconcile() == DONE
+    assert rig.condition()["reason"] == reasons.BUILD_RUN_CANCELED
+    assert rig.kube.writes() == [STATUS_WRITE]
+
+
+@pytest.mark.parametrize(("spec", "reason"), [
+    ({"build": {"name": "nope"}}, reasons.BUILD_NOT_FOUND),
+    ({"serviceAccount": "nobody"}, reasons.SERVICE_ACCOUNT_NOT_FOUND),
+    ({"timeout": "soon"}, reasons.INVALID_TIMEOUT),
+])
+async def test_row_8_a_user_error_is_terminal_at_once(
+        rig: Rig, spec: JSON, reason: str) -> None:
+    rig.buildrun(**spec)
+    assert await rig.reconcile() == DONE
+    cond = rig.condition()
+    assert (cond["status"], cond["reason"]) == ("False", reason)
+    assert rig.stored()["status"]["completionTime"] == format_time(NOW)
+    assert ("create", "taskruns", "tr", "") not in rig.kube.writes()
+    assert rig.kube.writes()[-1] == STATUS_WRITE
+
+
+async def test_row_8_a_taskrun_tekton_refuses_is_the_users_to_fix(rig: Rig) -> None:
+    rig.buildrun()
+    rig.kube.fail("create", TASKRUNS, status=422, reason="Invalid", message="bad step")
+    assert await rig.reconcile() == DONE
+    assert rig.condition()["reason"] == reasons.TASK_RUN_GENERATION_FAILED
+    assert "bad step" in rig.condition()["message"]
+
+
+async def test_row_9_waits_for_the_build_to_be_validated(rig: Rig) -> None:
+    rig.kube.add(BUILDS, fixtures.build("fresh"))  # no status.registered yet
+    rig.buildrun(build={"name": "fresh"})
+    assert await rig.reconcile() == DONE
+    assert rig.kube.writes() == []
+
+
+async def test_row_10_starts_labels_creates_and_records_in_one_status_write(rig: Rig) -> None:
+    br = rig.buildrun(timeout="10m")
+    name = taskrun_name(br)
+    assert (await rig.reconcile()).requeue_after == pytest.approx(600.05)
+    assert rig.kube.writes() == [("patch", "buildruns", "br", ""),
+                                 ("create", "taskruns", name, ""), STATUS_WRITE]
+    status = rig.stored()["status"]
+    assert status["taskRunName"] == name and status["startTime"] == format_time(NOW)
+    assert status["executor"] == {"kind": "TaskRun", "name": name}
+    assert status["buildSpec"]["timeout"] == "10m"
+    assert "completionTime" not in status
+    assert rig.stored()["metadata"]["labels"]["build.shipwright.io/name"] == fixtures.BUILD
+    owner = rig.kube.stored(TASKRUNS, name)["metadata"]["ownerReferences"][0]  # type: ignore[index]
+    assert owner["uid"] == br["metadata"]["uid"]
+
+
+async def test_row_10_adopts_its_own_taskrun_from_an_unrecorded_try(rig: Rig) -> None:
+    br = rig.buildrun()
+    rig.taskrun(br, taskrun_name(br), conditions=running("Pending"))
+    rig.sync()
+    rig.caches.taskruns.remove(f"ns/{taskrun_name(br)}")  # the watch has not said yet
+    rig.kube.calls.clear()
+    await rig.reconciler.reconcile("ns/br")
+    assert ("create", "taskruns", taskrun_name(br), "") in rig.kube.writes()  # AlreadyExists
+    assert rig.stored()["status"]["taskRunName"] == taskrun_name(br)
+    assert len([k for k in rig.kube.objects if k[0].startswith("taskruns")]) == 1
+
+
+async def test_a_system_error_on_start_leaves_the_outcome_open(rig: Rig) -> None:
+    rig.buildrun()
+    rig.kube.fail("create", TASKRUNS, status=500, message="failed calling webhook")
+    with pytest.raises(ApiError) as raised:
+        await rig.reconcile()
+    error = classify(raised.value)
+    assert isinstance(error, RetryableError) and error.error_class == "webhook"
+    assert not (rig.stored().get("status") or {}).get("completionTime")
+
+
+# -- RUNNING: rows 11-16 ------------------------------------------------------------------
+
+async def test_row_11_a_finished_taskruns_outcome_is_written_once(rig: Rig) -> None:
+    br = rig.buildrun(status=started())
+    rig.taskrun(br, **succeeded())
+    assert await rig.reconcile() == DONE
+    assert rig.condition()["reason"] == reasons.SUCCEEDED
+    assert rig.stored()["status"]["output"]["digest"] == DIGEST
+    assert rig.kube.writes() == [STATUS_WRITE]
+    assert await rig.reconcile() == DONE  # DONE now: row 4, nothing written
+    assert rig.kube.writes() == []
+
+
+async def test_row_12_giving_up_while_running_stops_the_taskrun(rig: Rig) -> None:
+    br = rig.buildrun(status=started())
+    rig.taskrun(br, conditions=running())
+    await rig.give_up()
+    assert rig.condition()["reason"] == reasons.RECONCILER_RETRIES_EXHAUSTED
+    assert rig.kube.writes() == [STATUS_WRITE, CANCEL]
+
+
+async def test_row_13_a_deleted_taskrun(rig: Rig) -> None:
+    rig.buildrun(status=started())
+    assert await rig.reconcile() == DONE
+    assert rig.condition()["reason"] == reasons.TASK_RUN_IS_MISSING
+    assert rig.kube.writes() == [STATUS_WRITE]
+
+
+async def test_row_14_a_cancel_while_running(rig: Rig) -> None:
+    br = rig.buildrun(status=started(), state="BuildRunCanceled")
+    rig.taskrun(br, conditions=running())
+    assert await rig.reconcile() == DONE
+    assert rig.condition()["reason"] == reasons.BUILD_RUN_CANCELED
+    assert rig.kube.writes() == [STATUS_WRITE, CANCEL]
+
+
+async def test_row_15_the_timeout_deadline_passed(rig: Rig) -> None:
+    br = rig.buildrun(status=started(buildSpec={"timeout": "20s"}))
+    rig.taskrun(br, conditions=running())
+    assert await rig.reconcile() == DONE
+    assert rig.condition()["reason"] == reasons.BUILD_RUN_TIMEOUT
+    assert rig.kube.writes() == [STATUS_WRITE, CANCEL]
+
+
+async def test_row_16_progress_is_written_and_the_deadline_awaited(rig: Rig) -> None:
+    br = rig.buildrun(status=started(conditions=running("Pending"),
+                                     buildSpec={"timeout": "10m"}))
+    rig.taskrun(br, conditions=running("Running"))
+    assert (await rig.reconcile()).requeue_after == pytest.approx(570.05)
+    assert rig.condition()["reason"] == "Running"
+    assert rig.kube.writes() == [STATUS_WRITE]
+    await rig.reconcile()  # the same again: nothing to write
+    assert rig.kube.writes() == []
+
+
+# -- conflicts ----------------------------------------------------------------------------
+
+async def test_a_conflict_reads_again_and_applies_the_change_anew(rig: Rig) -> None:
+    br = rig.buildrun(status=started(conditions=running("Pending")))
+    rig.taskrun(br, conditions=running("Running"))
+    rig.sync()
+    # Someone writes after our cache saw it: our patch carries a stale resourceVersion.
+    rig.kube.objects[("buildruns.shipwright.io", "ns", "br")]["metadata"]["resourceVersion"] = "x"
+    rig.kube.calls.clear()
+    await rig.reconciler.reconcile("ns/br")
+    assert rig.kube.calls == [STATUS_WRITE, ("get", "buildruns", "br", ""), STATUS_WRITE]
+    assert rig.condition()["reason"] == "Running"
+
+
+async def test_a_conflict_that_lasts_five_tries_is_a_system_error(rig: Rig) -> None:
+    br = rig.buildrun(status=started(conditions=running("Pending")))
+    rig.taskrun(br, conditions=running("Running"))
+    rig.kube.fail("patch", BUILDRUNS, status=409, reason="Conflict", times=5)
+    with pytest.raises(ApiError) as raised:
+        await rig.reconcile()
+    assert [c for c in rig.kube.calls if c == STATUS_WRITE] == [STATUS_WRITE] * 5
+    error = classify(raised.value)
+    assert isinstance(error, RetryableError) and error.error_class == "conflict"
+    assert rig.condition()["reason"] == "Pending"
+
+
+async def test_a_conflict_on_a_buildrun_finished_meanwhile_writes_nothing(rig: Rig) -> None:
+    br = rig.buildrun(status=started())
+    rig.taskrun(br, **succeeded())
+    rig.sync()
+    # Another writer finished it first (our cache has not seen that).
+    stored = rig.kube.objects[("buildruns.shipwright.io", "ns", "br")]
+    stored["status"] = finished()
+    stored["metadata"]["resourceVersion"] = "x"
+    rig.kube.calls.clear()
+    assert await rig.reconciler.reconcile("ns/br") == DONE
+    assert rig.kube.writes() == [STATUS_WRITE]  # refused (409); the re-read finds it done
+    assert rig.condition()["reason"] == "Failed"
+
+
+async def test_giving_up_on_a_done_buildrun_leaves_it_be(rig: Rig) -> None:
+    br = rig.buildrun(status=finished())
+    rig.taskrun(br, conditions=running())
+    before = rig.stored()
+    await rig.give_up()
+    assert rig.kube.writes() == []
+    assert rig.stored() == before
