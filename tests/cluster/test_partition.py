@@ -302,6 +302,78 @@ async def test_a_write_held_in_a_partition_lands_late_unless_it_carries_its_vers
             await stale.close()
 
 
+@pytest.mark.parametrize("lands", ["before-the-new-leader-acts", "after-it-created-it"])
+async def test_a_taskrun_create_delivered_after_the_lease_was_lost_is_never_a_second(
+    cluster: LocalCluster, kube: Kube, world: World, tmp_path: Path, lands: str,
+) -> None:
+    """Issue 26.3: a leader sends a BuildRun's TaskRun create into a partition, loses its
+    Lease and exits; the create reaches the API server only later. The TaskRun's name is
+    derived from the BuildRun (taskrun.taskrun_name), so whichever create lands second
+    meets AlreadyExists: landed first, a's TaskRun is adopted by the new leader (its
+    owner is the BuildRun's uid); landed after b's, it is refused. Either way: one
+    TaskRun, the BuildRun ends once with its pod's outcome, and nothing changes after.
+
+    The create goes out on a connection of its own that outlives a (`late`), as a
+    request does whose sender hangs rather than exits: a that exits closes its TLS
+    sessions, and kube-apiserver (Go's net/http) then cancels a request it has not
+    finished, so the late create would never land at all (seen: 404 after delivery)."""
+    w = world
+    async with proxy(cluster) as pa, proxy(cluster) as pb, \
+            fleet(cluster, w.ns, tmp_path, "late") as f:
+        a = await f.start("a", pa)
+        await wait_for(lambda: a.led_at, what="a to lead")
+        late = Kube(await api_client_for(tmp_path / "kubeconfig-a"))  # through pa too
+        await late.list(TASKRUNS, w.ns)  # its connection is open before the partition
+        held: dict[str, Any] = {}
+        create = a.app.kube.create
+
+        async def stalling_create(resource: Any, namespace: Any, body: JSON) -> JSON:
+            labels = body["metadata"].get("labels") or {}
+            if resource != TASKRUNS or labels.get(LABEL_BUILDRUN) != "late" or held:
+                return await create(resource, namespace, body)
+            pa.stall()  # this request, and a's lease renewals, wait in the proxy
+            held.update(name=body["metadata"]["name"], at=time.time(),
+                        task=asyncio.create_task(late.create(resource, namespace, body)))
+            return await asyncio.shield(held["task"])
+
+        try:
+            a.app.kube.create = stalling_create  # type: ignore[method-assign]
+            await w.buildrun("late")
+            await wait_for(lambda: held, what="a to send the TaskRun create")
+            assert await asyncio.wait_for(a.task, 45) == 1, "a should exit on the lost lease"
+            assert await kube.get_or_none(TASKRUNS, w.ns, held["name"]) is None  # in flight
+
+            async def delivered() -> Any:
+                pa.resume()
+                return (await asyncio.gather(held["task"], return_exceptions=True))[0]
+
+            if lands == "before-the-new-leader-acts":
+                landed = await delivered()
+                assert not isinstance(landed, BaseException), landed
+                first = await kube.get(TASKRUNS, w.ns, held["name"])  # a's, after it exited
+                b = await f.start("b", pb)
+                await wait_for(lambda: b.led_at, timeout=20, what="b to lead")
+            else:
+                b = await f.start("b", pb)
+                await wait_for(lambda: b.led_at, timeout=20, what="b to lead")
+                assert await w.taskrun_of("late", timeout=30) == held["name"]
+                first = await kube.get(TASKRUNS, w.ns, held["name"])  # b's
+                refused = await delivered()
+                assert isinstance(refused, ApiError) and refused.status == 409, refused
+        finally:
+            await late.close()
+        done = await w.finished("late", timeout=30)
+        assert condition(done)["reason"] == reasons.SUCCEEDED, condition(done)
+        assert done["status"]["taskRunName"] == held["name"]
+        [taskrun] = await w.taskruns()
+        assert taskrun["metadata"]["uid"] == first["metadata"]["uid"]
+        assert taskrun["metadata"]["ownerReferences"][0]["uid"] == done["metadata"]["uid"]
+        assert b.led_at is not None and b.led_at > held["at"]
+        settled = await versions(kube, w.ns)
+        await asyncio.sleep(2 * RETRY)  # b keeps leading; nothing may flip
+        assert await versions(kube, w.ns) == settled
+
+
 async def test_a_silent_watch_is_noticed_and_resumed(
     cluster: LocalCluster, kube: Kube, world: World, tmp_path: Path,
 ) -> None:
