@@ -71,7 +71,8 @@ from bench.e2e.throughput import (
     summary,
     warm_up,
 )
-from controller.runtime.kube import JSON, Kube
+from controller.runtime.kube import JSON, PODS, Kube
+from controller.runtime.timestamps import parse_time
 from controller.shipwright.resources import BUILDRUNS, TASKRUNS
 from devtools.cluster import fixtures
 from devtools.cluster.localcluster import LocalCluster
@@ -133,6 +134,53 @@ async def outcomes(kube: Kube) -> dict[str, int]:
                      if c.get("type") == "Succeeded"), {})
         reasons[f"{cond.get('status', '-')} {cond.get('reason', '-')}"] += 1
     return dict(reasons)
+
+
+def _seconds(later: str | None, earlier: str | None) -> float | None:
+    a, b = parse_time(later), parse_time(earlier)
+    return None if a is None or b is None else (a - b).total_seconds()
+
+
+async def rampup_sources(kube: Kube) -> dict[str, Any]:
+    """Issue 26.4: could the finish phase read Shipwright's two ramp-up figures off the
+    TaskRun status Tekton writes, instead of a GET of the pod? For every finished
+    TaskRun, each figure as exported (from the pod: Shipwright's definition) beside its
+    nearest TaskRun-status stand-in, and how many of them differ.
+
+    - taskrun ramp-up: pod creationTimestamp - TaskRun creationTimestamp; stand-in:
+      status.startTime - creationTimestamp (Tekton's first reconcile, before it makes
+      the pod: the status has no pod creation time).
+    - pod ramp-up: last init container finishedAt - pod creationTimestamp; stand-in:
+      the first step's startedAt - status.startTime (the status lists no init
+      containers)."""
+    pods = {p["metadata"]["name"]: p for p in (await kube.list(PODS, NS))["items"]}
+    pairs: dict[str, list[tuple[float, float]]] = {"taskrun": [], "pod": []}
+    for tr in (await kube.list(TASKRUNS, NS))["items"]:
+        status = tr.get("status") or {}
+        pod = pods.get(status.get("podName") or "")
+        if pod is None or not status.get("completionTime"):
+            continue
+        created = tr["metadata"].get("creationTimestamp")
+        pod_created = pod["metadata"].get("creationTimestamp")
+        exported = _seconds(pod_created, created)
+        stand_in = _seconds(status.get("startTime"), created)
+        if exported is not None and stand_in is not None:
+            pairs["taskrun"].append((exported, stand_in))
+        inits = (pod.get("status") or {}).get("initContainerStatuses") or []
+        last_init = ((inits[-1].get("state") or {}).get("terminated") or {}).get(
+            "finishedAt") if inits else None
+        steps = status.get("steps") or []
+        first = steps[0] if steps else {}
+        started = ((first.get("terminated") or first.get("running") or {})
+                   .get("startedAt"))
+        exported = _seconds(last_init, pod_created)
+        stand_in = _seconds(started, status.get("startTime"))
+        if exported is not None and stand_in is not None:
+            pairs["pod"].append((exported, stand_in))
+    return {name: {"taskruns": len(v), "differ": sum(1 for a, b in v if a != b),
+                   "exported": summary([a for a, _ in v]) if v else {},
+                   "stand_in": summary([b for _, b in v]) if v else {}}
+            for name, v in pairs.items()}
 
 
 async def one_run(mode: str, n: int, workers: int, args: argparse.Namespace,
@@ -226,7 +274,9 @@ async def one_run(mode: str, n: int, workers: int, args: argparse.Namespace,
                     "usage": vars(ctl.usage()),
                 })
             out["outcomes"] = await outcomes(kube)
+            out["rampup_sources"] = await rampup_sources(kube)
             log(f"  e2e: {out['e2e']} outcomes {out['outcomes']}")
+            log(f"  ramp-up, from the pod vs from the TaskRun status: {out['rampup_sources']}")
         finally:
             await observer.stop()
             if finisher is not None:
