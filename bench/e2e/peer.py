@@ -1,7 +1,7 @@
 """Shipwright's own controller (v0.20.13) as the peer of ours on the bench's cluster.
 
 `throughput.py --mode peer` uses this module; see its docstring for the phases. What
-is here: the binary (`hack/peer/build`, a bench-only build cached outside the repo),
+is here: the binary (`hack/peer/build`, built by `make peer-build`, cached outside the repo),
 the cluster it needs and the process.
 
 - The cluster: a fresh LocalCluster started bare, then Shipwright's own CRDs read
