@@ -18,7 +18,7 @@ REPO = Path(__file__).resolve().parents[1]
 def code_map() -> dict[str, str]:
     """Folder (without the trailing slash) -> what lives there, from the README table."""
     readme = (REPO / "README.md").read_text()
-    match = re.search(r"^## Code map\n(.*?)(?=^## )", readme, re.M | re.S)
+    match = re.search(r"^## Code map\n(.*?)(?=^## |\Z)", readme, re.M | re.S)
     assert match, "README.md has no '## Code map' section"
     rows = re.findall(r"^\| `([^`]+)/` \| (.+) \|$", match[1], re.M)
     assert rows, "the Code map has no rows of the form | `folder/` | what |"
