@@ -25,6 +25,7 @@ from controller.runtime.leader import LeaderElector, LeadershipLost
 from controller.runtime.reconcile import Controller
 from controller.runtime.server import Endpoints
 from controller.settings import Settings
+from controller.shipwright import crds
 
 log = logging.getLogger(__name__)
 
@@ -59,6 +60,7 @@ class App:
                 f"cannot reach the API server at {kube.api_client.configuration.host}: {exc}"
             ) from exc
         try:  # a setting refused here (a ConfigError) must not leave the session open
+            await crds.check(kube)
             recorder = EventRecorder(kube, "buildrun-controller", identity)
             informers = InformerFactory(kube, settings.namespace, settings.resync_period)
             controllers = (

@@ -169,7 +169,11 @@ EXPECTED_CLUSTER_RULES = {
     ("", "serviceaccounts"): {"get", "list", "watch", "create", "patch", "delete"},
     ("", "pods"): {"get"},
     ("", "events"): {"create"},
+    ("apiextensions.k8s.io", "customresourcedefinitions"): {"get"},
 }
+# The CRDs are read by name only, the four of Shipwright's (controller/shipwright/crds.py).
+CRD_NAMES = ["builds.shipwright.io", "buildruns.shipwright.io",
+             "buildstrategies.shipwright.io", "clusterbuildstrategies.shipwright.io"]
 
 
 def _grants(role: Obj) -> dict[tuple[str, str], set[str]]:
@@ -192,6 +196,9 @@ def test_rbac_is_least_privilege() -> None:
             assert "secrets" not in rule["resources"] or rule["verbs"] == ["get"], rule
             assert "nonResourceURLs" not in rule
     assert _grants(cluster_role) == EXPECTED_CLUSTER_RULES
+    [crd_rule] = [r for r in cluster_role["rules"]
+                  if r["resources"] == ["customresourcedefinitions"]]
+    assert crd_rule["resourceNames"] == CRD_NAMES
     # Status only through the subresource; the main resource is never updated.
     assert "update" not in _grants(cluster_role)[("shipwright.io", "buildruns")]
     # Leases only in the controller's own namespace, by a namespaced Role.
@@ -536,6 +543,8 @@ DENIED = [
     ("create", "rbac.authorization.k8s.io", "rolebindings"),
     ("impersonate", "", "serviceaccounts"), ("escalate", "rbac.authorization.k8s.io", "roles"),
     ("list", "coordination.k8s.io", "leases"),
+    ("list", "apiextensions.k8s.io", "customresourcedefinitions"),
+    ("update", "apiextensions.k8s.io", "customresourcedefinitions"),
 ]
 
 
@@ -575,8 +584,13 @@ async def test_controller_works_with_exactly_its_rbac(
     kubeconfig = await _service_account_kubeconfig(cluster, tmp_path / "sa.kubeconfig")
 
     for (group, resource), verbs in EXPECTED_CLUSTER_RULES.items():
+        names = CRD_NAMES if resource == "customresourcedefinitions" else [""]
         for verb in verbs:
-            assert await _access(cluster, verb, group, resource), (verb, group, resource)
+            for name in names:
+                assert await _access(cluster, verb, group, resource, "", name), (verb, resource)
+    crds = ("apiextensions.k8s.io", "customresourcedefinitions")
+    assert not await _access(cluster, "get", *crds, "", "tasks.tekton.dev")
+    assert not await _access(cluster, "get", *crds)
     for verb, group, resource in DENIED:
         assert not await _access(cluster, verb, group, resource, "apps"), (verb, resource)
     lease = ("coordination.k8s.io", "leases")
