@@ -26,6 +26,12 @@ JSON = dict[str, Any]
 
 MERGE_PATCH = "application/merge-patch+json"
 
+# The API server names a writer in managedFields by its User-Agent up to the "/": so
+# our writes show as "buildrun-controller" (aiohttp's default made them "Python"),
+# and Shipwright's as "shipwright-build-controller", telling the two apart across a
+# switch.
+USER_AGENT = "buildrun-controller/0.1.0"
+
 # Seconds a watch may run past the timeoutSeconds it asked for before the client gives
 # up on it as silent. Was 30: a stalled watch could go unnoticed for 330-630 s with the
 # informers' 300-600 s watches; ending a healthy watch a little early costs only a
@@ -137,7 +143,7 @@ class Kube:
         await self.api_client.close()
 
     async def _headers(self, content_type: str | None) -> dict[str, str]:
-        headers: dict[str, str] = {"Accept": "application/json"}
+        headers: dict[str, str] = {"Accept": "application/json", "User-Agent": USER_AGENT}
         if content_type:
             headers["Content-Type"] = content_type
         # Refreshes in-cluster and exec-plugin tokens when they are due.
