@@ -142,10 +142,12 @@ def validate_params(build_values: list[JSON], run_values: list[JSON],
 
 
 def _reject(reason: str, preamble: str, names: list[str]) -> None:
+    """Shipwright's message (`preamble: a, b`, names unquoted, as its integration suite
+    expects word for word), bounded: each name cut, at most _LISTED_MAX listed."""
     if not names:
         return
     unique = list(dict.fromkeys(names))
-    listed = ", ".join(quoted(n) for n in unique[:_LISTED_MAX])
+    listed = ", ".join(truncate(n, _QUOTED_MAX) for n in unique[:_LISTED_MAX])
     more = f" and {len(unique) - _LISTED_MAX} more" if len(unique) > _LISTED_MAX else ""
     raise UserError(reason, f"{preamble}: {listed}{more}")
 

@@ -1,7 +1,7 @@
 // Module peer builds Shipwright's own controller (github.com/shipwright-io/build
-// cmd/shipwright-build-controller, v0.20.13) for bench/e2e's peer mode, which
-// runs it beside ours on the same local cluster and workload. A bench-only build:
-// `make test` never builds it. Built into a cache outside the repo (see ./build).
+// cmd/shipwright-build-controller, v0.20.13) for tests/cluster/test_switchover.py
+// and bench/e2e's peer mode. `make peer-build` (part of `make test`) builds it into
+// a cache outside the repo (see ./build).
 module buildrun-controller/hack/peer
 
 go 1.26.3
