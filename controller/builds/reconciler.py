@@ -11,6 +11,7 @@ while `spec.retention.atBuildDeletion` is true.
 from __future__ import annotations
 
 import logging
+import socket
 
 import aiohttp
 
@@ -111,7 +112,7 @@ class BuildReconciler:
                     return None
                 body = (await resp.content.read(PROBE_BODY_MAX)).decode(errors="replace")
         except (TimeoutError, aiohttp.ClientError, ValueError) as exc:
-            return f'Get "{url}": {exc or type(exc).__name__}'
+            return probe_error(url, exc)
         if resp.status == 401:
             return "remote repository unreachable"
         if resp.status == 403:
@@ -154,3 +155,14 @@ class BuildReconciler:
             if is_not_found(exc):
                 return None  # deleted meanwhile
             raise
+
+
+def probe_error(url: str, exc: BaseException) -> str:
+    """The error go-git's HTTP client reports for a probe that got no answer, in Go's
+    words where they differ from aiohttp's: a host name that does not resolve is Go's
+    "no such host" (Shipwright's integration suite looks for those words)."""
+    if isinstance(exc, aiohttp.ClientConnectorError) and isinstance(exc.os_error,
+                                                                     socket.gaierror):
+        return f'Get "{url}": dial tcp: lookup {exc.host}: no such host'
+    return f'Get "{url}": {str(exc) or type(exc).__name__}'
+

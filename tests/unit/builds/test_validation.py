@@ -405,3 +405,20 @@ def test_owner_references_follow_at_build_deletion() -> None:
     assert owner_references(b, buildrun) is None
     del b["spec"]["retention"]
     assert owner_references(b, owned) == [other]
+
+
+def test_a_repository_host_that_does_not_resolve_reads_as_gos_no_such_host() -> None:
+    """As go-git's client says it (Shipwright's integration suite checks the words)."""
+    import socket
+
+    import aiohttp
+    from aiohttp.client_reqrep import ConnectionKey
+
+    from controller.builds.reconciler import probe_error
+
+    url = "https://github.yourco.com/org/repo/info/refs?service=git-upload-pack"
+    key = ConnectionKey("github.yourco.com", 443, True, True, None, None, None)
+    dns = aiohttp.ClientConnectorDNSError(key, socket.gaierror(-2, "Name or service not known"))
+    assert probe_error(url, dns) == (
+        f'Get "{url}": dial tcp: lookup github.yourco.com: no such host')
+    assert probe_error(url, TimeoutError()) == f'Get "{url}": TimeoutError'
