@@ -166,12 +166,16 @@ def _verify_annotation(build: JSON) -> str | None:
     return value
 
 
+_NEEDS_CREDENTIALS = "the source url requires authentication"
+
+
 def repository_probe(build: JSON) -> tuple[str | None, str | None]:
     """(URL to GET, failure known without asking) for a Build whose Git remote is to be
     verified; (None, None) when nothing is to be checked. As Shipwright's
     git.ValidateGitURLExists splits go-git's endpoint protocols: http(s) is asked at
     `<url>/info/refs?service=git-upload-pack`, a local path or file:// is refused,
-    git:// needs credentials, anything else (ssh, user@host:path) is not checked."""
+    ssh (ssh://, and user@host:path, which go-git reads as ssh) needs credentials (its
+    constant for "ssh" is named gitProtocol), anything else (git://) is not checked."""
     if _verify_annotation(build) != "true":
         return None, None
     url = str(((_spec(build).get("source") or {}).get("git") or {}).get("url") or "")
@@ -181,11 +185,11 @@ def repository_probe(build: JSON) -> tuple[str | None, str | None]:
             return url + "/info/refs?service=git-upload-pack", None
         if scheme == "file":
             return None, "invalid source url"
-        if scheme == "git":
-            return None, "the source url requires authentication"
+        if scheme == "ssh":
+            return None, _NEEDS_CREDENTIALS
         return None, None
     if _SCP_LIKE.match(url) and "/" not in url.split(":", 1)[0]:
-        return None, None  # ssh
+        return None, _NEEDS_CREDENTIALS  # ssh
     return None, "invalid source url"  # go-git reads it as a local path
 
 

@@ -259,12 +259,16 @@ def verified(url: str) -> JSON:
      ("https://example.com/org/repo/info/refs?service=git-upload-pack", None)),
     ("http://127.0.0.1:8080/r.git", ("http://127.0.0.1:8080/r.git/info/refs?service=git-upload-pack",
                                      None)),
-    ("git@github.com:org/repo.git", (None, None)),  # ssh: not checked
-    ("ssh://git@example.com/repo", (None, None)),
+    # ssh needs credentials: Shipwright's pkg/git/git_test.go has these two entries, and
+    # its integration suite (build_to_git_test.go) the first. (This table had ssh and
+    # git:// swapped until that suite ran against us: go-git's "ssh" is the protocol
+    # Shipwright's code names gitProtocol.)
+    ("git@github.com:org/repo.git", (None, "the source url requires authentication")),
+    ("ssh://git@example.com/repo", (None, "the source url requires authentication")),
     ("file:///srv/repo", (None, "invalid source url")),
     ("/srv/repo", (None, "invalid source url")),
     ("./rel:path", (None, "invalid source url")),
-    ("git://example.com/repo", (None, "the source url requires authentication")),
+    ("git://example.com/repo", (None, None)),  # not checked
 ])
 def test_repository_probe_splits_protocols_as_go_git(url: str, probe: object) -> None:
     assert repository_probe(verified(url)) == probe
