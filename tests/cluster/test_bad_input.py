@@ -118,13 +118,16 @@ CORPUS: list[Case] = [
     # -- wrong shapes the schema lets through ---------------------------------------------
     Case("value-and-values", params({"name": "dockerfile", "value": "a",
                                      "values": [{"value": "b"}]}),
-         reasons.WRONG_PARAMETER_VALUE_TYPE, "'dockerfile'"),  # Shipwright checks type first
+         reasons.WRONG_PARAMETER_VALUE_TYPE,  # Shipwright checks type first, in its words
+         "The values for the following parameters are using the wrong type: dockerfile"),
     Case("values-for-string", params({"name": "dockerfile", "values": [{"value": "a"}]}),
-         reasons.WRONG_PARAMETER_VALUE_TYPE, "'dockerfile'"),
+         reasons.WRONG_PARAMETER_VALUE_TYPE,
+         "The values for the following parameters are using the wrong type: dockerfile"),
     Case("value-for-array", params({"name": "flags", "value": "-v"}),
-         reasons.WRONG_PARAMETER_VALUE_TYPE, "'flags'"),
+         reasons.WRONG_PARAMETER_VALUE_TYPE,
+         "The values for the following parameters are using the wrong type: flags"),
     Case("empty-array-item", params({"name": "flags", "values": [{"value": "-v"}, {}]}),
-         reasons.EMPTY_ARRAY_ITEM_PARAMETER_VALUES, "'flags'"),
+         reasons.EMPTY_ARRAY_ITEM_PARAMETER_VALUES, "are set: flags"),
     Case("param-twice", params({"name": "dockerfile", "value": "a"},
                                {"name": "dockerfile", "value": "b"}),
          reasons.INCONSISTENT_PARAMETER_VALUES, "more than once"),
@@ -177,7 +180,8 @@ CORPUS: list[Case] = [
     # -- unicode ----------------------------------------------------------------------------
     Case("unicode-build", {"build": {"name": "äpp"}}, reasons.INVALID_REFERENCE, "'äpp'"),
     Case("unicode-param-name", params({"name": "größe", "value": "1"}),
-         reasons.UNDEFINED_PARAMETER, "'größe'"),
+         reasons.UNDEFINED_PARAMETER,
+         "The following parameters are not defined in the build strategy: größe"),
     # -- valid, however odd: these must run and succeed ---------------------------------------
     Case(LONG_NAME, APP, succeeds=True),
     Case("unicode-value", params({"name": "dockerfile", "value": "Dockerfile.🚀\u202e\u0000ü"}),
