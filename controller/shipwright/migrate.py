@@ -25,7 +25,7 @@ from typing import TextIO
 
 import aiohttp
 
-from controller.runtime.errors import is_conflict, is_not_found
+from controller.runtime.errors import is_conflict, is_gone, is_not_found
 from controller.runtime.kube import JSON, ApiError, ConfigError, Kube, Resource, load_api_client
 from controller.shipwright.crds import CRDS, KINDS, MIGRATE, SERVED, crd_name
 
@@ -74,7 +74,12 @@ async def rewrite_all(kube: Kube, kind: Resource, chunk_size: int = CHUNK_SIZE) 
         query: dict[str, str | int] = {"limit": chunk_size}
         if token:
             query["continue"] = token
-        page = await kube.list(kind, None, **query)
+        try:
+            page = await kube.list(kind, None, **query)
+        except ApiError as exc:
+            again = f"; run {PROG} again" if is_gone(exc) else ""  # the continue token expired
+            raise MigrationError(f"cannot list them as {SERVED}: {exc.status} "
+                                 f"{exc.message}{again}") from exc
         for obj in page.get("items") or []:
             meta = obj["metadata"]
             try:
@@ -83,7 +88,9 @@ async def rewrite_all(kube: Kube, kind: Resource, chunk_size: int = CHUNK_SIZE) 
                 if is_not_found(exc):
                     continue  # deleted since the list: nothing left to migrate
                 if not is_conflict(exc):
-                    raise
+                    key = "/".join(filter(None, (meta.get("namespace"), meta["name"])))
+                    raise MigrationError(f"cannot write {key} back: {exc.status} "
+                                         f"{exc.message}") from exc
                 # Written since the list, so written in the storage version: migrated.
                 # (kube-storage-version-migrator reads a conflict the same way.)
             written += 1
@@ -109,11 +116,11 @@ async def migrate_one(kube: Kube, kind: Resource, say: Callable[[str], None],
         raise MigrationError(reason)
     try:
         count = await rewrite_all(kube, kind, chunk_size)
-    except ApiError as exc:
+    except MigrationError as exc:
         hint = (" (Shipwright's conversion webhook must run while migrating)"
-                if _conversion(crd) == "Webhook" else "")
-        raise MigrationError(f"{name}: cannot rewrite its objects as {SERVED}: "
-                             f"{exc.status} {exc.message}{hint}") from exc
+                if _conversion(crd) == "Webhook" and "conversion webhook" in str(exc) else "")
+        raise MigrationError(f"{name}: {exc}{hint}; storedVersions left as "
+                             f"{crd['status']['storedVersions']}") from exc
     old = crd["status"]["storedVersions"]
     try:
         # The CRD's resourceVersion as a precondition: had its storage version changed

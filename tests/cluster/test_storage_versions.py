@@ -36,7 +36,7 @@ from controller.runtime.kube import JSON, ApiError, ConfigError, Kube, Resource,
 from controller.shipwright import crds
 from controller.shipwright.crds import CRDS, KINDS, crd_name
 from controller.shipwright.resources import BUILDRUNS
-from devtools.cluster.localcluster import REPO, LocalCluster
+from devtools.cluster.localcluster import REPO, LocalCluster, free_port
 from tests.harness import controller_settings, wait_for
 
 pytestmark = pytest.mark.cluster
@@ -319,6 +319,42 @@ async def test_shipwrights_crds_with_their_conversion_webhook_are_refused(
     code, out, _ = await cli("migrate-storage", "--kubeconfig", str(bare.kubeconfig))
     assert code == 0
     assert f"{BUILDRUNS_CRD}: storedVersions is already [v1beta1]; nothing to do" in out
+
+
+async def test_the_migration_stops_in_one_line_where_it_cannot_go_on(
+        bare: LocalCluster, kube: Kube) -> None:
+    """A CRD that still stores v1alpha1 (Shipwright before v0.12) is refused before any
+    write. Objects stored as v1alpha1 are read as v1beta1 through the CRD's conversion
+    webhook: with none listening, the migration says so, exits 1 and leaves storedVersions."""
+    prog = "buildrun-controller migrate-storage"
+    await apply_all(bare, shipwrights("v1alpha1", schemaless=True))
+    kind, body = v1alpha1_objects()[1]
+    await served(partial(kube.create, kind, NS, body))
+    code, out, err = await cli("migrate-storage", "--kubeconfig", str(bare.kubeconfig))
+    assert (code, out, err) == (1, "", f"{prog}: CRD builds.shipwright.io stores v1alpha1, not "
+                                "v1beta1: a rewrite would store it again; install Shipwright "
+                                "v0.12 or later first\n")
+
+    switched = shipwrights("v1beta1", schemaless=True)
+    crd = next(c for c in switched if c["metadata"]["name"] == BUILDRUNS_CRD)
+    crd["spec"]["conversion"] = {"strategy": "Webhook", "webhook": {
+        "conversionReviewVersions": ["v1"],
+        "clientConfig": {"url": f"https://127.0.0.1:{free_port()}/convert"}}}
+    await apply_all(bare, switched)
+    code, out, err = await cli("migrate-storage", "--kubeconfig", str(bare.kubeconfig))
+    assert code == 1, (out, err)
+    assert out.splitlines() == [f"{prog}: builds.shipwright.io: rewrote 0 object(s) as v1beta1; "
+                                "storedVersions ['v1alpha1', 'v1beta1'] -> ['v1beta1']"], out
+    [line] = err.splitlines()
+    assert line.startswith(
+        f"{prog}: {BUILDRUNS_CRD}: cannot list them as v1beta1: "
+        "500 conversion webhook for shipwright.io/v1alpha1"), line
+    assert line.endswith("(Shipwright's conversion webhook must run while migrating); "
+                         "storedVersions left as ['v1alpha1', 'v1beta1']"), line
+    assert (await stored_versions(kube)) == {
+        "builds.shipwright.io": ["v1beta1"], BUILDRUNS_CRD: ["v1alpha1", "v1beta1"],
+        "buildstrategies.shipwright.io": ["v1alpha1", "v1beta1"],
+        "clusterbuildstrategies.shipwright.io": ["v1alpha1", "v1beta1"]}
 
 
 def test_the_migration_covers_the_crds_the_controller_checks() -> None:
