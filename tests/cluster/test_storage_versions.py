@@ -348,7 +348,7 @@ async def test_the_migration_stops_in_one_line_where_it_cannot_go_on(
     [line] = err.splitlines()
     assert line.startswith(
         f"{prog}: {BUILDRUNS_CRD}: cannot list them as v1beta1: "
-        "500 conversion webhook for shipwright.io/v1alpha1"), line
+        "500 conversion webhook for shipwright.io/v1alpha1, Kind=BuildRun failed: "), line
     assert line.endswith("(Shipwright's conversion webhook must run while migrating); "
                          "storedVersions left as ['v1alpha1', 'v1beta1']"), line
     assert (await stored_versions(kube)) == {
