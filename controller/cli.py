@@ -1,7 +1,8 @@
 """`python -m controller` / `buildrun-controller`: flags in, one clear line out on bad setup.
 
 With no command it runs the controller; `history NAMESPACE/NAME` prints one
-BuildRun's history (controller/buildrun/history.py) instead.
+BuildRun's history (controller/buildrun/history.py) instead, and `migrate-storage`
+rewrites Shipwright's objects as v1beta1 (controller/shipwright/migrate.py).
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from controller.buildrun import history
 from controller.runtime import logs
 from controller.runtime.kube import ConfigError
 from controller.settings import LeaderElectionSettings, QueueSettings, RetryBudget, Settings
+from controller.shipwright import migrate
 
 log = logging.getLogger("controller")
 
@@ -95,6 +97,10 @@ def parser() -> argparse.ArgumentParser:
         # --context given before `history` is used rather than reset to its default.
         argument_default=argparse.SUPPRESS,
     ))
+    migrate.add_arguments(commands.add_parser(
+        "migrate-storage", prog=migrate.PROG, help=migrate.DESCRIPTION,
+        description=migrate.DESCRIPTION, argument_default=argparse.SUPPRESS,
+    ))
     return p
 
 
@@ -135,6 +141,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
     if args.command == "history":
         return history.run(args)
+    if args.command == "migrate-storage":
+        return migrate.run(args)
     logs.setup(args.log_level, args.log_format)
     try:
         settings = settings_from(args)  # refuses hostile durations with a ConfigError

@@ -17,15 +17,29 @@ import logging
 
 from controller.runtime.errors import is_not_found
 from controller.runtime.kube import JSON, ApiError, ConfigError, Kube, Resource
+from controller.shipwright.resources import (
+    BUILDRUNS,
+    BUILDS,
+    BUILDSTRATEGIES,
+    CLUSTERBUILDSTRATEGIES,
+)
 
 log = logging.getLogger(__name__)
 
 CRDS = Resource("apiextensions.k8s.io", "v1", "customresourcedefinitions",
                 "CustomResourceDefinition", namespaced=False)
-NAMES = ("builds.shipwright.io", "buildruns.shipwright.io", "buildstrategies.shipwright.io",
-         "clusterbuildstrategies.shipwright.io")
+KINDS = (BUILDS, BUILDRUNS, BUILDSTRATEGIES, CLUSTERBUILDSTRATEGIES)
+
+
+def crd_name(kind: Resource) -> str:
+    return f"{kind.plural}.{kind.group}"
+
+
+NAMES = tuple(crd_name(kind) for kind in KINDS)
 SERVED = "v1beta1"
-_HOW = 'README, "Switching from Shipwright"'
+# What to run, named in the refusal (controller/shipwright/migrate.py).
+MIGRATE = "buildrun-controller migrate-storage"
+_HOW = 'README, "Clusters that still store v1alpha1"'
 
 
 def problem(crd: JSON) -> str | None:
@@ -35,8 +49,8 @@ def problem(crd: JSON) -> str | None:
     if stored:
         return (f"CRD {name} lists {', '.join(map(str, stored))} in status.storedVersions: "
                 f"objects may still be stored as {stored[0]}, which this controller does not "
-                f"serve; migrate them to {SERVED} and drop {stored[0]} from storedVersions "
-                f"first ({_HOW})")
+                f"serve; run `{MIGRATE}` while Shipwright's CRDs and conversion webhook "
+                f"still serve, then apply manifests/crds ({_HOW})")
     strategy = ((crd.get("spec") or {}).get("conversion") or {}).get("strategy") or "None"
     if strategy != "None":
         return (f"CRD {name} converts through a webhook ({strategy}): it is Shipwright's, "
@@ -46,8 +60,9 @@ def problem(crd: JSON) -> str | None:
 
 
 async def check(kube: Kube) -> None:
-    """Raises ConfigError with `problem`'s line for the first CRD that has one. Without
-    permission to read CRDs (RBAC older than this check) it says so and goes on."""
+    """Raises ConfigError with `problem`'s line for the first CRD that has one, or when a
+    CRD cannot be read. Without permission to read CRDs (RBAC older than this check) it
+    says so and goes on."""
     for name in NAMES:
         try:
             crd = await kube.get(CRDS, None, name)
@@ -58,7 +73,9 @@ async def check(kube: Kube) -> None:
                 log.warning("cannot read the Shipwright CRDs to check them; the ClusterRole "
                             "in manifests/rbac allows it", extra={"error": exc.message})
                 return
-            raise
+            # Any other answer (a 500 while the API server starts, say) stops it in one
+            # line too, rather than a traceback; the pod's restart asks again.
+            raise ConfigError(f"cannot read CRD {name}: {exc.status} {exc.message}") from exc
         found = problem(crd)
         if found is not None:
             raise ConfigError(found)

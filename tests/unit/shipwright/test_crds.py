@@ -28,7 +28,9 @@ def test_a_version_still_stored_other_than_v1beta1_is_refused_in_one_line() -> N
     line = problem(crd(["v1alpha1", "v1beta1"]))
     assert line is not None and "\n" not in line
     assert line.startswith("CRD buildruns.shipwright.io lists v1alpha1 in status.storedVersions")
-    assert 'README, "Switching from Shipwright"' in line
+    assert "run `buildrun-controller migrate-storage`" in line
+    assert line.endswith('(README, "Clusters that still store v1alpha1")')
+    assert problem(crd(["v1beta1", "v1"])) is not None  # any version besides v1beta1
 
 
 def test_shipwrights_conversion_webhook_is_refused() -> None:
