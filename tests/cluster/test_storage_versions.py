@@ -18,10 +18,10 @@ from pathlib import Path
 import pytest
 import yaml
 
-from bench.e2e import peer
 from controller.app import App
 from controller.runtime.kube import JSON, ApiError, ConfigError, Kube, load_api_client
 from controller.shipwright.crds import CRDS
+from devtools.cluster import shipwright_controller
 from devtools.cluster.localcluster import REPO, LocalCluster
 from tests.harness import controller_settings, wait_for
 
@@ -43,7 +43,7 @@ async def bare(tmp_path: Path) -> AsyncIterator[LocalCluster]:
 def shipwrights(storage: str) -> dict[str, object]:
     """Shipwright's BuildRun CRD (its conversion webhook left out: it does not run here),
     with `storage` the version objects are stored as."""
-    crd = copy.deepcopy(next(c for c in peer.shipwright_crds()
+    crd = copy.deepcopy(next(c for c in shipwright_controller.crds(conversion=False)
                              if c["metadata"]["name"] == BUILDRUNS_CRD))
     for version in crd["spec"]["versions"]:
         version["storage"] = version["name"] == storage
