@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import asyncio
 import base64
-import copy
 import sys
 from collections.abc import AsyncIterator, Awaitable, Callable
 from functools import partial
@@ -30,12 +29,12 @@ import orjson
 import pytest
 import yaml
 
-from bench.e2e import peer
 from controller.app import App
 from controller.runtime.kube import JSON, ApiError, ConfigError, Kube, Resource, load_api_client
 from controller.shipwright import crds
 from controller.shipwright.crds import CRDS, KINDS, crd_name
 from controller.shipwright.resources import BUILDRUNS
+from devtools.cluster import shipwright_controller
 from devtools.cluster.localcluster import REPO, LocalCluster, free_port
 from tests.harness import controller_settings, wait_for
 
@@ -80,7 +79,7 @@ def shipwrights(storage: str, *, schemaless: bool = False) -> list[JSON]:
     """Shipwright's four CRDs (its conversion webhook left out: it does not run here),
     with `storage` the version objects are stored as; `schemaless`: every field kept."""
     found = []
-    for crd in copy.deepcopy(peer.shipwright_crds()):
+    for crd in shipwright_controller.crds(conversion=False):
         for version in crd["spec"]["versions"]:
             version["storage"] = version["name"] == storage
             if schemaless:

@@ -1,45 +1,90 @@
-"""Switching a cluster from Shipwright's controller to ours and back, mid-flight, on real
-Tekton (issue 26). README "Switching from Shipwright" is the procedure this follows.
+"""Switching a cluster from Shipwright's controller to ours and back, mid-flight, on the
+session's real-Tekton stack (issue 26). README "Switching from Shipwright" is the
+procedure this follows; devtools/cluster/shipwright_controller.py runs Shipwright
+v0.20.13's own controller (built in setup by `make peer-build`) and reads its CRDs from
+the Go module cache.
 
-A stack of its own (the switch replaces the CRDs, which the session's stack keeps as
-ours): Shipwright v0.20.13's CRDs and its own controller (`hack/peer/build`, built by
-`make peer-build` in setup), Tekton, kwok. The CRDs go on as `kubectl apply
---server-side` puts them, one field manager for both sides, so each apply replaces the
-other's whole; Shipwright's `spec.conversion` names its webhook, which does not run
-here, so it is set to None (bench.e2e.peer.shipwright_crds: every object is stored as
-v1beta1 and served only so; `status.storedVersions` stays ["v1beta1"], so our CRDs,
-which serve v1beta1 alone, are accepted). Our CEL rules apply to writes from then on;
-objects already stored are not re-checked, and an unchanged completed status passes
-the transition rules (ratcheting).
+The CRDs. Shipwright installs with `kubectl apply --server-side` (its README; its
+BuildRun CRD is 1 MB, so a client-side apply is refused: "metadata.annotations: Too
+long: may not be more than 262144 bytes"). Here every CRD apply is one server-side
+apply under one field manager (the stack's, standing for kubectl's), so Shipwright's
+replace ours whole and ours replace Shipwright's whole, as `kubectl apply --server-side
+--force-conflicts -k manifests/` over Shipwright's install does. What the test checks
+happens then (`crd_shape`):
+
+- `status.storedVersions` stays ["v1beta1"] throughout: Shipwright v0.20 stores
+  v1beta1, so dropping its v1alpha1 (ours serve v1beta1 alone) is accepted, and the
+  rollback serves v1alpha1 again.
+- `spec.conversion`: Shipwright's names its webhook (shipwright-build/shp-build-webhook,
+  not running here: every object is stored, and asked for, as v1beta1, so the API
+  server never calls it). Ours have no stanza, so the apply drops it (strategy None);
+  the rollback brings it back. Our controller started before the apply, on
+  Shipwright's CRDs, refuses with one line (ConfigError) instead of running.
+- Our CEL rules apply to writes from the apply on; objects already stored are not
+  re-checked: a metadata change to a BuildRun Shipwright finished is accepted (its
+  unchanged status passes the transition rules), a change of its outcome is refused
+  with our message (dry runs, so nothing changes). Under Shipwright's CRDs (no rules)
+  the same outcome change is accepted.
+
+Found with kubectl v1.32 against this API server, not tested here (README says what to
+do): a client-side `kubectl apply -k manifests/` over Shipwright's server-side install
+replaces `versions` (v1alpha1 goes) but leaves Shipwright's conversion webhook, and so
+does a server-side apply over CRDs another field manager owns (the Shipwright
+operator's); our controller then refuses to start, naming the CRD.
 
 Each way, the outgoing controller leaves BuildRuns finished (succeeded, failed, a user
-error, cancelled), running (pods held by kwok), and one cancelled while no controller
-runs; one is created while none runs. The incoming one is started, the held pods
-released, more BuildRuns created. Invariants: every BuildRun ends exactly once with
-its pod's outcome; a finished BuildRun never changes (resourceVersion and status);
-one TaskRun per BuildRun, and the TaskRun one controller started is the one the other
-finishes (uid); no traceback in our log nor a panic in Shipwright's.
+error: its Build is missing, cancelled while running), running (pods held by kwok) and
+one created a moment before it stops; while no controller runs, one running BuildRun is
+cancelled and one is created. The incoming one is started, the held pods released,
+more BuildRuns created. Invariants: every BuildRun ends exactly once (one version with
+`completionTime` among all a watch saw, still the current one at the end: its
+resourceVersion and status never change once finished) with its pod's outcome; one
+TaskRun per BuildRun, and the TaskRun one controller started is the one the other
+finishes (uid); no TaskRun is left running; no traceback in our log nor a Go panic in
+Shipwright's (its logger puts a stack trace on every error line, its routine requeues
+included, "the Build is not yet validated" and a write cut short by the stop; a panic,
+recovered by controller-runtime or not, says "panic"). The watch may miss versions
+while a CRD is replaced (the API server ends it and may answer 410); no controller
+runs then, so no BuildRun is written.
+
+The second test makes the one state the first cannot make on demand: a TaskRun
+Shipwright created but never recorded in the BuildRun's status. Ours creates a second
+TaskRun for it; that is a controller bug, so the test is xfail (strict) until it is
+fixed.
+
+Shipwright's controller watches every namespace (it has no option to watch fewer) and
+runs as admin; ours watches only the test's namespace. The session's CRDs are ours
+again when the test ends, however it ends.
 """
 
 from __future__ import annotations
 
+import asyncio
+import base64
 import contextlib
+import itertools
+import json
 import logging
+import tempfile
+import time
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
+from aiohttp import web
 
-from bench.e2e import peer
 from controller.buildrun import reasons
-from controller.runtime.kube import JSON, Kube, Resource
+from controller.runtime.informers import Informer
+from controller.runtime.kube import JSON, MERGE_PATCH, ApiError, ConfigError, Kube
+from controller.shipwright.crds import CRDS, NAMES
 from controller.shipwright.labels import LABEL_BUILDRUN
 from controller.shipwright.resources import BUILDRUNS
+from devtools.cluster import shipwright_controller as sw
 from devtools.cluster.fates import FateWebhook
-from devtools.cluster.localcluster import REPO
-from devtools.cluster.stack import TektonStack
-from tests.conftest import api_client_for
+from devtools.cluster.localcluster import REPO, LocalCluster, free_port
+from devtools.cluster.webhook import serve_https
 from tests.harness import (
     World,
     condition,
@@ -47,53 +92,129 @@ from tests.harness import (
     release,
     running_controller,
     running_pod,
+    wait_for,
 )
 
 pytestmark = pytest.mark.cluster
 
-NS = "switch"
-NAMESPACES = Resource("", "v1", "namespaces", "Namespace", namespaced=False)
+OUR_CRDS = REPO / "manifests" / "crds"
 CANCELED = {"state": "BuildRunCanceled"}
+SHIPWRIGHT_WEBHOOK = {"name": "shp-build-webhook", "namespace": "shipwright-build",
+                      "path": "/convert", "port": 443}
+FROZEN = "status.completionTime is immutable once set"
 
 
-@contextlib.asynccontextmanager
-async def shipwright_controller(stack: TektonStack, tmp_path: Path,
-                                name: str) -> AsyncIterator[peer.ShipwrightController]:
-    """Shipwright's controller over Shipwright's CRDs (applied first, as a rollback
-    does), as admin, until the block ends (SIGTERM)."""
-    await peer.apply_crds(stack.cluster, taskruns=False)
-    ctl = peer.ShipwrightController(stack.cluster.kubeconfig, tmp_path / f"{name}.log",
-                                    workers=4, workdir=tmp_path)
-    await ctl.start()
+def rules(crd: JSON) -> int:
+    """How many CEL rule lists (x-kubernetes-validations) the CRD's schemas carry."""
+    return json.dumps(crd["spec"]).count('"x-kubernetes-validations"')
+
+
+def shipwrights_shape() -> dict[str, dict[str, Any]]:
+    """`crd_shape` under Shipwright's CRDs (which carry no CEL rules)."""
+    return {crd["metadata"]["name"]: {
+        "versions": ["v1alpha1", "v1beta1"], "storedVersions": ["v1beta1"],
+        "conversion": "Webhook", "webhook": SHIPWRIGHT_WEBHOOK, "rules": rules(crd)}
+        for crd in sw.crds()}
+
+
+def our_shape() -> dict[str, dict[str, Any]]:
+    """`crd_shape` under ours: v1beta1 alone, no conversion, our rules."""
+    out = {}
+    for path in sorted(OUR_CRDS.glob("*.yaml")):
+        crd = yaml.safe_load(path.read_text())
+        out[crd["metadata"]["name"]] = {
+            "versions": ["v1beta1"], "storedVersions": ["v1beta1"],
+            "conversion": "None", "webhook": None, "rules": rules(crd)}
+    return out
+
+
+async def crd_shape(kube: Kube) -> dict[str, dict[str, Any]]:
+    """Per CRD: served versions, storedVersions, conversion, how many CEL rule lists."""
+    out = {}
+    for name in NAMES:
+        crd = await kube.get(CRDS, None, name)
+        conversion = crd["spec"].get("conversion") or {}
+        webhook = ((conversion.get("webhook") or {}).get("clientConfig") or {}).get("service")
+        out[name] = {"versions": [v["name"] for v in crd["spec"]["versions"] if v["served"]],
+                     "storedVersions": crd["status"]["storedVersions"],
+                     "conversion": conversion.get("strategy"), "webhook": webhook,
+                     "rules": rules(crd)}
+    return out
+
+
+async def dry_run(w: World, name: str, body: JSON, subresource: str = "") -> str:
+    """"accepted", or the API server's refusal, of a merge patch not persisted."""
     try:
-        await ctl.wait_ready(120)
-        yield ctl
-    finally:
-        await ctl.stop()
+        await w.kube.request("PATCH", BUILDRUNS.path(w.ns, name, subresource),
+                             query={"dryRun": "All"}, body=body, content_type=MERGE_PATCH)
+    except ApiError as exc:
+        return f"{exc.status} {exc.message}"
+    return "accepted"
 
 
-@contextlib.asynccontextmanager
-async def ours(stack: TektonStack) -> AsyncIterator[Any]:
-    """Our CRDs applied over Shipwright's, as the switch does; then our controller."""
-    await stack.cluster.apply_crds([REPO / "manifests" / "crds"])
-    async with running_controller(controller_settings(stack.cluster, NS)) as app:
-        yield app
+class Switch:
+    """The two controllers and the CRDs that go with each, on the session's stack."""
+
+    def __init__(self, cluster: LocalCluster, w: World, logs: Path) -> None:
+        self.cluster = cluster
+        self.w = w
+        self.logs = logs
+        self.panics: list[str] = []
+        self.runs = 0
+
+    @contextlib.asynccontextmanager
+    async def shipwright(self) -> AsyncIterator[None]:
+        """Its CRDs as its release.yaml puts them (a rollback re-applies them), then its
+        controller; stopped at the end with SIGTERM, as scaling its Deployment to 0."""
+        await sw.apply_crds(self.cluster, sw.crds())
+        assert await crd_shape(self.w.kube) == shipwrights_shape()
+        self.runs += 1
+        ctl = sw.ShipwrightController(self.cluster.kubeconfig,
+                                      self.logs / f"shipwright-{self.runs}.log",
+                                      lease_seconds=6)
+        try:
+            async with ctl:
+                yield
+        finally:
+            if (panic := ctl.panic()) is not None:
+                self.panics.append(panic)
+
+    @contextlib.asynccontextmanager
+    async def ours(self) -> AsyncIterator[None]:
+        """Our CRDs applied over Shipwright's (step 2 of the switch), then our controller
+        (in-process, watching the test's namespace) until the block ends (SIGTERM's path)."""
+        settings = controller_settings(self.cluster, self.w.ns)
+        if (await crd_shape(self.w.kube))[NAMES[0]]["conversion"] == "Webhook":
+            # Step 2 skipped: ours refuses Shipwright's CRDs, with one line.
+            with pytest.raises(ConfigError, match="converts through a webhook"):
+                async with running_controller(settings):
+                    pass
+        await self.cluster.apply_crds([OUR_CRDS])
+        assert await crd_shape(self.w.kube) == our_shape()
+        async with running_controller(settings):
+            yield
 
 
 class Ledger:
-    """What each BuildRun must end as, and what it was when first seen finished."""
+    """What each BuildRun must end as, every version of it a watch saw, and the TaskRun
+    each held one ran on."""
 
     def __init__(self, w: World) -> None:
         self.w = w
         self.want: dict[str, str] = {}
-        self.frozen: dict[str, tuple[str, JSON]] = {}
+        self.seen: dict[str, list[tuple[str, JSON]]] = {}
         self.taskrun_uid: dict[str, str] = {}
+        self.informer = Informer(w.kube, BUILDRUNS, w.ns, watch_timeout=30)
+        self.informer.add_handler(self._record)
 
-    async def create(self, name: str, want: str, *, hold: bool = False,
-                     fate: str = "succeed", **spec: Any) -> None:
-        if hold:
-            self.w.fate(name, fate="hold")
-        elif fate != "succeed":
+    def _record(self, kind: str, obj: JSON, old: JSON | None) -> None:
+        if kind != "DELETED":
+            self.seen.setdefault(obj["metadata"]["name"], []).append(
+                (obj["metadata"]["resourceVersion"], obj.get("status") or {}))
+
+    async def create(self, name: str, want: str, *, fate: str = "succeed",
+                     **spec: Any) -> None:
+        if fate != "succeed":
             self.w.fate(name, fate=fate)
         self.want[name] = want
         await self.w.buildrun(name, **spec)
@@ -106,9 +227,7 @@ class Ledger:
 
     async def settle(self, names: list[str]) -> None:
         for name in names:
-            done = await self.w.finished(name, timeout=60)
-            self.frozen.setdefault(name, (done["metadata"]["resourceVersion"],
-                                          done["status"]))
+            await self.w.finished(name, timeout=60)
 
     async def check(self) -> None:
         taskruns = await self.w.taskruns()
@@ -118,38 +237,42 @@ class Ledger:
         for name, want in self.want.items():
             br = await self.w.get(name)
             assert condition(br)["reason"] == want, (name, condition(br))
-            rv, status = self.frozen[name]
-            assert (br["metadata"]["resourceVersion"], br["status"]) == (rv, status), name
+            finished = [rv for rv, status in self.seen.get(name, [])
+                        if status.get("completionTime")]
+            assert finished == [br["metadata"]["resourceVersion"]], (name, self.seen[name])
             mine = by_buildrun.get(name, [])
-            if want == reasons.BUILD_NOT_FOUND:
-                assert mine == [], name
-                continue
-            if want == reasons.BUILD_RUN_CANCELED and not br["status"].get("taskRunName"):
-                assert mine == [], name  # cancelled before any controller started it
+            if want == reasons.BUILD_NOT_FOUND or not br["status"].get("taskRunName"):
+                assert mine == [], name  # a user error: never started
                 continue
             assert len(mine) == 1, (name, [t["metadata"]["name"] for t in mine])
             assert br["status"]["taskRunName"] == mine[0]["metadata"]["name"], name
             if name in self.taskrun_uid:
                 assert mine[0]["metadata"]["uid"] == self.taskrun_uid[name], name
 
+        async def none_running() -> bool:
+            return all(condition(tr).get("status") in ("True", "False")
+                       for tr in await self.w.taskruns())
+        await wait_for(none_running, 30, 0.2, what="every TaskRun to stop")
+
 
 async def one_way(ledger: Ledger, outgoing: Any, incoming: Any, tag: str) -> None:
     """BuildRuns under `outgoing` (entered and left here), then `incoming` takes over."""
     w = ledger.w
     finished = [f"{tag}-ok", f"{tag}-fail", f"{tag}-nobuild", f"{tag}-cancel"]
-    running = [f"{tag}-held-ok", f"{tag}-held-fail", f"{tag}-cancel-between"]
+    held = [f"{tag}-held-ok", f"{tag}-held-fail", f"{tag}-cancel-between"]
     async with outgoing:
         await ledger.create(f"{tag}-ok", reasons.SUCCEEDED)
         await ledger.create(f"{tag}-fail", reasons.FAILED, fate="fail")
         await ledger.create(f"{tag}-nobuild", reasons.BUILD_NOT_FOUND, build={"name": "nope"})
-        await ledger.create(f"{tag}-cancel", reasons.BUILD_RUN_CANCELED, hold=True)
-        await ledger.create(f"{tag}-held-ok", reasons.SUCCEEDED, hold=True)
-        await ledger.create(f"{tag}-held-fail", reasons.FAILED, hold=True)
-        await ledger.create(f"{tag}-cancel-between", reasons.BUILD_RUN_CANCELED, hold=True)
-        for name in [f"{tag}-cancel", *running]:
+        for name in [f"{tag}-cancel", *held]:
+            want = reasons.FAILED if name.endswith("fail") else (
+                reasons.BUILD_RUN_CANCELED if "cancel" in name else reasons.SUCCEEDED)
+            await ledger.create(name, want, fate="hold")
+        for name in [f"{tag}-cancel", *held]:
             await ledger.started(name)
         await w.kube.patch(BUILDRUNS, w.ns, f"{tag}-cancel", {"spec": CANCELED})
         await ledger.settle(finished)
+        await ledger.create(f"{tag}-last", reasons.SUCCEEDED)  # a moment before the stop
     # No controller runs: a cancel and a creation wait for the next one.
     await w.kube.patch(BUILDRUNS, w.ns, f"{tag}-cancel-between", {"spec": CANCELED})
     await ledger.create(f"{tag}-between", reasons.SUCCEEDED)
@@ -157,43 +280,139 @@ async def one_way(ledger: Ledger, outgoing: Any, incoming: Any, tag: str) -> Non
         await release(w, f"{tag}-held-ok")
         await release(w, f"{tag}-held-fail", fate="fail")
         await ledger.create(f"{tag}-after", reasons.SUCCEEDED)
-        await ledger.settle([*running, f"{tag}-between", f"{tag}-after"])
+        await ledger.settle([*held, f"{tag}-last", f"{tag}-between", f"{tag}-after"])
         await ledger.check()
 
 
 async def test_shipwright_to_ours_and_back_mid_flight(
+    cluster: LocalCluster, kube: Kube, namespace: str, fates: FateWebhook,
     tmp_path: Path, caplog: pytest.LogCaptureFixture,
 ) -> None:
     caplog.set_level(logging.WARNING)
-    async with TektonStack(tmp_path / "stack") as stack, \
-            FateWebhook(stack.cluster) as fates:
-        kube = Kube(await api_client_for(stack.cluster.kubeconfig))
-        try:
-            await kube.create(NAMESPACES, None, {
-                "apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NS}})
-            await peer.add_service_account(kube, NS)
-            w = World(kube, NS, fates)
-            ledger = Ledger(w)
-            await peer.apply_crds(stack.cluster, taskruns=False)
-            await w.strategy()
-            await w.build()
-
-            # Shipwright -> ours.
-            await one_way(ledger, shipwright_controller(stack, tmp_path, "shipwright-1"),
-                          ours(stack), "sw")
-            # Ours -> Shipwright (the rollback): its CRDs go back on first.
-            await one_way(ledger, ours(stack),
-                          shipwright_controller(stack, tmp_path, "shipwright-2"), "us")
-            await ledger.check()  # the first way's BuildRuns, after the second switch
-        finally:
-            await kube.close()
+    w = World(kube, namespace, fates)
+    switch = Switch(cluster, w, tmp_path)
+    ledger = Ledger(w)
+    watching = asyncio.create_task(ledger.informer.run())
+    marks = [("start", time.monotonic())]
+    try:
+        await sw.apply_crds(cluster, sw.crds())  # a cluster that runs Shipwright
+        await w.strategy()
+        await w.build()
+        await ledger.informer.wait_synced()
+        marks.append(("Shipwright's CRDs", time.monotonic()))
+        await one_way(ledger, switch.shipwright(), switch.ours(), "sw")
+        marks.append(("Shipwright -> ours", time.monotonic()))
+        # Our rules on a BuildRun Shipwright finished: a metadata change passes (its
+        # status is not re-checked), its outcome is frozen from now on.
+        outcome_change = {"status": {"completionTime": "2000-01-01T00:00:00Z"}}
+        assert await dry_run(w, "sw-ok", {"metadata": {"labels": {"x": "y"}}}) == "accepted"
+        assert FROZEN in await dry_run(w, "sw-ok", outcome_change, "status")
+        # Ours -> Shipwright (the rollback): its CRDs go back on first.
+        await one_way(ledger, switch.ours(), switch.shipwright(), "us")
+        await ledger.check()  # the first way's BuildRuns, after the second switch
+        marks.append(("ours -> Shipwright", time.monotonic()))
+        # Shipwright's CRDs carry no rules: the same change would pass again.
+        assert await dry_run(w, "sw-ok", outcome_change, "status") == "accepted"
+    finally:
+        watching.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await watching
+        await cluster.apply_crds([OUR_CRDS])  # the session's CRDs, as the stack has them
+    marks.append(("our CRDs back", time.monotonic()))
+    print("\nswitch-over phases (s):", ", ".join(
+        f"{name} {end - start:.1f}" for (_, start), (name, end) in itertools.pairwise(marks)))
+    assert await crd_shape(kube) == our_shape()
     tracebacks = [r.getMessage() for r in caplog.records
                   if r.exc_info or "Traceback" in r.getMessage()]
     assert tracebacks == [], tracebacks
-    assert panics(tmp_path) == []
+    assert switch.panics == []
 
 
-def panics(folder: Path) -> list[str]:
-    """The tails of Shipwright's logs that show a Go panic."""
-    texts = [log.read_text(errors="replace") for log in folder.glob("shipwright-*.log")]
-    return [t[-3000:] for t in texts if "panic" in t or "goroutine " in t]
+@contextlib.asynccontextmanager
+async def taskrun_names_refused(cluster: LocalCluster, w: World,
+                                buildrun: str) -> AsyncIterator[None]:
+    """A validating admission webhook (real, on the API server) that refuses every status
+    write naming a TaskRun for `buildrun`: the write that records Shipwright's TaskRun
+    fails, as one cut short by a stop would not happen. Active once a dry run is refused."""
+    name = f"no-taskrun-name-{w.ns}.buildrun-controller.test"
+    port = free_port()
+
+    async def review(request: web.Request) -> web.Response:
+        req = (await request.json())["request"]
+        status = req["object"].get("status") or {}
+        named = req["name"] == buildrun and (status.get("taskRunName") or status.get("executor"))
+        return web.json_response({
+            "apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
+            "response": {"uid": req["uid"], "allowed": not named,
+                         "status": {"code": 403, "message": "TaskRun name refused"}}})
+
+    runner = await serve_https(cluster.ca, port, "/validate", review,
+                               Path(tempfile.mkdtemp(prefix="webhook-")))
+    path = f"/apis/admissionregistration.k8s.io/v1/validatingwebhookconfigurations/{name}"
+    try:
+        await cluster.apply({
+            "apiVersion": "admissionregistration.k8s.io/v1",
+            "kind": "ValidatingWebhookConfiguration", "metadata": {"name": name},
+            "webhooks": [{
+                "name": name,
+                "clientConfig": {"url": f"https://127.0.0.1:{port}/validate",
+                                 "caBundle": base64.b64encode(cluster.ca.cert_pem).decode()},
+                "rules": [{"apiGroups": ["shipwright.io"], "apiVersions": ["v1beta1"],
+                           "operations": ["UPDATE"], "resources": ["buildruns/status"]}],
+                "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": w.ns}},
+                "failurePolicy": "Fail", "sideEffects": "None",
+                "admissionReviewVersions": ["v1"], "timeoutSeconds": 5}]})
+        probe = {"status": {"taskRunName": "probe"}}
+
+        async def refused() -> bool:
+            return await dry_run(w, buildrun, probe, "status") != "accepted"
+        await wait_for(refused, 30, 0.1, what="the webhook to refuse a TaskRun name")
+        yield
+    finally:
+        with contextlib.suppress(RuntimeError):
+            await cluster.request("DELETE", path)
+        await runner.cleanup()
+
+
+@pytest.mark.xfail(strict=True, raises=AssertionError, reason=(
+    "controller bug: a New BuildRun's TaskRun is looked for only under our own derived "
+    "name (controller/buildrun/observe.py, Observer._observe_new -> _cached_taskrun -> "
+    "recorded_taskrun_name), so one Shipwright created (generateName) but never recorded "
+    "in the status is not adopted and a second TaskRun is created (row 10)"))
+async def test_a_taskrun_shipwright_never_recorded_is_adopted(
+    cluster: LocalCluster, kube: Kube, namespace: str, fates: FateWebhook, tmp_path: Path,
+) -> None:
+    """Shipwright creates a BuildRun's TaskRun, then writes its name into the BuildRun's
+    status; a failed write it ignores, and a controller stopped between the two leaves a
+    TaskRun no status names (its buildrun.go says so: "risk is that when the controller
+    is now restarted before the field is set, another TaskRun will be created"; its own
+    restart adopts it through its TaskRun watch, by the TaskRun's labels). Made here for
+    real: an admission webhook refuses every status write that names a TaskRun for this
+    BuildRun while Shipwright's controller runs (its earlier status writes pass). Ours,
+    started after it, must run the BuildRun on that TaskRun: one TaskRun (Shipwright's,
+    same uid), recorded, finished with its outcome."""
+    w = World(kube, namespace, fates)
+    try:
+        await sw.apply_crds(cluster, sw.crds())
+        await w.strategy()
+        await w.build()
+        w.fate("unrecorded", fate="hold")
+        await w.buildrun("unrecorded")
+        async with taskrun_names_refused(cluster, w, "unrecorded"), \
+                sw.ShipwrightController(cluster.kubeconfig, tmp_path / "shipwright.log",
+                                        lease_seconds=6):
+            pod = await running_pod(w, "unrecorded")
+        theirs = next(o for o in pod["metadata"]["ownerReferences"] if o["kind"] == "TaskRun")
+        # The state this test is about; not an AssertionError, which the xfail expects.
+        if ((await w.get("unrecorded")).get("status") or {}).get("taskRunName"):
+            raise RuntimeError("Shipwright recorded its TaskRun after all")
+        await cluster.apply_crds([OUR_CRDS])
+        async with running_controller(controller_settings(cluster, namespace)):
+            recorded = await w.taskrun_of("unrecorded", timeout=30)
+            assert [t["metadata"]["uid"] for t in await w.taskruns()] == [theirs["uid"]]
+            assert recorded == theirs["name"]
+            await release(w, "unrecorded")
+            done = await w.finished("unrecorded", timeout=60)
+            assert condition(done)["reason"] == reasons.SUCCEEDED
+    finally:
+        await cluster.apply_crds([OUR_CRDS])
