@@ -180,7 +180,8 @@ class Actions:
                         "secrets": plan.add_secrets})
 
     async def _adopt(self, buildrun: JSON, name: str) -> JSON:
-        """A TaskRun with our deterministic name exists: ours from an earlier try, or not."""
+        """A TaskRun named as planned exists: ours from an earlier try, or one Shipwright
+        made but never recorded (see Observer._unrecorded_taskrun), or someone else's."""
         existing = await self.kube.get(TASKRUNS, buildrun["metadata"]["namespace"], name)
         owners = existing["metadata"].get("ownerReferences") or []
         if not any(o.get("uid") == buildrun["metadata"]["uid"] for o in owners):

@@ -5,7 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from controller.runtime.kube import JSON, SERVICEACCOUNTS, Kube, Resource
-from controller.runtime.store import Store
+from controller.runtime.store import Indexer, Store
+from controller.shipwright.labels import LABEL_BUILDRUN
 from controller.shipwright.resources import (
     BUILDRUNS,
     BUILDS,
@@ -15,13 +16,35 @@ from controller.shipwright.resources import (
 )
 
 
+def owner_buildrun(obj: JSON) -> str | None:
+    """The BuildRun key a TaskRun (or generated ServiceAccount) belongs to: its controller
+    ownerReference, else its label."""
+    meta = obj["metadata"]
+    for ref in meta.get("ownerReferences") or []:
+        if ref.get("kind") == "BuildRun" and ref.get("controller"):
+            return f"{meta['namespace']}/{ref['name']}"
+    name = (meta.get("labels") or {}).get(LABEL_BUILDRUN)
+    return f"{meta['namespace']}/{name}" if name else None
+
+
+def _owner_keys(obj: JSON) -> list[str]:
+    owner = owner_buildrun(obj)
+    return [owner] if owner else []
+
+
+# Store.by_index(BY_BUILDRUN, "namespace/buildrun") -> the TaskRuns of that BuildRun,
+# whatever their names (Shipwright names its own with generateName).
+BY_BUILDRUN = "buildrun"
+TASKRUN_INDEXERS: dict[str, Indexer] = {BY_BUILDRUN: _owner_keys}
+
+
 @dataclass(frozen=True)
 class Caches:
     """One Store per kind the reconciler reads. A miss is asked of the API server
     (`read`), so an empty store is slower, never wrong."""
 
     buildruns: Store = field(default_factory=Store)
-    taskruns: Store = field(default_factory=Store)
+    taskruns: Store = field(default_factory=lambda: Store(TASKRUN_INDEXERS))
     builds: Store = field(default_factory=Store)
     strategies: Store = field(default_factory=Store)
     cluster_strategies: Store = field(default_factory=Store)

@@ -15,7 +15,7 @@ from controller.buildrun.buildruns import (
     timeout_left,
     ttl_left,
 )
-from controller.buildrun.caches import Caches
+from controller.buildrun.caches import BY_BUILDRUN, Caches
 from controller.buildrun.plan import Plan, Planner
 from controller.buildrun.states import Observation, Phase
 from controller.buildrun.status import (
@@ -82,9 +82,10 @@ class Observer:
 
     async def _observe_new(self, buildrun: JSON) -> Seen | None:
         namespace = buildrun["metadata"]["namespace"]
-        existing = self._cached_taskrun(buildrun)
+        existing = self._cached_taskrun(buildrun) or self._unrecorded_taskrun(buildrun)
         if existing is not None:
-            # Our TaskRun exists, so the cached BuildRun predates our own status write.
+            # A TaskRun of it exists, so the cached BuildRun may predate the status write
+            # that records it (ours, or Shipwright's, if it stopped in between).
             fresh = await self.kube.get_or_none(BUILDRUNS, namespace,
                                                 buildrun["metadata"]["name"])
             if fresh is None:
@@ -103,6 +104,10 @@ class Observer:
                     plan = await self.planner.prepare(buildrun, build)
             except UserError as exc:
                 user_error = exc
+        if plan is not None and existing is not None:
+            # START adopts it (its create meets AlreadyExists, and the owner is checked)
+            # rather than making a second TaskRun under our own name.
+            plan = plan.adopting(existing["metadata"]["name"])
         observation = Observation(Phase.NEW, canceled=is_canceled, user_error=user_error,
                                   build_unregistered=unregistered)
         # `existing` is a TaskRun an earlier try created but never recorded: a FINISH
@@ -123,6 +128,19 @@ class Observer:
             # Only a failed TaskRun's pod can tell eviction apart from a plain failure.
             pod = await self.kube.get_or_none(PODS, taskrun["metadata"]["namespace"], pod_name)
         return taskrun, outcome_from_taskrun(taskrun, pod)
+
+    def _unrecorded_taskrun(self, buildrun: JSON) -> JSON | None:
+        """A TaskRun the BuildRun owns under another name than ours, not recorded in its
+        status: Shipwright names its TaskRuns with generateName and records the name in a
+        second write, so a switch from Shipwright's controller between the two leaves
+        one (its own buildrun.go warns of the same window across its restarts)."""
+        meta = buildrun["metadata"]
+        owned = [tr for tr in self.caches.taskruns.by_index(
+                     BY_BUILDRUN, f"{meta['namespace']}/{meta['name']}")
+                 if any(o.get("uid") == meta.get("uid")
+                        for o in tr["metadata"].get("ownerReferences") or [])]
+        return min(owned, key=lambda tr: tr["metadata"].get("creationTimestamp") or "",
+                   default=None)
 
     def _cached_taskrun(self, buildrun: JSON) -> JSON | None:
         name = recorded_taskrun_name(buildrun)

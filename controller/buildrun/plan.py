@@ -43,6 +43,11 @@ class Plan:
     service_account: str
     add_secrets: list[str]
 
+    def adopting(self, name: str) -> Plan:
+        """The same plan for a TaskRun of the BuildRun that exists as `name`."""
+        taskrun = {**self.taskrun, "metadata": {**self.taskrun["metadata"], "name": name}}
+        return replace(self, taskrun=taskrun)
+
 
 class Planner:
     def __init__(self, kube: Kube, caches: Caches, taskrun_config: ShipwrightConfig) -> None:

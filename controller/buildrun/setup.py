@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from controller.buildrun import metrics as buildrun_metrics
 from controller.buildrun.buildruns import phase_of
-from controller.buildrun.caches import Caches
+from controller.buildrun.caches import TASKRUN_INDEXERS, Caches, owner_buildrun
 from controller.buildrun.config import ShipwrightConfig
 from controller.buildrun.reconciler import BuildRunReconciler
 from controller.buildrun.states import Phase
@@ -21,7 +21,6 @@ from controller.runtime.kube import JSON, SERVICEACCOUNTS, Kube, key_of
 from controller.runtime.reconcile import Controller, controller_queue
 from controller.settings import Settings
 from controller.shipwright.indexes import BUILDRUN_INDEXERS, BY_BUILD
-from controller.shipwright.labels import LABEL_BUILDRUN
 from controller.shipwright.resources import (
     BUILDRUNS,
     BUILDS,
@@ -31,17 +30,6 @@ from controller.shipwright.resources import (
 )
 
 NAME = "buildrun"
-
-
-def owner_buildrun(obj: JSON) -> str | None:
-    """The BuildRun key a TaskRun (or generated ServiceAccount) belongs to: its controller
-    ownerReference, else its label."""
-    meta = obj["metadata"]
-    for ref in meta.get("ownerReferences") or []:
-        if ref.get("kind") == "BuildRun" and ref.get("controller"):
-            return f"{meta['namespace']}/{ref['name']}"
-    name = (meta.get("labels") or {}).get(LABEL_BUILDRUN)
-    return f"{meta['namespace']}/{name}" if name else None
 
 
 def buildrun_wakes(kind: EventType, obj: JSON, old: JSON | None) -> bool:
@@ -136,7 +124,7 @@ def setup(kube: Kube, settings: Settings, recorder: EventRecorder,
     strategies = informers.informer(BUILDSTRATEGIES)
     # Cluster-scoped: watched whole even with --namespace.
     cluster_strategies = informers.informer(CLUSTERBUILDSTRATEGIES)
-    taskruns = informers.informer(TASKRUNS, transform=slim_taskrun)
+    taskruns = informers.informer(TASKRUNS, transform=slim_taskrun, indexers=TASKRUN_INDEXERS)
     # Which ServiceAccount a BuildRun runs as, and whether its generated one is left.
     service_accounts = informers.informer(SERVICEACCOUNTS)
     queue = controller_queue(NAME, settings.queue)

@@ -48,9 +48,9 @@ while a CRD is replaced (the API server ends it and may answer 410); no controll
 runs then, so no BuildRun is written.
 
 The second test makes the one state the first cannot make on demand: a TaskRun
-Shipwright created but never recorded in the BuildRun's status. Ours creates a second
-TaskRun for it; that is a controller bug, so the test is xfail (strict) until it is
-fixed.
+Shipwright created but never recorded in the BuildRun's status. Ours adopts it (it
+finds the BuildRun's TaskRuns by owner in its cache, Observer._unrecorded_taskrun);
+until that fix it made a second TaskRun, and this test was a strict xfail.
 
 Shipwright's controller watches every namespace (it has no option to watch fewer) and
 runs as admin; ours watches only the test's namespace. The session's CRDs are ours
@@ -374,11 +374,6 @@ async def taskrun_names_refused(cluster: LocalCluster, w: World,
         await runner.cleanup()
 
 
-@pytest.mark.xfail(strict=True, raises=AssertionError, reason=(
-    "controller bug: a New BuildRun's TaskRun is looked for only under our own derived "
-    "name (controller/buildrun/observe.py, Observer._observe_new -> _cached_taskrun -> "
-    "recorded_taskrun_name), so one Shipwright created (generateName) but never recorded "
-    "in the status is not adopted and a second TaskRun is created (row 10)"))
 async def test_a_taskrun_shipwright_never_recorded_is_adopted(
     cluster: LocalCluster, kube: Kube, namespace: str, fates: FateWebhook, tmp_path: Path,
 ) -> None:

@@ -276,6 +276,25 @@ async def test_row_10_adopts_its_own_taskrun_from_an_unrecorded_try(rig: Rig) ->
     assert len([k for k in rig.kube.objects if k[0].startswith("taskruns")]) == 1
 
 
+async def test_row_10_adopts_a_taskrun_shipwright_made_but_never_recorded(rig: Rig) -> None:
+    """Shipwright names its TaskRun with generateName and records it in a second write; a
+    switch between the two leaves an owned TaskRun under a name not ours."""
+    br = rig.buildrun()
+    rig.taskrun(br, "br-x7k2p", conditions=running("Pending"))
+    await rig.reconcile()
+    assert rig.stored()["status"]["taskRunName"] == "br-x7k2p"
+    assert [k[2] for k in rig.kube.objects if k[0].startswith("taskruns")] == ["br-x7k2p"]
+    assert ("create", "taskruns", taskrun_name(br), "") not in rig.kube.writes()
+
+
+async def test_a_taskrun_another_buildrun_owns_is_not_adopted(rig: Rig) -> None:
+    br = rig.buildrun()
+    other = {**br, "metadata": {**br["metadata"], "uid": "another-uid"}}
+    rig.taskrun(other, "br-x7k2p", conditions=running("Pending"))  # a namesake's, left over
+    await rig.reconcile()
+    assert rig.stored()["status"]["taskRunName"] == taskrun_name(br)
+
+
 async def test_a_system_error_on_start_leaves_the_outcome_open(rig: Rig) -> None:
     rig.buildrun()
     rig.kube.fail("create", TASKRUNS, status=500, message="failed calling webhook")

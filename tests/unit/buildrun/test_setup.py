@@ -10,8 +10,9 @@ from typing import Any
 import orjson
 import pytest
 
+from controller.buildrun.caches import owner_buildrun
 from controller.buildrun.config import ShipwrightConfig
-from controller.buildrun.setup import owner_buildrun, slim_taskrun
+from controller.buildrun.setup import slim_taskrun
 from controller.buildrun.status import outcome_from_taskrun, running_reason, taskrun_finished
 from controller.buildrun.taskrun import generate_taskrun
 from devtools.cluster import fixtures
