@@ -10,9 +10,10 @@ AlreadyExists on create, 409 Conflict when a write or a delete precondition carr
 stale resourceVersion or uid. A status subresource write changes only status; a write
 to the object never changes status. tests/unit/test_fakekube.py holds it to these.
 
-It is no API server: no schema, no admission, no watch, no selectors. The real one is
-what tests/cluster runs on; this one lets a unit test drive a reconciler through every
-row of its table and count the writes it made.
+It is no API server: no schema, no admission, no watch, no selectors (list refuses
+one), and create drops status. The real one is what tests/cluster runs on; this one
+lets a unit test drive a reconciler through every row of its table and count the
+writes it made.
 
     kube = FakeKube()
     kube.add(BUILDS, build)                      # seed, not logged
@@ -125,6 +126,9 @@ class FakeKube:
             raise
 
     async def list(self, resource: Resource, namespace: str | None, **query: str | int) -> JSON:
+        if query.keys() & {"labelSelector", "fieldSelector"}:
+            # Not a filter to pass over silently: a test would see objects it should not.
+            raise NotImplementedError(f"FakeKube.list does not select: {query}")
         self._call("list", resource, "")
         items = [copy.deepcopy(o) for (plural, ns, _), o in self.objects.items()
                  if plural == self._plural(resource) and namespace in (None, ns)]
@@ -142,6 +146,7 @@ class FakeKube:
                            f'{resource.plural} "{meta["name"]}" already exists')
         for field in ("resourceVersion", "uid", "creationTimestamp", "generation"):
             meta.pop(field, None)  # the server's to set
+        body.pop("status", None)  # status is written through its subresource only
         return self.add(resource, body, namespace)
 
     async def put(self, resource: Resource, namespace: str | None, name: str, body: JSON) -> JSON:

@@ -77,6 +77,8 @@ async def test_status_is_written_through_its_subresource_only() -> None:
     current = await kube.get(BUILDRUNS, "ns", "br")
     await kube.put(BUILDRUNS, "ns", "br", {**current, "spec": {"a": 4}, "status": {"s": 4}})
     assert spec_and_status(kube) == ({"a": 4}, {"s": 3})
+    created = await kube.create(BUILDRUNS, "ns", {"metadata": {"name": "b2"}, "status": {}})
+    assert "status" not in created
 
 
 def spec_and_status(kube: FakeKube) -> tuple[JSON, JSON]:
@@ -121,6 +123,16 @@ async def test_injected_errors_and_hooks_run_before_the_call_they_match() -> Non
     assert seen == [("delete", "buildruns", "br", "")]
     assert kube.writes() == [("patch", "buildruns", "br", "status")] * 3 + [
         ("patch", "buildruns", "br", ""), ("delete", "buildruns", "br", "")]
+
+
+async def test_list_refuses_a_selector_it_would_ignore() -> None:
+    kube = FakeKube()
+    kube.add(BUILDRUNS, {"metadata": {"name": "br"}})
+    assert [o["metadata"]["name"] for o in (await kube.list(BUILDRUNS, "ns"))["items"]] == [
+        "br"]
+    assert (await kube.list(BUILDRUNS, "other"))["items"] == []
+    with pytest.raises(NotImplementedError):
+        await kube.list(BUILDRUNS, "ns", labelSelector="a=b")
 
 
 async def test_another_writers_write_makes_ours_conflict() -> None:
