@@ -314,7 +314,8 @@ def test_effective_build_forbids_a_trigger_in_an_embedded_spec() -> None:
         effective_build(run, run["spec"]["build"]["spec"])
     reason, message = user_error(exc_info)
     assert reason == reasons.BUILD_RUN_BUILD_FIELD_OVERRIDE_FORBIDDEN
-    assert message == "cannot use 'triggers' override in the 'BuildRun', only allowed in the 'Build'"
+    assert message == ("cannot use 'triggers' override in the 'BuildRun', only allowed in "
+                       "the 'Build'")
 
 
 def test_effective_build_allows_empty_lists_with_embedded_spec() -> None:
