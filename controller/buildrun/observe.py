@@ -15,6 +15,7 @@ from controller.buildrun.buildruns import (
     canceled,
     phase_of,
     recorded_executor_name,
+    run_timeout,
     timeout_left,
     ttl_left,
 )
@@ -22,7 +23,7 @@ from controller.buildrun.caches import BY_BUILDRUN, Caches
 from controller.buildrun.executors import TASKRUN, Executor, executor_of
 from controller.buildrun.plan import Plan, Planner
 from controller.buildrun.states import Observation, Phase
-from controller.buildrun.status import Outcome, taskrun_finished
+from controller.buildrun.status import Outcome, taskrun_finished, timeout_message
 from controller.runtime.errors import UserError
 from controller.runtime.kube import JSON, PODS, Kube
 from controller.runtime.timestamps import Clock
@@ -83,10 +84,14 @@ class Observer:
             return Seen(buildrun, observation, run, service_account=service_account,
                         executor=executor)
         seen = await self.observe_run(buildrun)
+        deadline_passed = timeout_left(buildrun, self.clock()) == 0.0
         observation = replace(
             seen.observation,
             canceled=canceled(buildrun),
-            deadline_passed=timeout_left(buildrun, self.clock()) == 0.0,
+            deadline_passed=deadline_passed,
+            timeout_message=timeout_message(buildrun["metadata"]["name"],
+                                            run_timeout(buildrun) or 0.0)
+            if deadline_passed else "",
             taskrun_missing=seen.run is None,
             taskrun_running=seen.run is not None and not taskrun_finished(seen.run),
         )
