@@ -68,7 +68,7 @@ def image_processing_args(build_output: JSON, run_output: JSON, config: Shipwrig
         args += ["--vuln-settings", _vuln_settings(scan)]
         if config.vulnerability_count_limit > 0:
             args += ["--vuln-count-limit", str(config.vulnerability_count_limit)]
-    timestamp = run_output.get("timestamp") or build_output.get("timestamp")
+    timestamp = image_timestamp(build_output, run_output)
     if timestamp is not None:
         if timestamp == "Zero":
             args += ["--image-timestamp", "0"]
@@ -95,6 +95,12 @@ def image_processing_args(build_output: JSON, run_output: JSON, config: Shipwrig
             "--result-file-image-vulnerabilities", result_path(RESULT_IMAGE_VULNERABILITIES),
         ]
     return args
+
+
+def image_timestamp(build_output: JSON, run_output: JSON) -> str | None:
+    """The image's `timestamp` setting, the BuildRun's over the Build's."""
+    timestamp: str | None = run_output.get("timestamp") or build_output.get("timestamp")
+    return timestamp
 
 
 def _vuln_settings(scan: JSON) -> str:

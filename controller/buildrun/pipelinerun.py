@@ -30,8 +30,13 @@ README "The PipelineRun" lists where we differ on purpose.
 from __future__ import annotations
 
 from controller.buildrun.config import ShipwrightConfig
-from controller.buildrun.image_processing import add_image_processing_step, image_processing_args
+from controller.buildrun.image_processing import (
+    add_image_processing_step,
+    image_processing_args,
+    image_timestamp,
+)
 from controller.buildrun.params import add_param_values, references_param
+from controller.buildrun.reasons import TASK_RUN_GENERATION_FAILED
 from controller.buildrun.sources import add_source
 from controller.buildrun.steps import (
     JSON,
@@ -58,6 +63,7 @@ from controller.buildrun.taskrun import (
     system_param_values,
     taskrun_name,
 )
+from controller.runtime.errors import UserError
 
 TASK_SOURCE = "source-acquisition"
 TASK_STRATEGY = "build-strategy"
@@ -67,6 +73,18 @@ SOURCE_VOLUME_SIZE = "1Gi"
 # The output directory is a folder of the shared source workspace: the strategy's task
 # writes it, the output-image task (another pod) pushes it.
 PIPELINE_OUTPUT_DIRECTORY = f"{SOURCE_ROOT}/output-image"
+
+SOURCE_TIMESTAMP = "SourceTimestamp"
+# Shipwright's PipelineRun generator takes a source timestamp as given whatever the
+# source, and points image-processing at $(results.shp-source-default-source-timestamp.path)
+# in the output-image task, which declares no such result: Tekton leaves the reference
+# unreplaced (v1.10.3, getTaskResultReplacements covers declared results only) and the
+# step fails after the whole build has run. The timestamp is the source-acquisition
+# task's, written in another pod. So it is refused before anything runs.
+SOURCE_TIMESTAMP_REFUSED = (
+    "cannot use SourceTimestamp setting with the PipelineRun executor: the output-image "
+    "task cannot read the source timestamp the source-acquisition task records"
+)
 
 # The system parameters each task gets from the pipeline's, in Shipwright's order.
 _SYSTEM_PARAMS = (PARAM_OUTPUT_IMAGE, PARAM_OUTPUT_INSECURE, PARAM_SOURCE_ROOT,
@@ -146,11 +164,14 @@ def generate_pipelinerun(
         TASK_STRATEGY, strategy_task, passed, after=TASK_SOURCE,
         workspaces=(WORKSPACE_SOURCE, WORKSPACE_CACHE)))
 
-    # output-image: Shipwright takes a source timestamp as given here, whatever the source.
+    # output-image
     build_output = build_spec.get("output") or {}
-    args = image_processing_args(build_output, run_spec.get("output") or {}, config,
+    run_output = run_spec.get("output") or {}
+    if image_timestamp(build_output, run_output) == SOURCE_TIMESTAMP:
+        raise UserError(TASK_RUN_GENERATION_FAILED, SOURCE_TIMESTAMP_REFUSED)
+    args = image_processing_args(build_output, run_output, config,
                                  (buildrun.get("metadata") or {}).get("creationTimestamp"),
-                                 has_output_directory, has_source_timestamp=True)
+                                 has_output_directory, has_source_timestamp=False)
     if args:
         output_task = base_task_spec()
         passed = []
