@@ -636,7 +636,7 @@ async def test_pipelinerun_row_10_creates_a_pipelinerun_and_names_it_as_shipwrig
     assert pr is not None and pr["metadata"]["ownerReferences"][0]["uid"] == \
         br["metadata"]["uid"]
     # RUNNING from now on: the next reconcile follows the PipelineRun, creates nothing.
-    assert await prig.reconcile() == Result(requeue_after=pytest.approx(600.05))
+    assert (await prig.reconcile()).requeue_after == pytest.approx(600.05)
     assert prig.kube.writes() == []
 
 
