@@ -298,9 +298,9 @@ def node(name: str, os_: str | None = "linux", arch: str | None = "amd64", *,
 ], ids=["both", "no-arm64", "no-nodes", "not-ready", "ready-unknown", "cordoned",
         "no-os-label", "no-arch-label", "other-os", "a-bare-node-is-skipped"])
 def test_node_availability_as_shipwrights(nodes: list[JSON], missing: str | None) -> None:
-    """Shipwright's ValidateNodeAvailability (pkg/validate/output.go): each platform needs
-    a Node that is Ready, not unschedulable, with both labels matching; the first
-    platform without one is named."""
+    """Shipwright's ValidateNodeAvailability (pkg/validate/output.go): each of the output's
+    platforms needs a Node that is Ready, not unschedulable, with both labels matching;
+    the first platform without one is named."""
     if missing is None:
         check_nodes(PLATFORMS, nodes)
         return
