@@ -83,7 +83,10 @@ class Actions:
             case Action.PROGRESS:
                 assert run is not None
                 written = await self._progress(buildrun, run)
-                return _requeue_at(timeout_left(written or buildrun, self.clock()))
+                deadline = timeout_left(written or buildrun, self.clock())
+                if seen.poll is not None:  # nothing else would wake it
+                    deadline = min(deadline, seen.poll) if deadline is not None else seen.poll
+                return _requeue_at(deadline)
             case _:
                 assert_never(decision.action)
 

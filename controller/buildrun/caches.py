@@ -16,6 +16,9 @@ from controller.shipwright.resources import (
     TASKRUNS,
 )
 
+# How often a BuildRun running as an unwatched kind is looked at (Caches.unwatched).
+UNWATCHED_POLL = 10.0
+
 
 def owner_buildrun(obj: JSON) -> str | None:
     """The BuildRun key a TaskRun, PipelineRun (or generated ServiceAccount) belongs to: its
@@ -54,6 +57,10 @@ class Caches:
     strategies: Store = field(default_factory=Store)
     cluster_strategies: Store = field(default_factory=Store)
     service_accounts: Store = field(default_factory=Store)
+    # Kinds with no informer (PipelineRuns with BUILDRUN_EXECUTOR=TaskRun): their store
+    # stays empty and no event of theirs wakes a BuildRun, so one that runs as such a
+    # kind is read with a GET and looked at again every UNWATCHED_POLL seconds.
+    unwatched: frozenset[Resource] = frozenset()
 
     def store(self, resource: Resource) -> Store:
         stores = {BUILDRUNS: self.buildruns, TASKRUNS: self.taskruns,

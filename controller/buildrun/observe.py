@@ -19,7 +19,7 @@ from controller.buildrun.buildruns import (
     timeout_left,
     ttl_left,
 )
-from controller.buildrun.caches import BY_BUILDRUN, Caches
+from controller.buildrun.caches import BY_BUILDRUN, UNWATCHED_POLL, Caches
 from controller.buildrun.executors import TASKRUN, Executor, executor_of
 from controller.buildrun.plan import Plan, Planner
 from controller.buildrun.states import Observation, Phase
@@ -48,6 +48,9 @@ class Seen:
     executor: Executor = TASKRUN
     # A finished PipelineRun's TaskRuns that could be read (childReferences order).
     children: tuple[JSON, ...] = ()
+    # Seconds until the next look although nothing wakes it: a run of an unwatched kind
+    # (Caches.unwatched), followed by polling.
+    poll: float | None = None
 
 
 class Observer:
@@ -143,8 +146,9 @@ class Observer:
         run = await self.caches.read(self.kube, executor.resource, namespace,
                                      recorded_executor_name(buildrun))
         observation = Observation(phase_of(buildrun), executor_kind=executor.kind)
+        poll = UNWATCHED_POLL if executor.resource in self.caches.unwatched else None
         if run is None or not taskrun_finished(run):
-            return Seen(buildrun, observation, run, executor=executor)
+            return Seen(buildrun, observation, run, executor=executor, poll=poll)
         children = [child for name in executor.children(run)
                     if (child := await self.caches.read(self.kube, TASKRUNS, namespace,
                                                         name)) is not None]

@@ -20,7 +20,7 @@ import pytest
 
 from controller.buildrun import reasons, serviceaccounts
 from controller.buildrun.actions import TASKRUN_CANCELLED
-from controller.buildrun.caches import Caches
+from controller.buildrun.caches import UNWATCHED_POLL, Caches
 from controller.buildrun.config import ShipwrightConfig
 from controller.buildrun.reconciler import BuildRunReconciler
 from controller.buildrun.status import succeeded_condition
@@ -55,7 +55,9 @@ class Rig:
 
     def __init__(self, executor: str = "TaskRun") -> None:
         self.kube = FakeKube()
-        self.caches = Caches()
+        # As setup.py wires it: no PipelineRun informer unless they are the executor.
+        self.caches = Caches(unwatched=frozenset() if executor == "PipelineRun"
+                             else frozenset({PIPELINERUNS}))
         recorder = EventRecorder(self.kube, "test", "test")  # type: ignore[arg-type]
         self.reconciler = BuildRunReconciler(
             self.kube, self.caches, recorder,  # type: ignore[arg-type]
@@ -76,6 +78,8 @@ class Rig:
                                 (SERVICEACCOUNTS, self.caches.service_accounts)):
             for obj in store.values():
                 store.remove(key_of(obj))
+            if resource in self.caches.unwatched:
+                continue  # no informer fills it
             for (plural, _, _), obj in self.kube.objects.items():
                 if plural == f"{resource.plural}.{resource.group}":
                     store.upsert(copy.deepcopy(obj))
@@ -768,6 +772,27 @@ async def test_a_buildrun_started_as_a_taskrun_keeps_its_taskrun_after_the_switc
     assert (prig.condition()["status"], prig.condition()["reason"]) == ("True", "Succeeded")
     assert prig.stored()["status"]["executor"] == {"kind": "TaskRun", "name": "tr"}
     assert pipelineruns(prig) == []
+
+
+async def test_a_pipelinerun_left_by_a_switch_back_to_taskruns_is_followed_by_polling(
+        rig: Rig) -> None:
+    """With TaskRuns configured no PipelineRun informer runs: a BuildRun started as a
+    PipelineRun is read with a GET and looked at again every UNWATCHED_POLL seconds
+    (nothing else would wake it when the PipelineRun finishes), then ends with its
+    outcome and TaskRuns as ever."""
+    br = rig.buildrun(status=pr_started())
+    add_pipelinerun(rig, br, conditions=running())
+    result = await rig.reconcile()
+    assert result.requeue_after == pytest.approx(UNWATCHED_POLL + 0.05)
+    assert ("get", "pipelineruns", "pr", "") in rig.kube.calls
+    assert rig.kube.writes() == []
+    rig.kube.modify(PIPELINERUNS, "pr", lambda pr: pr["status"].update(
+        conditions=[{"type": "Succeeded", "status": "True", "reason": "Succeeded"}],
+        childReferences=[{"kind": "TaskRun", "name": "pr-output"}]))
+    add_child(rig, "pr-output", results=[{"name": "shp-image-digest", "value": DIGEST}])
+    assert await rig.reconcile() == DONE
+    assert rig.condition()["reason"] == reasons.SUCCEEDED
+    assert rig.stored()["status"]["output"]["digest"] == DIGEST
 
 
 @pytest.mark.parametrize(("executor", "nodes", "reason", "writes"), [
