@@ -6,14 +6,15 @@ one `case`. Every write a BuildRun's reconcile makes is here; status goes throug
 from __future__ import annotations
 
 import contextlib
+import copy
 import logging
 from dataclasses import replace
 from typing import assert_never
 
 from controller.buildrun import metrics, reasons, serviceaccounts
 from controller.buildrun.buildruns import build_link, timeout_left, ttl_left
-from controller.buildrun.executors import TASKRUN, Executor
 from controller.buildrun.executors import TASKRUN_CANCELLED as TASKRUN_CANCELLED
+from controller.buildrun.executors import Executor
 from controller.buildrun.observe import Seen
 from controller.buildrun.plan import Plan
 from controller.buildrun.states import Action, Decision, decide
@@ -90,7 +91,7 @@ class Actions:
             case _:
                 assert_never(decision.action)
 
-    async def start(self, buildrun: JSON, plan: Plan, executor: Executor = TASKRUN) -> Result:
+    async def start(self, buildrun: JSON, plan: Plan, executor: Executor) -> Result:
         """Row 10: make the ServiceAccount ready, create (or adopt) the TaskRun (or
         PipelineRun, as `executor` says) and record it in one status write.
 
@@ -277,7 +278,7 @@ class Actions:
             return
         try:
             await self.kube.patch(executor.resource, meta["namespace"], meta["name"],
-                                  executor.cancel_patch)
+                                  copy.deepcopy(executor.cancel_patch))
         except ApiError as exc:
             if is_not_found(exc):
                 return

@@ -55,7 +55,7 @@ class Seen:
 
 class Observer:
     def __init__(self, kube: Kube, caches: Caches, planner: Planner, clock: Clock,
-                 executor: Executor = TASKRUN) -> None:
+                 executor: Executor) -> None:
         self.kube = kube
         self.caches = caches
         self.planner = planner
