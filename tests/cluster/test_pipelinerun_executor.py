@@ -24,7 +24,7 @@ from controller.app import App
 from controller.buildrun import reasons
 from controller.buildrun.config import PIPELINERUN_EXECUTOR
 from controller.buildrun.status import taskrun_finished
-from controller.runtime.kube import JSON, Resource
+from controller.runtime.kube import JSON, SERVICEACCOUNTS, Resource
 from controller.shipwright.labels import LABEL_BUILDRUN
 from controller.shipwright.resources import BUILDRUNS, PIPELINERUNS
 from devtools.cluster.fates import results
@@ -33,6 +33,8 @@ from tests.harness import (
     World,
     condition,
     controller_settings,
+    gone,
+    metric,
     running_controller,
     running_pod,
     taskrun,
@@ -245,3 +247,32 @@ async def test_multi_arch_runs_where_nodes_of_each_platform_exist(
             assert condition(two)["reason"] == reasons.SUCCEEDED, two["status"]
         finally:
             await world.kube.delete(NODES, None, node["metadata"]["name"])
+
+
+async def test_service_account_metrics_ttl_and_limits_work_with_pipelineruns(
+    stack: TektonStack, world: World, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """What surrounds the executor: `.generate` makes the ServiceAccount the PipelineRun's
+    TaskRuns run as and deletes it once done; the metrics count the outcome and read the
+    first TaskRun's pod (Shipwright's ramp-ups); a Build's succeededLimit deletes the
+    oldest finished BuildRun, and a retention TTL the other, each PipelineRun going with
+    its BuildRun (garbage collector)."""
+    await world.build("kept", retention={"succeededLimit": 1})
+    completed = metric("buildrun_completed_total", reason="Succeeded", namespace=world.ns)
+    rampups = metric("build_buildrun_taskrun_rampup_duration_seconds_count")
+    async with controller(stack, world, monkeypatch):
+        await world.buildrun("gen", "kept", serviceAccount=".generate")
+        first = await pipelinerun_of(world, "gen")
+        assert first["spec"]["taskRunTemplate"]["serviceAccountName"] == "gen"
+        assert await world.kube.get_or_none(SERVICEACCOUNTS, world.ns, "gen") is not None
+        await world.finished("gen", 90)
+        await gone(world, SERVICEACCOUNTS, "gen", 30)
+        assert metric("buildrun_completed_total", reason="Succeeded",
+                      namespace=world.ns) == completed + 1
+        assert metric("build_buildrun_taskrun_rampup_duration_seconds_count") == rampups + 1
+
+        await world.buildrun("second", "kept", retention={"ttlAfterSucceeded": "2s"})
+        await world.finished("second", 90)
+        await gone(world, BUILDRUNS, "gen", 30)  # the limit: one succeeded BuildRun kept
+        await gone(world, BUILDRUNS, "second", 30)  # its TTL
+    await gone(world, PIPELINERUNS, first["metadata"]["name"], 60)
