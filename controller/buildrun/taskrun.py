@@ -7,7 +7,8 @@ parameters and steps (env, resources and their `stepResources` overrides,
 securityContext, volumeMounts), the volumes, managed push (`image-processing`),
 the pod template, labels and annotations with the strategy's security context,
 the timeout and the parameter values. The source step is in `sources.py`, managed
-push in `image_processing.py`, what they share in `steps.py`. tests/oracle/
+push in `image_processing.py`, what they share in `steps.py`; pipelinerun.py builds
+the PipelineRun from the same phases (the public functions below). tests/oracle/
 compares the result with Shipwright's own generator on every official sample and
 on each field alone; README "The TaskRun" lists where we differ on purpose.
 

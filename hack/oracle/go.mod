@@ -1,6 +1,6 @@
-// Module oracle is the test oracle for the TaskRun this controller generates:
-// it calls Shipwright's own resources.GenerateTaskRun and Tekton's own
-// SetDefaults + Validate (see main.go). Built by ./build into a cache outside
+// Module oracle is the test oracle for the TaskRun and PipelineRun this
+// controller generates: it calls Shipwright's own resources.GenerateTaskRun and
+// GeneratePipelineRun and Tekton's own SetDefaults + Validate (see main.go). Built by ./build into a cache outside
 // the repo, never into git.
 module buildrun-controller/hack/oracle
 

@@ -45,6 +45,8 @@ PIPELINERUN_CASES: list[Case] = [
     variant("pipelinerun/array-of-secrets-only", build={"paramValues": [
         {"name": "target", "value": "all"}, {"name": "flags", "values": [
             {"secretValue": {"name": "creds", "key": "a"}}]}]}),
+    # An empty scheduler name: Shipwright's PipelineRun sets none (its TaskRun an empty one).
+    variant("pipelinerun/scheduler-name-empty", build={"schedulerName": ""}),
     variant("pipelinerun/no-push", strategy={"steps": [
         {"name": "build", "image": "example.com/builder:1",
          "args": ["$(params.shp-output-image)", "$(params.target)"]}]}),
