@@ -131,10 +131,3 @@ FAILURE_REASONS: frozenset[str] = frozenset(
         RUNTIME_CLASS_NAME_NOT_VALID,
     }
 )
-
-# Reasons that only a change elsewhere (a Secret created) can clear, with no watch
-# on that kind: the reconciler looks again after SECRET_RECHECK_SECONDS.
-SECRET_REASONS: frozenset[str] = frozenset(
-    {SPEC_SOURCE_SECRET_REF_NOT_FOUND, SPEC_OUTPUT_SECRET_REF_NOT_FOUND,
-     MULTIPLE_SECRET_REF_NOT_FOUND}
-)

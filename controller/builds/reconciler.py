@@ -15,7 +15,6 @@ import socket
 
 import aiohttp
 
-from controller.builds import reasons
 from controller.builds.validation import (
     CLUSTER_STRATEGY,
     Lookups,
@@ -41,10 +40,6 @@ from controller.shipwright.resources import (
 
 log = logging.getLogger(__name__)
 
-# A Build whose Secret is missing is looked at again this often: Shipwright watches
-# every Secret for this; this controller has no list or watch on Secrets (it never
-# holds their contents), only get.
-SECRET_RECHECK_SECONDS = 60.0
 # How long the verify.repository probe of a Git remote may take.
 PROBE_TIMEOUT_SECONDS = 10.0
 # Bytes of a refusing Git server's answer quoted in the message (go-git quotes it all).
@@ -68,13 +63,12 @@ class BuildReconciler:
         await self._write_status(build, verdict)
         await self._sync_owners(build, key)
         if verdict.registered:
-            # Shipwright counts every reconcile that finds a Build valid; reconciles
-            # happen on spec changes (generation) only, so this counts registrations.
+            # Shipwright counts every reconcile that finds a Build valid: on spec changes
+            # (generation) and on a referenced Secret's creation or deletion (setup.py).
             strategy = strategy_ref(build).name
             metrics.build_registered(strategy, build["metadata"]["namespace"],
                                      build["metadata"]["name"])
-        if verdict.reason in reasons.SECRET_REASONS:
-            return Result(requeue_after=SECRET_RECHECK_SECONDS)
+        # No timer for a missing Secret: its creation wakes the Build (setup.py).
         return DONE
 
     async def give_up(self, key: str, error: RetryableError) -> None:

@@ -4,21 +4,45 @@ Controller on informers the process shares with the BuildRun controller.
 Like Shipwright's build-controller (pkg/reconciler/build/controller.go): a Build is
 validated when it appears and whenever its spec changes (metadata.generation); its
 own status writes, label edits and resyncs do not wake it, and a deletion needs
-nothing. The process-level runner (`controller.app`) starts the controller; nothing
-here starts a task.
+nothing. A Secret created or deleted validates again the Builds of its namespace that
+name it (pushSecret or the source's Secret), through a metadata-only Secret informer:
+the process never receives a Secret's data. The process-level runner
+(`controller.app`) starts the controller; nothing here starts a task.
 """
 
 from __future__ import annotations
 
 from controller.builds.reconciler import BuildReconciler
+from controller.builds.validation import secret_refs
 from controller.runtime.informers import EventType, InformerFactory
-from controller.runtime.kube import JSON, Kube, key_of
+from controller.runtime.kube import JSON, SECRETS, Kube, key_of
 from controller.runtime.reconcile import Controller, controller_queue
+from controller.runtime.store import Indexer
 from controller.settings import Settings
 from controller.shipwright.indexes import BUILDRUN_INDEXERS
 from controller.shipwright.resources import BUILDRUNS, BUILDS, BUILDSTRATEGIES
 
 NAME = "build"
+
+# Store.by_index(BY_SECRET, "namespace/secret") -> the Builds naming that Secret.
+BY_SECRET = "secret"
+
+
+def referenced_secrets(build: JSON) -> list[str]:
+    """Index function: "namespace/name" of each Secret the Build names, the ones its
+    validation looks up (Shipwright's map function: GetSourceCredentials, pushSecret)."""
+    namespace = build["metadata"]["namespace"]
+    return [f"{namespace}/{name}" for name in secret_refs(build)]
+
+
+BUILD_INDEXERS: dict[str, Indexer] = {BY_SECRET: referenced_secrets}
+
+
+def secret_appeared_or_vanished(kind: EventType) -> bool:
+    """Which Secret events can change a verdict: validation asks only whether a Secret
+    exists, so a creation or a deletion. Shipwright's Secret watch has no predicate and
+    also maps updates (data, labels) to its Builds; they find the same verdict."""
+    return kind != "MODIFIED"
 
 
 def spec_changed(kind: EventType, obj: JSON, old: JSON | None) -> bool:
@@ -33,8 +57,10 @@ def spec_changed(kind: EventType, obj: JSON, old: JSON | None) -> bool:
 
 def setup(kube: Kube, settings: Settings, informers: InformerFactory) -> Controller:
     """The Build controller, on the process's Build, BuildStrategy and BuildRun informers
-    (the BuildRun controller reads them too: one watch per kind)."""
-    builds = informers.informer(BUILDS)
+    (the BuildRun controller reads them too: one watch per kind) and a metadata-only
+    Secret informer."""
+    builds = informers.informer(BUILDS, indexers=BUILD_INDEXERS)
+    secrets = informers.informer(SECRETS, metadata_only=True)
     strategies = informers.informer(BUILDSTRATEGIES)
     buildruns = informers.informer(BUILDRUNS, indexers=BUILDRUN_INDEXERS)
     queue = controller_queue(NAME, settings.queue)
@@ -49,5 +75,11 @@ def setup(kube: Kube, settings: Settings, informers: InformerFactory) -> Control
         if spec_changed(kind, obj, old):
             controller.enqueue(key_of(obj))
 
+    def on_secret(kind: EventType, obj: JSON, old: JSON | None) -> None:
+        if secret_appeared_or_vanished(kind):
+            for build in builds.store.by_index(BY_SECRET, key_of(obj)):
+                controller.enqueue(key_of(build))
+
     builds.add_handler(on_build)
+    secrets.add_handler(on_secret)
     return controller

@@ -25,6 +25,13 @@ from yarl import URL
 JSON = dict[str, Any]
 
 MERGE_PATCH = "application/merge-patch+json"
+# What a metadata-only list and watch ask for (client-go's metadata client, which
+# controller-runtime's builder.OnlyMetadata uses): each object as a PartialObjectMetadata,
+# its metadata and nothing else, so a Secret's data never reaches the process. No plain
+# application/json fallback: a server that cannot do it refuses (406) rather than sending
+# whole objects.
+METADATA_LIST = "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1"
+METADATA = "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1"
 
 # The API server names a writer in managedFields by its User-Agent up to the "/": so
 # our writes show as "buildrun-controller" (aiohttp's default made them "Python"),
@@ -142,8 +149,9 @@ class Kube:
             await self._own_session.close()
         await self.api_client.close()
 
-    async def _headers(self, content_type: str | None) -> dict[str, str]:
-        headers: dict[str, str] = {"Accept": "application/json", "User-Agent": USER_AGENT}
+    async def _headers(self, content_type: str | None,
+                       accept: str = "application/json") -> dict[str, str]:
+        headers: dict[str, str] = {"Accept": accept, "User-Agent": USER_AGENT}
         if content_type:
             headers["Content-Type"] = content_type
         # Refreshes in-cluster and exec-plugin tokens when they are due.
@@ -170,10 +178,11 @@ class Kube:
         query: Mapping[str, str | int] | None = None,
         body: Any = None,
         content_type: str = "application/json",
+        accept: str = "application/json",
     ) -> JSON:
         url = self._host + path + ("?" + urlencode(query) if query else "")
         data = None if body is None else orjson.dumps(body)
-        headers = await self._headers(content_type if data is not None else None)
+        headers = await self._headers(content_type if data is not None else None, accept)
         async with self._session.request(
             method, url, data=data, headers=headers, timeout=self._timeout,
             proxy=self._proxy, proxy_auth=self._proxy_auth, auth=self._netrc_auth,
@@ -201,6 +210,13 @@ class Kube:
         self, resource: Resource, namespace: str | None, **query: str | int
     ) -> JSON:
         return await self.request("GET", resource.path(namespace), query=query)
+
+    async def list_metadata(
+        self, resource: Resource, namespace: str | None, **query: str | int
+    ) -> JSON:
+        """`list` as a PartialObjectMetadataList: each item's metadata, nothing else."""
+        return await self.request("GET", resource.path(namespace), query=query,
+                                  accept=METADATA_LIST)
 
     async def create(self, resource: Resource, namespace: str | None, body: JSON) -> JSON:
         return await self.request("POST", resource.path(namespace), body=body)
@@ -244,9 +260,11 @@ class Kube:
         resource_version: str,
         *,
         timeout_seconds: int,
+        metadata_only: bool = False,
     ) -> AsyncIterator[JSON]:
         """Yields decoded watch events until the server ends the stream; an ERROR
-        event raises ApiError with its Status code, as an HTTP error would."""
+        event raises ApiError with its Status code, as an HTTP error would. With
+        metadata_only, each event's object is a PartialObjectMetadata."""
         query = {
             "watch": "1",
             "resourceVersion": resource_version,
@@ -254,7 +272,7 @@ class Kube:
             "timeoutSeconds": str(timeout_seconds),
         }
         url = self._host + resource.path(namespace) + "?" + urlencode(query)
-        headers = await self._headers(None)
+        headers = await self._headers(None, METADATA if metadata_only else "application/json")
         # The server ends the stream after timeout_seconds. A connection that went
         # silent without closing (half-open: a dead peer, a NAT that forgot it) never
         # ends by itself, so the client ends it a little later, and the informer

