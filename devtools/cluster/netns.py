@@ -11,9 +11,10 @@ runs `python -m devtools.cluster.netns` under `unshare --net --mount`: it brings
 namespace's loopback up, listens on 127.0.0.1:port there for each port and on UDP
 127.0.0.1:53, bind-mounts a resolv.conf naming 127.0.0.1 over /etc/resolv.conf (in its
 own mount namespace: the host's is untouched), then runs argv and exits with its status
-(SIGTERM and SIGINT are passed on). Unix sockets live in the file system, which the
-namespaces share. So a kubeconfig naming https://127.0.0.1:P works unchanged inside
-(TLS passes through untouched), and names resolve as on the host; nothing else of the
+(SIGTERM and SIGINT are passed on; argv is killed if this process dies). Unix sockets
+live in the file system, which the namespaces share. So a kubeconfig naming
+https://127.0.0.1:P works unchanged inside (TLS passes through untouched), and names
+resolve as on the host; nothing else of the
 host's network is reachable, and nothing bound inside is visible outside.
 
 Needs CAP_SYS_ADMIN for `unshare` (root here); `available()` says whether it works.
@@ -32,6 +33,8 @@ import subprocess
 import sys
 from pathlib import Path
 from typing import Any, cast
+
+from devtools.cluster.processes import die_with_parent
 
 CHUNK = 65536
 # Seconds a DNS query may take on the host's nameserver (glibc's own default is 5).
@@ -193,7 +196,7 @@ async def _inside(folder: Path, ports: list[int], argv: list[str]) -> int:
                for port in ports]
     dns, _ = await loop.create_datagram_endpoint(lambda: _DnsRelay(folder / "dns.sock"),
                                                  local_addr=("127.0.0.1", 53))
-    child = await asyncio.create_subprocess_exec(*argv)
+    child = await asyncio.create_subprocess_exec(*argv, preexec_fn=die_with_parent)
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, child.send_signal, sig)
     code = await child.wait()
