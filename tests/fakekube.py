@@ -2,19 +2,23 @@
 the rules they rely on, in microseconds.
 
 It keeps, per object: a resourceVersion bumped on every write (one counter for the
-whole store, as etcd's revision), uid, creationTimestamp and generation (bumped when a
-write changes the spec). It answers as the API server does, with the same `ApiError`
-the real `Kube` raises: 404 NotFound, 409 AlreadyExists on create, 409 Conflict when a
-write or a delete precondition carries a stale resourceVersion or uid. A status
-subresource write changes only status; a write to the object never changes status.
+whole store, as etcd's revision), uid, creationTimestamp, generation (bumped when a
+write changes the spec) and a name made from generateName on create. It answers as the
+API server does, with the same `ApiError` the real `Kube` raises, so
+controller/runtime/errors.py classifies it the same way: 404 NotFound, 409
+AlreadyExists on create, 409 Conflict when a write or a delete precondition carries a
+stale resourceVersion or uid. A status subresource write changes only status; a write
+to the object never changes status. tests/unit/test_fakekube.py holds it to these.
 
-It is no API server: no schema, no admission, no watch, no field selectors, no
-generateName. The real one is what tests/cluster runs on; this one lets a unit test
-drive a reconciler through every row of its table and count the writes it made.
+It is no API server: no schema, no admission, no watch, no selectors (list refuses
+one), and create drops status. The real one is what tests/cluster runs on; this one
+lets a unit test drive a reconciler through every row of its table and count the
+writes it made.
 
     kube = FakeKube()
     kube.add(BUILDS, build)                      # seed, not logged
     kube.fail("create", TASKRUNS, status=500)    # the next create of a TaskRun fails
+    kube.before("patch", BUILDRUNS, hook)        # hook(call) runs first: raise, or write
     ...
     assert kube.writes() == [("patch", "buildruns", "br", "status")]
 """
@@ -23,7 +27,9 @@ from __future__ import annotations
 
 import copy
 import itertools
+import random
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -33,14 +39,19 @@ from controller.runtime.kube import JSON, MERGE_PATCH, ApiError, Resource
 CREATED = "2026-12-04T00:00:00Z"
 
 Call = tuple[str, str, str, str]  # (verb, plural, name, subresource)
+Hook = Callable[[Call], None]  # runs before the call it matches; may raise or write
+
+# The API server's generateName suffix: five of these (k8s.io/apimachinery's utilrand).
+_SUFFIX_ALPHABET = "bcdfghjklmnpqrstvwxz2456789"
 
 
 @dataclass
-class _Fault:
+class _Hook:
     verb: str
     plural: str
-    error: ApiError
-    times: int
+    subresource: str | None  # None: any
+    hook: Hook
+    times: int | None  # None: every matching call
 
 
 class FakeKube:
@@ -48,7 +59,8 @@ class FakeKube:
         self.objects: dict[tuple[str, str | None, str], JSON] = {}
         self.calls: list[Call] = []
         self._revision = itertools.count(1)
-        self._faults: list[_Fault] = []
+        self._hooks: list[_Hook] = []
+        self._random = random.Random(0)  # generateName suffixes, the same in every run
 
     # -- for the test -----------------------------------------------------------------
 
@@ -67,15 +79,33 @@ class FakeKube:
         self.objects[self._key(resource, meta.get("namespace"), meta["name"])] = obj
         return copy.deepcopy(obj)
 
+    def modify(self, resource: Resource, name: str, change: Callable[[JSON], object],
+               namespace: str | None = "ns") -> JSON:
+        """Another writer's write (not logged): `change` edits the stored object in place,
+        and its resourceVersion moves on, so a write based on an earlier read conflicts."""
+        current = self._existing(resource, namespace, name)
+        new = copy.deepcopy(current)
+        change(new)
+        return self._store(resource, current, new)
+
     def stored(self, resource: Resource, name: str, namespace: str | None = "ns") -> JSON | None:
         obj = self.objects.get(self._key(resource, namespace, name))
         return copy.deepcopy(obj) if obj is not None else None
 
+    def before(self, verb: str, resource: Resource, hook: Hook, *, times: int | None = 1,
+               subresource: str | None = None) -> None:
+        """`hook(call)` runs before each of the next `times` calls (None: all) of `verb`
+        on `resource` (and `subresource`, if given); it may raise, or change the store
+        as another writer would. The call is logged whatever the hook does."""
+        self._hooks.append(_Hook(verb, resource.plural, subresource, hook, times))
+
     def fail(self, verb: str, resource: Resource, *, status: int = 500,
-             reason: str = "InternalError", message: str = "injected", times: int = 1) -> None:
+             reason: str = "InternalError", message: str = "injected", times: int | None = 1,
+             subresource: str | None = None) -> None:
         """The next `times` calls of `verb` on `resource` raise ApiError(status, reason)."""
-        self._faults.append(_Fault(verb, resource.plural, ApiError(status, reason, message),
-                                   times))
+        def raise_error(_: Call) -> None:
+            raise ApiError(status, reason, message)
+        self.before(verb, resource, raise_error, times=times, subresource=subresource)
 
     def writes(self) -> list[Call]:
         return [c for c in self.calls if c[0] not in ("get", "list")]
@@ -96,18 +126,27 @@ class FakeKube:
             raise
 
     async def list(self, resource: Resource, namespace: str | None, **query: str | int) -> JSON:
+        if query.keys() & {"labelSelector", "fieldSelector"}:
+            # Not a filter to pass over silently: a test would see objects it should not.
+            raise NotImplementedError(f"FakeKube.list does not select: {query}")
         self._call("list", resource, "")
         items = [copy.deepcopy(o) for (plural, ns, _), o in self.objects.items()
                  if plural == self._plural(resource) and namespace in (None, ns)]
         return {"items": items, "metadata": {"resourceVersion": str(next(self._revision))}}
 
     async def create(self, resource: Resource, namespace: str | None, body: JSON) -> JSON:
-        self._call("create", resource, body["metadata"]["name"])
-        if self._key(resource, namespace, body["metadata"]["name"]) in self.objects:
-            raise ApiError(409, "AlreadyExists", f"{resource.plural} "
-                           f"{body['metadata']['name']!r} already exists")
         body = copy.deepcopy(body)
-        body.get("metadata", {}).pop("resourceVersion", None)
+        meta = body.setdefault("metadata", {})
+        if not meta.get("name") and meta.get("generateName"):
+            meta["name"] = meta["generateName"] + "".join(
+                self._random.choice(_SUFFIX_ALPHABET) for _ in range(5))
+        self._call("create", resource, meta["name"])
+        if self._key(resource, namespace, meta["name"]) in self.objects:
+            raise ApiError(409, "AlreadyExists",
+                           f'{resource.plural} "{meta["name"]}" already exists')
+        for field in ("resourceVersion", "uid", "creationTimestamp", "generation"):
+            meta.pop(field, None)  # the server's to set
+        body.pop("status", None)  # status is written through its subresource only
         return self.add(resource, body, namespace)
 
     async def put(self, resource: Resource, namespace: str | None, name: str, body: JSON) -> JSON:
@@ -123,7 +162,8 @@ class FakeKube:
                     subresource: str = "", content_type: str = MERGE_PATCH) -> JSON:
         self._call("patch", resource, name, subresource)
         current = self._existing(resource, namespace, name)
-        self._check_version(current, body.get("metadata") or {})
+        if isinstance(body, dict):
+            self._check_version(current, body.get("metadata") or {})
         new = _merge(current, body, strategic=content_type == STRATEGIC_MERGE_PATCH)
         if subresource == "status":  # only status changes, whatever else the body says
             new = {**copy.deepcopy(current), "status": new.get("status")}
@@ -142,11 +182,15 @@ class FakeKube:
     # -- the rules ----------------------------------------------------------------------
 
     def _call(self, verb: str, resource: Resource, name: str, subresource: str = "") -> None:
-        self.calls.append((verb, resource.plural, name, subresource))
-        for fault in self._faults:
-            if fault.verb == verb and fault.plural == resource.plural and fault.times > 0:
-                fault.times -= 1
-                raise fault.error
+        call = (verb, resource.plural, name, subresource)
+        self.calls.append(call)
+        for hook in list(self._hooks):
+            if (hook.verb, hook.plural) != (verb, resource.plural) or hook.times == 0 or (
+                    hook.subresource is not None and hook.subresource != subresource):
+                continue
+            if hook.times is not None:
+                hook.times -= 1
+            hook.hook(call)
 
     @staticmethod
     def _plural(resource: Resource) -> str:

@@ -4,8 +4,10 @@ fake client: the writes each row makes, and nothing else, and what it asks of th
 queue. Also the conflict path, give_up and the frozen outcome. The same rows run on the
 real API server and real Tekton in tests/cluster; these run in milliseconds.
 
-The reconciler is driven only through `reconcile` and `give_up`, on caches filled from
-the fake's objects (`Rig.sync`), so a stale cache is a test's own choice.
+The reconciler is driven only through `reconcile` and `give_up`, built in one place
+(`Rig.__init__`, the `rig` fixture's), on caches filled from the fake's objects
+(`Rig.sync`), so a stale cache is a test's own choice. Each test asserts the writes
+made, in order, and nothing else (`FakeKube.writes`), and the Result.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from typing import Any
 import pytest
 
 from controller.buildrun import reasons, serviceaccounts
+from controller.buildrun.actions import TASKRUN_CANCELLED
 from controller.buildrun.caches import Caches
 from controller.buildrun.config import ShipwrightConfig
 from controller.buildrun.reconciler import BuildRunReconciler
@@ -35,7 +38,7 @@ from controller.shipwright.resources import (
     TASKRUNS,
 )
 from devtools.cluster import fixtures
-from tests.fakekube import FakeKube
+from tests.fakekube import Call, FakeKube
 
 NOW = datetime.datetime(2026, 12, 4, 1, 0, 0, tzinfo=datetime.UTC)
 DIGEST = "sha256:" + "ab" * 32
@@ -88,8 +91,10 @@ class Rig:
                                               "controller": True}]},
             "spec": {}, "status": status})
 
-    async def reconcile(self) -> Result:
-        self.sync()
+    async def reconcile(self, *, sync: bool = True) -> Result:
+        """One reconcile of ns/br; `sync=False` keeps the caches as the test left them."""
+        if sync:
+            self.sync()
         self.kube.calls.clear()
         return await self.reconciler.reconcile("ns/br")
 
@@ -97,6 +102,10 @@ class Rig:
         self.sync()
         self.kube.calls.clear()
         await self.reconciler.give_up("ns/br", RetryableError("webhook", message))
+
+    def taskruns(self) -> list[str]:
+        return [name for (plural, _, name) in self.kube.objects
+                if plural == f"{TASKRUNS.plural}.{TASKRUNS.group}"]
 
     def stored(self) -> JSON:
         obj = self.kube.stored(BUILDRUNS, "br")
@@ -130,9 +139,20 @@ def finished(status: str = "False", **extra: Any) -> JSON:
             **extra}
 
 
-STATUS = "status"
-CANCEL = ("patch", "taskruns", "tr", "")
-STATUS_WRITE = ("patch", "buildruns", "br", STATUS)
+def cancel(name: str) -> Call:
+    """The write that cancels TaskRun `name` (its spec.status)."""
+    return ("patch", "taskruns", name, "")
+
+
+CANCEL = cancel("tr")
+STATUS_WRITE: Call = ("patch", "buildruns", "br", "status")
+LABEL_WRITE: Call = ("patch", "buildruns", "br", "")  # the Build's labels (link_to_build)
+
+
+def canceled(kube: FakeKube, name: str = "tr") -> bool:
+    taskrun = kube.stored(TASKRUNS, name)
+    assert taskrun is not None
+    return bool(taskrun["spec"].get("status") == TASKRUN_CANCELLED)
 
 
 @pytest.fixture
@@ -147,7 +167,7 @@ async def test_row_1_a_done_buildrun_stops_its_running_taskrun(rig: Rig) -> None
     rig.taskrun(br, conditions=running())
     assert await rig.reconcile() == DONE
     assert rig.kube.writes() == [CANCEL]
-    assert rig.kube.stored(TASKRUNS, "tr")["spec"]["status"] == "TaskRunCancelled"  # type: ignore[index]
+    assert canceled(rig.kube)
 
 
 async def test_row_2_retention_ttl_deletes_the_buildrun_it_read(rig: Rig) -> None:
@@ -160,12 +180,12 @@ async def test_row_2_retention_ttl_deletes_the_buildrun_it_read(rig: Rig) -> Non
 async def test_row_2_spares_a_namesake_created_since(rig: Rig) -> None:
     rig.buildrun(status=finished(), retention={"ttlAfterFailed": "1m"})
     rig.sync()
-    del rig.kube.objects[("buildruns.shipwright.io", "ns", "br")]
+    await rig.kube.delete(BUILDRUNS, "ns", "br")
     rig.buildrun()  # recreated: another uid
-    rig.kube.calls.clear()
     with pytest.raises(ApiError) as refused:
-        await rig.reconciler.reconcile("ns/br")
-    assert refused.value.status == 409  # the uid precondition: a system error, retried
+        await rig.reconcile(sync=False)
+    assert isinstance(classify(refused.value), RetryableError)  # the uid precondition
+    assert rig.kube.writes() == [("delete", "buildruns", "br", "")]
     assert rig.stored().get("status") is None
 
 
@@ -178,6 +198,15 @@ async def test_row_3_the_generated_service_account_goes_once_done(rig: Rig) -> N
     assert await rig.reconcile() == DONE
     assert rig.kube.writes() == [("delete", "serviceaccounts",
                                   serviceaccounts.generated_name(br), "")]
+    assert rig.kube.stored(SERVICEACCOUNTS, serviceaccounts.generated_name(br)) is None
+
+
+async def test_row_3_a_namesake_service_account_the_buildrun_does_not_own_stays(
+        rig: Rig) -> None:
+    rig.buildrun(status=finished(), serviceAccount=".generate")
+    rig.kube.add(SERVICEACCOUNTS, {"metadata": {"name": "br"}})  # the user's own
+    assert await rig.reconcile() == DONE  # row 4
+    assert rig.kube.writes() == []
 
 
 async def test_row_4_nothing_but_a_wake_at_the_ttl_and_the_outcome_is_frozen(rig: Rig) -> None:
@@ -195,9 +224,10 @@ async def test_row_5_giving_up_finds_the_unrecorded_taskruns_outcome(rig: Rig) -
     br = rig.buildrun()
     rig.taskrun(br, taskrun_name(br), **succeeded())
     await rig.give_up()
-    assert rig.condition()["reason"] == reasons.SUCCEEDED
+    assert (rig.condition()["status"], rig.condition()["reason"]) == ("True", reasons.SUCCEEDED)
     assert rig.stored()["status"]["output"]["digest"] == DIGEST
-    assert STATUS_WRITE in rig.kube.writes()
+    assert rig.stored()["status"]["completionTime"] == format_time(NOW)
+    assert rig.kube.writes() == [STATUS_WRITE]  # finished: nothing to cancel
 
 
 async def test_row_6_giving_up_in_new_ends_with_the_last_error(rig: Rig) -> None:
@@ -206,39 +236,75 @@ async def test_row_6_giving_up_in_new_ends_with_the_last_error(rig: Rig) -> None
     cond = rig.condition()
     assert cond["reason"] == reasons.RECONCILER_RETRIES_EXHAUSTED
     assert "failed calling webhook" in cond["message"]
-    assert rig.stored()["status"]["completionTime"]
+    assert rig.stored()["status"]["completionTime"] == format_time(NOW)
     assert rig.kube.writes() == [STATUS_WRITE]
+
+
+async def test_row_6_giving_up_in_new_stops_an_unrecorded_taskrun(rig: Rig) -> None:
+    br = rig.buildrun()
+    rig.taskrun(br, taskrun_name(br), conditions=running("Pending"))
+    await rig.give_up()
+    assert rig.condition()["reason"] == reasons.RECONCILER_RETRIES_EXHAUSTED
+    assert rig.kube.writes() == [STATUS_WRITE, cancel(taskrun_name(br))]
+    assert canceled(rig.kube, taskrun_name(br))
 
 
 async def test_row_7_canceled_before_it_started(rig: Rig) -> None:
     rig.buildrun(state="BuildRunCanceled")
     assert await rig.reconcile() == DONE
     assert rig.condition()["reason"] == reasons.BUILD_RUN_CANCELED
+    assert rig.stored()["status"]["completionTime"] == format_time(NOW)
+    assert "taskRunName" not in rig.stored()["status"]
     assert rig.kube.writes() == [STATUS_WRITE]
+    assert rig.taskruns() == []
 
 
-@pytest.mark.parametrize(("spec", "reason"), [
-    ({"build": {"name": "nope"}}, reasons.BUILD_NOT_FOUND),
-    ({"serviceAccount": "nobody"}, reasons.SERVICE_ACCOUNT_NOT_FOUND),
-    ({"timeout": "soon"}, reasons.INVALID_TIMEOUT),
-])
+async def test_row_7_a_cancel_stops_a_taskrun_an_earlier_try_never_recorded(
+        rig: Rig) -> None:
+    br = rig.buildrun(state="BuildRunCanceled")
+    rig.taskrun(br, taskrun_name(br), conditions=running("Pending"))
+    assert await rig.reconcile() == DONE
+    assert rig.condition()["reason"] == reasons.BUILD_RUN_CANCELED
+    assert rig.kube.writes() == [STATUS_WRITE, cancel(taskrun_name(br))]
+
+
+# The Build's labels go on first when the Build resolved (Shipwright labels the BuildRun
+# before it checks the rest); a missing or failed Build leaves none.
+@pytest.mark.parametrize(("spec", "reason", "writes"), [
+    ({"build": {"name": "nope"}}, reasons.BUILD_NOT_FOUND, [STATUS_WRITE]),
+    ({"build": {"name": "broken"}}, reasons.BUILD_REGISTRATION_FAILED, [STATUS_WRITE]),
+    ({"serviceAccount": "nobody"}, reasons.SERVICE_ACCOUNT_NOT_FOUND,
+     [LABEL_WRITE, STATUS_WRITE]),
+    ({"timeout": "soon"}, reasons.INVALID_TIMEOUT, [LABEL_WRITE, STATUS_WRITE]),
+    ({"paramValues": [{"name": "nope", "value": "x"}]}, reasons.UNDEFINED_PARAMETER,
+     [LABEL_WRITE, STATUS_WRITE]),
+], ids=["missing-build", "failed-build", "missing-sa", "bad-timeout", "unknown-param"])
 async def test_row_8_a_user_error_is_terminal_at_once(
-        rig: Rig, spec: JSON, reason: str) -> None:
+        rig: Rig, spec: JSON, reason: str, writes: list[Call]) -> None:
+    rig.kube.add(BUILDS, {**fixtures.build("broken"), "status": {
+        "registered": "False", "reason": "BuildStrategyNotFound", "message": "no kaniko"}})
     rig.buildrun(**spec)
     assert await rig.reconcile() == DONE
     cond = rig.condition()
     assert (cond["status"], cond["reason"]) == ("False", reason)
     assert rig.stored()["status"]["completionTime"] == format_time(NOW)
-    assert ("create", "taskruns", "tr", "") not in rig.kube.writes()
-    assert rig.kube.writes()[-1] == STATUS_WRITE
+    assert rig.kube.writes() == writes
+    assert rig.taskruns() == []
+    # Terminal: neither another reconcile nor a spent budget writes again.
+    assert await rig.reconcile() == DONE
+    await rig.give_up()
+    assert rig.kube.writes() == []
 
 
 async def test_row_8_a_taskrun_tekton_refuses_is_the_users_to_fix(rig: Rig) -> None:
-    rig.buildrun()
+    br = rig.buildrun()
     rig.kube.fail("create", TASKRUNS, status=422, reason="Invalid", message="bad step")
     assert await rig.reconcile() == DONE
     assert rig.condition()["reason"] == reasons.TASK_RUN_GENERATION_FAILED
     assert "bad step" in rig.condition()["message"]
+    assert rig.kube.writes() == [LABEL_WRITE, ("create", "taskruns", taskrun_name(br), ""),
+                                 STATUS_WRITE]
+    assert rig.taskruns() == []
 
 
 async def test_row_9_waits_for_the_build_to_be_validated(rig: Rig) -> None:
@@ -246,6 +312,7 @@ async def test_row_9_waits_for_the_build_to_be_validated(rig: Rig) -> None:
     rig.buildrun(build={"name": "fresh"})
     assert await rig.reconcile() == DONE
     assert rig.kube.writes() == []
+    assert rig.stored().get("status") is None
 
 
 async def test_row_10_starts_labels_creates_and_records_in_one_status_write(rig: Rig) -> None:
@@ -264,16 +331,49 @@ async def test_row_10_starts_labels_creates_and_records_in_one_status_write(rig:
     assert owner["uid"] == br["metadata"]["uid"]
 
 
+async def test_row_10_without_a_timeout_nothing_to_wake_for(rig: Rig) -> None:
+    rig.buildrun()
+    assert await rig.reconcile() == DONE
+    assert rig.stored()["status"]["conditions"][0]["status"] == "Unknown"
+
+
+async def test_row_10_creates_the_generated_service_account_before_the_taskrun(
+        rig: Rig) -> None:
+    br = rig.buildrun(serviceAccount=".generate")
+    name = taskrun_name(br)
+    assert await rig.reconcile() == DONE
+    assert rig.kube.writes() == [LABEL_WRITE, ("create", "serviceaccounts", "br", ""),
+                                 ("create", "taskruns", name, ""), STATUS_WRITE]
+    sa = rig.kube.stored(SERVICEACCOUNTS, "br")
+    assert sa is not None and sa["automountServiceAccountToken"] is False
+    assert sa["metadata"]["ownerReferences"][0]["uid"] == br["metadata"]["uid"]
+    assert sa["metadata"]["labels"] == {"buildrun.shipwright.io/name": "br"}
+    taskrun = rig.kube.stored(TASKRUNS, name)
+    assert taskrun is not None and taskrun["spec"]["serviceAccountName"] == "br"
+
+
+async def test_row_10_adds_the_push_secret_to_the_service_account_keeping_its_own(
+        rig: Rig) -> None:
+    rig.kube.modify(SERVICEACCOUNTS, "default",
+                    lambda sa: sa.update(secrets=[{"name": "theirs"}]))
+    br = rig.buildrun(output={"image": fixtures.IMAGE, "pushSecret": "push"})
+    assert await rig.reconcile() == DONE
+    assert rig.kube.writes() == [LABEL_WRITE, ("patch", "serviceaccounts", "default", ""),
+                                 ("create", "taskruns", taskrun_name(br), ""), STATUS_WRITE]
+    sa = rig.kube.stored(SERVICEACCOUNTS, "default")  # a strategic merge: theirs is kept
+    assert sa is not None and sa["secrets"] == [{"name": "theirs"}, {"name": "push"}]
+
+
 async def test_row_10_adopts_its_own_taskrun_from_an_unrecorded_try(rig: Rig) -> None:
     br = rig.buildrun()
     rig.taskrun(br, taskrun_name(br), conditions=running("Pending"))
     rig.sync()
     rig.caches.taskruns.remove(f"ns/{taskrun_name(br)}")  # the watch has not said yet
-    rig.kube.calls.clear()
-    await rig.reconciler.reconcile("ns/br")
-    assert ("create", "taskruns", taskrun_name(br), "") in rig.kube.writes()  # AlreadyExists
+    assert await rig.reconcile(sync=False) == DONE
+    assert rig.kube.writes() == [LABEL_WRITE, ("create", "taskruns", taskrun_name(br), ""),
+                                 STATUS_WRITE]  # the create met AlreadyExists
     assert rig.stored()["status"]["taskRunName"] == taskrun_name(br)
-    assert len([k for k in rig.kube.objects if k[0].startswith("taskruns")]) == 1
+    assert rig.taskruns() == [taskrun_name(br)]
 
 
 async def test_row_10_adopts_a_taskrun_shipwright_made_but_never_recorded(rig: Rig) -> None:
@@ -281,28 +381,32 @@ async def test_row_10_adopts_a_taskrun_shipwright_made_but_never_recorded(rig: R
     switch between the two leaves an owned TaskRun under a name not ours."""
     br = rig.buildrun()
     rig.taskrun(br, "br-x7k2p", conditions=running("Pending"))
-    await rig.reconcile()
+    assert await rig.reconcile() == DONE
     assert rig.stored()["status"]["taskRunName"] == "br-x7k2p"
-    assert [k[2] for k in rig.kube.objects if k[0].startswith("taskruns")] == ["br-x7k2p"]
-    assert ("create", "taskruns", taskrun_name(br), "") not in rig.kube.writes()
+    assert rig.taskruns() == ["br-x7k2p"]
+    assert rig.kube.writes() == [LABEL_WRITE, ("create", "taskruns", "br-x7k2p", ""),
+                                 STATUS_WRITE]  # AlreadyExists: adopted
 
 
 async def test_a_taskrun_another_buildrun_owns_is_not_adopted(rig: Rig) -> None:
     br = rig.buildrun()
     other = {**br, "metadata": {**br["metadata"], "uid": "another-uid"}}
     rig.taskrun(other, "br-x7k2p", conditions=running("Pending"))  # a namesake's, left over
-    await rig.reconcile()
+    assert await rig.reconcile() == DONE
     assert rig.stored()["status"]["taskRunName"] == taskrun_name(br)
+    assert rig.kube.writes() == [LABEL_WRITE, ("create", "taskruns", taskrun_name(br), ""),
+                                 STATUS_WRITE]
 
 
 async def test_a_system_error_on_start_leaves_the_outcome_open(rig: Rig) -> None:
-    rig.buildrun()
+    br = rig.buildrun()
     rig.kube.fail("create", TASKRUNS, status=500, message="failed calling webhook")
     with pytest.raises(ApiError) as raised:
         await rig.reconcile()
     error = classify(raised.value)
     assert isinstance(error, RetryableError) and error.error_class == "webhook"
-    assert not (rig.stored().get("status") or {}).get("completionTime")
+    assert rig.stored().get("status") is None
+    assert rig.kube.writes() == [LABEL_WRITE, ("create", "taskruns", taskrun_name(br), "")]
 
 
 # -- RUNNING: rows 11-16 ------------------------------------------------------------------
@@ -313,6 +417,7 @@ async def test_row_11_a_finished_taskruns_outcome_is_written_once(rig: Rig) -> N
     assert await rig.reconcile() == DONE
     assert rig.condition()["reason"] == reasons.SUCCEEDED
     assert rig.stored()["status"]["output"]["digest"] == DIGEST
+    assert rig.stored()["status"]["completionTime"] == format_time(NOW)
     assert rig.kube.writes() == [STATUS_WRITE]
     assert await rig.reconcile() == DONE  # DONE now: row 4, nothing written
     assert rig.kube.writes() == []
@@ -323,13 +428,25 @@ async def test_row_12_giving_up_while_running_stops_the_taskrun(rig: Rig) -> Non
     rig.taskrun(br, conditions=running())
     await rig.give_up()
     assert rig.condition()["reason"] == reasons.RECONCILER_RETRIES_EXHAUSTED
+    assert rig.stored()["status"]["completionTime"] == format_time(NOW)
     assert rig.kube.writes() == [STATUS_WRITE, CANCEL]
+    assert canceled(rig.kube)
+
+
+async def test_giving_up_while_running_reports_a_taskrun_that_finished(rig: Rig) -> None:
+    br = rig.buildrun(status=started())
+    rig.taskrun(br, **succeeded())
+    await rig.give_up()
+    assert (rig.condition()["status"], rig.condition()["reason"]) == ("True", reasons.SUCCEEDED)
+    assert rig.stored()["status"]["output"]["digest"] == DIGEST
+    assert rig.kube.writes() == [STATUS_WRITE]
 
 
 async def test_row_13_a_deleted_taskrun(rig: Rig) -> None:
     rig.buildrun(status=started())
     assert await rig.reconcile() == DONE
     assert rig.condition()["reason"] == reasons.TASK_RUN_IS_MISSING
+    assert rig.stored()["status"]["completionTime"] == format_time(NOW)
     assert rig.kube.writes() == [STATUS_WRITE]
 
 
@@ -338,7 +455,9 @@ async def test_row_14_a_cancel_while_running(rig: Rig) -> None:
     rig.taskrun(br, conditions=running())
     assert await rig.reconcile() == DONE
     assert rig.condition()["reason"] == reasons.BUILD_RUN_CANCELED
+    assert rig.stored()["status"]["completionTime"] == format_time(NOW)
     assert rig.kube.writes() == [STATUS_WRITE, CANCEL]
+    assert canceled(rig.kube)
 
 
 async def test_row_15_the_timeout_deadline_passed(rig: Rig) -> None:
@@ -346,7 +465,9 @@ async def test_row_15_the_timeout_deadline_passed(rig: Rig) -> None:
     rig.taskrun(br, conditions=running())
     assert await rig.reconcile() == DONE
     assert rig.condition()["reason"] == reasons.BUILD_RUN_TIMEOUT
+    assert rig.stored()["status"]["completionTime"] == format_time(NOW)
     assert rig.kube.writes() == [STATUS_WRITE, CANCEL]
+    assert canceled(rig.kube)
 
 
 async def test_row_16_progress_is_written_and_the_deadline_awaited(rig: Rig) -> None:
@@ -354,10 +475,11 @@ async def test_row_16_progress_is_written_and_the_deadline_awaited(rig: Rig) -> 
                                      buildSpec={"timeout": "10m"}))
     rig.taskrun(br, conditions=running("Running"))
     assert (await rig.reconcile()).requeue_after == pytest.approx(570.05)
-    assert rig.condition()["reason"] == "Running"
+    assert rig.condition()["reason"] == reasons.RUNNING
+    assert "completionTime" not in rig.stored()["status"]
     assert rig.kube.writes() == [STATUS_WRITE]
-    await rig.reconcile()  # the same again: nothing to write
-    assert rig.kube.writes() == []
+    assert (await rig.reconcile()).requeue_after == pytest.approx(570.05)
+    assert rig.kube.writes() == []  # the same again: nothing to write
 
 
 # -- conflicts ----------------------------------------------------------------------------
@@ -367,11 +489,11 @@ async def test_a_conflict_reads_again_and_applies_the_change_anew(rig: Rig) -> N
     rig.taskrun(br, conditions=running("Running"))
     rig.sync()
     # Someone writes after our cache saw it: our patch carries a stale resourceVersion.
-    rig.kube.objects[("buildruns.shipwright.io", "ns", "br")]["metadata"]["resourceVersion"] = "x"
-    rig.kube.calls.clear()
-    await rig.reconciler.reconcile("ns/br")
+    rig.kube.modify(BUILDRUNS, "br", lambda obj: obj["metadata"].update(labels={"x": "y"}))
+    assert await rig.reconcile(sync=False) == DONE
     assert rig.kube.calls == [STATUS_WRITE, ("get", "buildruns", "br", ""), STATUS_WRITE]
-    assert rig.condition()["reason"] == "Running"
+    assert rig.condition()["reason"] == reasons.RUNNING
+    assert rig.stored()["metadata"]["labels"] == {"x": "y"}  # theirs kept
 
 
 async def test_a_conflict_that_lasts_five_tries_is_a_system_error(rig: Rig) -> None:
@@ -391,13 +513,37 @@ async def test_a_conflict_on_a_buildrun_finished_meanwhile_writes_nothing(rig: R
     rig.taskrun(br, **succeeded())
     rig.sync()
     # Another writer finished it first (our cache has not seen that).
-    stored = rig.kube.objects[("buildruns.shipwright.io", "ns", "br")]
-    stored["status"] = finished()
-    stored["metadata"]["resourceVersion"] = "x"
-    rig.kube.calls.clear()
-    assert await rig.reconciler.reconcile("ns/br") == DONE
+    rig.kube.modify(BUILDRUNS, "br", lambda obj: obj.update(status=finished()))
+    assert await rig.reconcile(sync=False) == DONE
     assert rig.kube.writes() == [STATUS_WRITE]  # refused (409); the re-read finds it done
-    assert rig.condition()["reason"] == "Failed"
+    assert rig.stored()["status"] == finished()
+
+
+async def test_a_conflict_while_labelling_reads_again_and_labels_once(rig: Rig) -> None:
+    rig.buildrun()
+    rig.kube.fail("patch", BUILDRUNS, status=409, reason="Conflict", subresource="")
+    assert await rig.reconcile() == DONE
+    assert rig.kube.calls[:3] == [LABEL_WRITE, ("get", "buildruns", "br", ""), LABEL_WRITE]
+    assert rig.stored()["metadata"]["labels"]["build.shipwright.io/name"] == fixtures.BUILD
+    assert rig.kube.writes()[-1] == STATUS_WRITE
+
+
+# -- the frozen outcome: no status write once completionTime is set -------------------------
+
+@pytest.mark.parametrize("world", ["canceled", "taskrun-missing", "deadline-passed",
+                                   "taskrun-succeeded", "taskrun-failed"])
+async def test_a_done_buildruns_status_is_never_written(rig: Rig, world: str) -> None:
+    spec: JSON = {"state": "BuildRunCanceled"} if world == "canceled" else {}
+    br = rig.buildrun(status=finished(buildSpec={"timeout": "1s"}), **spec)
+    if world == "taskrun-succeeded":
+        rig.taskrun(br, **succeeded())
+    elif world != "taskrun-missing":
+        rig.taskrun(br, conditions=[{"type": "Succeeded", "status": "False",
+                                     "reason": "Failed"}], completionTime=ago(60))
+    before = rig.stored()
+    assert await rig.reconcile() == DONE
+    assert rig.kube.writes() == []
+    assert rig.stored() == before
 
 
 async def test_giving_up_on_a_done_buildrun_leaves_it_be(rig: Rig) -> None:

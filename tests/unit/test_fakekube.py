@@ -1,0 +1,145 @@
+"""tests/fakekube.py answers as the API server does where the reconcilers' unit tests
+rely on it, with errors controller/runtime/errors.py classifies as it classifies the
+real ones. (The real API server's answers are what tests/cluster runs on.)"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable
+
+import pytest
+
+from controller.buildrun.serviceaccounts import STRATEGIC_MERGE_PATCH
+from controller.runtime.errors import (
+    RetryableError,
+    classify,
+    is_already_exists,
+    is_conflict,
+    is_not_found,
+)
+from controller.runtime.kube import JSON, SERVICEACCOUNTS, ApiError
+from controller.shipwright.resources import BUILDRUNS, TASKRUNS
+from tests.fakekube import Call, FakeKube
+
+
+async def raised(kube_call: Awaitable[object]) -> ApiError:
+    with pytest.raises(ApiError) as caught:
+        await kube_call
+    return caught.value
+
+
+async def test_every_write_moves_the_resource_version_and_keeps_uid_and_creation() -> None:
+    kube = FakeKube()
+    created = await kube.create(BUILDRUNS, "ns", {"metadata": {"name": "br"}, "spec": {}})
+    meta = created["metadata"]
+    assert meta["uid"] and meta["creationTimestamp"] and meta["generation"] == 1
+    patched = await kube.patch(BUILDRUNS, "ns", "br", {"spec": {"state": "BuildRunCanceled"}})
+    assert int(patched["metadata"]["resourceVersion"]) > int(meta["resourceVersion"])
+    assert patched["metadata"]["generation"] == 2  # the spec changed
+    labelled = await kube.patch(BUILDRUNS, "ns", "br", {"metadata": {"labels": {"a": "b"}}})
+    assert labelled["metadata"]["generation"] == 2  # metadata alone: no new generation
+    assert labelled["metadata"]["uid"] == meta["uid"]
+    assert labelled["metadata"]["creationTimestamp"] == meta["creationTimestamp"]
+    assert int(labelled["metadata"]["resourceVersion"]) > int(
+        patched["metadata"]["resourceVersion"])
+
+
+async def test_errors_are_the_ones_the_real_client_raises_and_are_classified_alike() -> None:
+    kube = FakeKube()
+    missing = await raised(kube.get(BUILDRUNS, "ns", "br"))
+    assert is_not_found(missing) and await kube.get_or_none(BUILDRUNS, "ns", "br") is None
+    assert is_not_found(await raised(kube.patch(BUILDRUNS, "ns", "br", {})))
+    assert is_not_found(await raised(kube.delete(BUILDRUNS, "ns", "br")))
+
+    first = await kube.create(BUILDRUNS, "ns", {"metadata": {"name": "br"}})
+    again = await raised(kube.create(BUILDRUNS, "ns", {"metadata": {"name": "br"}}))
+    assert is_already_exists(again) and not is_conflict(again)
+
+    await kube.patch(BUILDRUNS, "ns", "br", {"metadata": {"labels": {"a": "b"}}})
+    stale = {"metadata": {"resourceVersion": first["metadata"]["resourceVersion"]},
+             "status": {"x": 1}}
+    conflict = await raised(kube.patch(BUILDRUNS, "ns", "br", stale, subresource="status"))
+    assert is_conflict(conflict) and not is_already_exists(conflict)
+    assert isinstance(classify(conflict), RetryableError)
+    assert is_conflict(await raised(kube.put(BUILDRUNS, "ns", "br", stale)))
+    wrong_uid = kube.delete(BUILDRUNS, "ns", "br", preconditions={"uid": "another"})
+    assert is_conflict(await raised(wrong_uid))
+    assert kube.stored(BUILDRUNS, "br") is not None
+
+
+async def test_status_is_written_through_its_subresource_only() -> None:
+    kube = FakeKube()
+    kube.add(BUILDRUNS, {"metadata": {"name": "br"}, "spec": {"a": 1}, "status": {"s": 1}})
+    await kube.patch(BUILDRUNS, "ns", "br", {"spec": {"a": 2}, "status": {"s": 2}})
+    assert spec_and_status(kube) == ({"a": 2}, {"s": 1})
+    await kube.patch(BUILDRUNS, "ns", "br", {"spec": {"a": 3}, "status": {"s": 3, "t": None}},
+                     subresource="status")
+    assert spec_and_status(kube) == ({"a": 2}, {"s": 3})
+    current = await kube.get(BUILDRUNS, "ns", "br")
+    await kube.put(BUILDRUNS, "ns", "br", {**current, "spec": {"a": 4}, "status": {"s": 4}})
+    assert spec_and_status(kube) == ({"a": 4}, {"s": 3})
+    created = await kube.create(BUILDRUNS, "ns", {"metadata": {"name": "b2"}, "status": {}})
+    assert "status" not in created
+
+
+def spec_and_status(kube: FakeKube) -> tuple[JSON, JSON]:
+    stored = kube.stored(BUILDRUNS, "br")
+    assert stored is not None
+    return stored["spec"], stored["status"]
+
+
+async def test_a_strategic_merge_patch_merges_secrets_by_name() -> None:
+    kube = FakeKube()
+    kube.add(SERVICEACCOUNTS, {"metadata": {"name": "sa"}, "secrets": [{"name": "a"}]})
+    body = {"secrets": [{"name": "a"}, {"name": "push"}]}
+    await kube.patch(SERVICEACCOUNTS, "ns", "sa", body, content_type=STRATEGIC_MERGE_PATCH)
+    assert kube.stored(SERVICEACCOUNTS, "sa")["secrets"] == [  # type: ignore[index]
+        {"name": "a"}, {"name": "push"}]
+    await kube.patch(SERVICEACCOUNTS, "ns", "sa", {"secrets": [{"name": "b"}]})  # merge: replaces
+    assert kube.stored(SERVICEACCOUNTS, "sa")["secrets"] == [{"name": "b"}]  # type: ignore[index]
+
+
+async def test_generate_name_makes_a_fresh_name_each_time() -> None:
+    kube = FakeKube()
+    body: JSON = {"metadata": {"generateName": "br-"}}
+    names = {(await kube.create(TASKRUNS, "ns", body))["metadata"]["name"] for _ in range(3)}
+    assert len(names) == 3 and all(n.startswith("br-") and len(n) == 8 for n in names)
+    assert {name for _, _, name, _ in kube.calls} == names  # logged under the name made
+
+
+async def test_injected_errors_and_hooks_run_before_the_call_they_match() -> None:
+    kube = FakeKube()
+    kube.add(BUILDRUNS, {"metadata": {"name": "br"}})
+    kube.fail("patch", BUILDRUNS, status=503, reason="ServiceUnavailable", times=2,
+              subresource="status")
+    for _ in range(2):
+        error = await raised(kube.patch(BUILDRUNS, "ns", "br", {}, subresource="status"))
+        assert (error.status, error.reason) == (503, "ServiceUnavailable")
+    await kube.patch(BUILDRUNS, "ns", "br", {}, subresource="status")  # spent
+    await kube.patch(BUILDRUNS, "ns", "br", {})
+
+    seen: list[Call] = []
+    kube.before("delete", BUILDRUNS, seen.append, times=None)
+    await kube.delete(BUILDRUNS, "ns", "br")
+    assert seen == [("delete", "buildruns", "br", "")]
+    assert kube.writes() == [("patch", "buildruns", "br", "status")] * 3 + [
+        ("patch", "buildruns", "br", ""), ("delete", "buildruns", "br", "")]
+
+
+async def test_list_refuses_a_selector_it_would_ignore() -> None:
+    kube = FakeKube()
+    kube.add(BUILDRUNS, {"metadata": {"name": "br"}})
+    assert [o["metadata"]["name"] for o in (await kube.list(BUILDRUNS, "ns"))["items"]] == [
+        "br"]
+    assert (await kube.list(BUILDRUNS, "other"))["items"] == []
+    with pytest.raises(NotImplementedError):
+        await kube.list(BUILDRUNS, "ns", labelSelector="a=b")
+
+
+async def test_another_writers_write_makes_ours_conflict() -> None:
+    kube = FakeKube()
+    read = kube.add(BUILDRUNS, {"metadata": {"name": "br"}})
+    kube.modify(BUILDRUNS, "br", lambda obj: obj.setdefault("status", {"by": "them"}))
+    body = {"metadata": {"resourceVersion": read["metadata"]["resourceVersion"]}, "status": {}}
+    assert is_conflict(await raised(kube.patch(BUILDRUNS, "ns", "br", body,
+                                               subresource="status")))
+    assert kube.calls == [("patch", "buildruns", "br", "status")]  # modify is not logged
