@@ -12,6 +12,7 @@ from controller.buildrun.buildruns import (
     canceled,
     phase_of,
     recorded_taskrun_name,
+    run_timeout,
     timeout_left,
     ttl_left,
 )
@@ -23,6 +24,7 @@ from controller.buildrun.status import (
     outcome_from_taskrun,
     succeeded_condition,
     taskrun_finished,
+    timeout_message,
 )
 from controller.runtime.errors import UserError
 from controller.runtime.kube import JSON, PODS, Kube
@@ -70,10 +72,14 @@ class Observer:
             )
             return Seen(buildrun, observation, taskrun, service_account=service_account)
         taskrun, outcome = await self.observe_taskrun(buildrun)
+        deadline_passed = timeout_left(buildrun, self.clock()) == 0.0
         observation = Observation(
             phase=phase,
             canceled=canceled(buildrun),
-            deadline_passed=timeout_left(buildrun, self.clock()) == 0.0,
+            deadline_passed=deadline_passed,
+            timeout_message=timeout_message(buildrun["metadata"]["name"],
+                                            run_timeout(buildrun) or 0.0)
+            if deadline_passed else "",
             outcome=outcome,
             taskrun_missing=taskrun is None,
             taskrun_running=taskrun is not None and not taskrun_finished(taskrun),

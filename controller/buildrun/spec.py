@@ -143,6 +143,11 @@ class EffectiveBuild:
     retention: dict[str, Any]  # CRD shape: ttlAfterFailed, ttlAfterSucceeded, atBuildDeletion
 
 
+# BuildRun fields that override the Build and count as set when present (the rest: when
+# non-empty), as Shipwright's pointers and collections.
+_POINTERS = ("output", "timeout", "schedulerName", "runtimeClassName")
+
+
 def effective_build(buildrun: dict[str, Any], build_spec: dict[str, Any]) -> EffectiveBuild:
     """Merge a BuildRun's overrides into `build_spec`: the fetched Build's spec, or the
     BuildRun's own spec.build.spec when it embeds one. Neither input is modified."""
@@ -151,19 +156,21 @@ def effective_build(buildrun: dict[str, Any], build_spec: dict[str, Any]) -> Eff
     where = "spec.build.spec" if embedded else "the Build's spec"
     if embedded:
         # An embedded spec already says everything; a second place to say it is ambiguous.
-        # Shipwright's validate.BuildRunFields: set (pointers) or non-empty (lists, maps).
-        pointers = ("output", "timeout", "schedulerName", "runtimeClassName")
-        collections = ("paramValues", "env", "nodeSelector", "tolerations", "stepResources")
-        overrides = [f"spec.{f}" for f in (*pointers, *collections)
-                     if run.get(f) is not None and (f in pointers or len(run[f]) > 0)]
-        if (run.get("build") or {}).get("spec", {}).get("trigger") is not None:
-            overrides.append("spec.build.spec.trigger (allowed in a Build only)")
-        if overrides:
-            raise UserError(
-                BUILD_RUN_BUILD_FIELD_OVERRIDE_FORBIDDEN,
-                f"{', '.join(overrides)} cannot be set when spec.build.spec embeds the Build: "
-                "set them in spec.build.spec instead",
-            )
+        # Shipwright's validate.BuildRunFields, its checks in its order and its words: set
+        # (pointers) or non-empty (lists, maps).
+        build_spec_trigger = (run.get("build") or {}).get("spec", {}).get("trigger")
+        for field in ("output", "paramValues", "env", "timeout", "trigger", "nodeSelector",
+                      "tolerations", "schedulerName", "runtimeClassName", "stepResources"):
+            if field == "trigger":
+                if build_spec_trigger is not None:
+                    raise UserError(BUILD_RUN_BUILD_FIELD_OVERRIDE_FORBIDDEN,
+                                    "cannot use 'triggers' override in the 'BuildRun', only "
+                                    "allowed in the 'Build'")
+                continue
+            value = run.get(field)
+            if value is not None and (field in _POINTERS or len(value) > 0):
+                raise UserError(BUILD_RUN_BUILD_FIELD_OVERRIDE_FORBIDDEN,
+                                f"cannot use '{field}' override and 'buildSpec' simultaneously")
     spec = copy.deepcopy(build_spec)
 
     run_output = {k: v for k, v in (run.get("output") or {}).items() if v}

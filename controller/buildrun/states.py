@@ -73,6 +73,8 @@ class Observation:
     phase: Phase
     canceled: bool = False
     deadline_passed: bool = False
+    # RUNNING, when the deadline passed: BuildRunTimeout's message (status.timeout_message).
+    timeout_message: str = ""
     # NEW only: the user error found while resolving Build, strategy, params, SA.
     user_error: UserError | None = None
     # NEW only: the referenced Build has no status.registered yet (its validation has not
@@ -184,7 +186,7 @@ TABLE: tuple[Row, ...] = (
     Row(14, Phase.RUNNING, "spec.state is BuildRunCanceled", lambda o: o.canceled,
         _finish(reasons.BUILD_RUN_CANCELED, "the BuildRun was canceled")),
     Row(15, Phase.RUNNING, "timeout deadline passed", lambda o: o.deadline_passed,
-        _finish(reasons.BUILD_RUN_TIMEOUT, "the BuildRun ran past its timeout")),
+        lambda o: Decision(Action.FINISH, reasons.BUILD_RUN_TIMEOUT, o.timeout_message)),
     Row(16, Phase.RUNNING, "TaskRun in progress", lambda _: True,
         _just(Action.PROGRESS)),
 )

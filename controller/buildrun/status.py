@@ -21,7 +21,9 @@ from controller.buildrun.reasons import (
     TASK_RUN_TIMEOUT,
     VULNERABILITIES_FOUND,
 )
+from controller.buildrun.spec import go_duration, parse_duration
 from controller.runtime.text import truncate
+from controller.shipwright.labels import LABEL_BUILDRUN
 
 # Limits from the BuildRun CRD schema: a longer value gets the whole status write rejected.
 MESSAGE_MAX = 32768
@@ -102,6 +104,12 @@ class Outcome:
     source: dict[str, Any] | None = None
 
 
+def timeout_message(buildrun_name: str, seconds: float) -> str:
+    """BuildRunTimeout's message, Shipwright's words (its conditions.go): "BuildRun NAME
+    failed to finish within 5m0s", the duration as Go prints it."""
+    return f"BuildRun {buildrun_name} failed to finish within {go_duration(seconds)}"
+
+
 def outcome_from_taskrun(
     taskrun: dict[str, Any], pod: dict[str, Any] | None = None
 ) -> Outcome | None:
@@ -124,7 +132,9 @@ def outcome_from_taskrun(
     tekton_reason = condition.get("reason")
     if tekton_reason == TASK_RUN_TIMEOUT:
         timeout = (taskrun.get("spec") or {}).get("timeout")
-        message = f"BuildRun failed to finish within {timeout}" if timeout else _message(condition)
+        buildrun = ((taskrun.get("metadata") or {}).get("labels") or {}).get(LABEL_BUILDRUN, "")
+        message = (timeout_message(buildrun, parse_duration(timeout)) if timeout
+                   else _message(condition))
         return Outcome("False", BUILD_RUN_TIMEOUT, message, None, None)
     if tekton_reason == TASK_RUN_CANCELLED:
         message = "The BuildRun and its TaskRun were canceled"

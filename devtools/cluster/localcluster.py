@@ -339,6 +339,7 @@ _CORE_PLURALS = {
     "Service": "services",
     "ConfigMap": "configmaps",
     "Secret": "secrets",
+    "StorageClass": "storageclasses",
 }
 
 

@@ -7,7 +7,9 @@ processes built by hack/build-all and cached in ~/.cache/buildrun-controller:
   kwok                      fakes that Node's kubelet; pods move by the stages in
                             hack/kwok/stages (README there: annotations pick a fate)
   kube-controller-manager   garbagecollector, serviceaccount(-token), namespace,
-                            root-ca-cert-publisher, each with its own SA credentials
+                            root-ca-cert-publisher, persistent volumes (its hostPath
+                            provisioner behind the default StorageClass) and
+                            StatefulSets, each with its own SA credentials
   Tekton webhook+controller v1.10.3, under Tekton's own RBAC (TokenRequest tokens of
                             its ServiceAccounts); CRDs, RBAC and config maps read at
                             run time from config/ in the Go module cache
@@ -70,9 +72,29 @@ NODE = "kwok-node-0"
 WEBHOOK_SERVICE = "tekton-pipelines-webhook"
 CONTROLLER_SA = "tekton-pipelines-controller"
 WEBHOOK_SA = "tekton-pipelines-webhook"
+# The persistent-volume ones and the StatefulSet controller serve Tekton's PipelineRuns:
+# Shipwright's PipelineRun binds its `source` workspace with a volumeClaimTemplate (1Gi
+# RWO, no class: the default StorageClass, STORAGE_CLASS, provisioned by kube-controller-
+# manager's own hostPath provisioner), and Tekton's affinity assistant, a StatefulSet,
+# puts the PipelineRun's pods beside that volume. The claim protection controller removes
+# the kubernetes.io/pvc-protection finalizer, without which a namespace never goes.
 KCM_CONTROLLERS = (
-    "garbagecollector,serviceaccount,serviceaccount-token,namespace,root-ca-cert-publisher"
+    "garbagecollector,serviceaccount,serviceaccount-token,namespace,root-ca-cert-publisher,"
+    "persistentvolume-binder-controller,persistentvolume-protection-controller,"
+    "persistentvolumeclaim-protection-controller,statefulset-controller"
 )
+# The default StorageClass: kube-controller-manager's in-tree hostPath provisioner
+# (--enable-hostpath-provisioner; a directory under /tmp/hostpath_pv per claim, deleted
+# with it). Nothing mounts it: kwok runs no container.
+STORAGE_CLASS: dict[str, Any] = {
+    "apiVersion": "storage.k8s.io/v1",
+    "kind": "StorageClass",
+    "metadata": {"name": "hostpath",
+                 "annotations": {"storageclass.kubernetes.io/is-default-class": "true"}},
+    "provisioner": "kubernetes.io/host-path",
+    "reclaimPolicy": "Delete",
+    "volumeBindingMode": "Immediate",
+}
 # Only strings: Tekton puts them in pod specs and nothing here ever pulls an image.
 FAKE_IMAGES = {
     "-entrypoint-image": "registry.invalid/tekton/entrypoint:v1.10.3",
@@ -361,6 +383,7 @@ class TektonStack:
                 f"--secure-port={free_port()}",
                 f"--cert-dir={self.workdir / 'kcm-certs'}",
                 f"--controllers={KCM_CONTROLLERS}",
+                "--enable-hostpath-provisioner",
                 f"--service-account-private-key-file={self.cluster.service_account_key}",
                 f"--root-ca-file={self.cluster.ca_file}",
                 "--use-service-account-credentials=true",
@@ -416,6 +439,7 @@ class TektonStack:
             for doc in yaml.safe_load_all(path.read_text()):
                 await self.cluster.apply(doc)
         await self.cluster.apply_crds([REPO / "manifests" / "crds"])
+        await self.cluster.apply(STORAGE_CLASS)
 
     async def _default_service_account(self) -> None:
         async def exists() -> bool:

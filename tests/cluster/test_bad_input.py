@@ -167,7 +167,7 @@ CORPUS: list[Case] = [
     Case("ambiguous", {"build": {"name": "app", "spec": EMBEDDED}},
          reasons.BUILD_RUN_AMBIGUOUS_BUILD),
     Case("embedded-and-override", {"build": {"spec": EMBEDDED}, "timeout": "1m"},
-         reasons.BUILD_RUN_BUILD_FIELD_OVERRIDE_FORBIDDEN, "spec.timeout"),
+         reasons.BUILD_RUN_BUILD_FIELD_OVERRIDE_FORBIDDEN, "'timeout' override"),
     Case("embedded-missing-strategy", {"build": {"spec": {**EMBEDDED,
                                                           "strategy": {"name": "ghost"}}}},
          reasons.BUILD_REGISTRATION_FAILED, "buildStrategy ghost does not exist"),

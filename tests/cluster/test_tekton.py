@@ -384,3 +384,51 @@ async def test_cancelling_a_taskrun_tekton_finished_meanwhile_is_not_an_error(
     reconciler = BuildRunReconciler(kube, Caches(), EventRecorder(kube, "t", "t"))
     await reconciler.actions.cancel_taskrun(stale)  # returns: nothing to cancel
     assert taskrun_finished(await taskrun(world, "raced"))
+
+
+# -- the stack's storage, for PipelineRuns -------------------------------------------------
+
+
+async def test_a_pipelinerun_with_a_claim_template_workspace_binds_and_runs(
+    stack: TektonStack, world: World
+) -> None:
+    """Shipwright's PipelineRun executor binds its `source` workspace with a
+    volumeClaimTemplate (1Gi RWO, no storage class): on the stack the default
+    StorageClass's hostPath provisioner binds it, Tekton's affinity assistant (a
+    StatefulSet) is scheduled, both tasks run, and deleting the PipelineRun takes the
+    claim and its volume with it (claim protection lets them go)."""
+    pipelineruns = Resource("tekton.dev", "v1", "pipelineruns", "PipelineRun")
+    claims = Resource("", "v1", "persistentvolumeclaims", "PersistentVolumeClaim")
+    volumes = Resource("", "v1", "persistentvolumes", "PersistentVolume")
+    task = {"workspaces": [{"name": "source"}],
+            "steps": [{"name": "s", "image": "busybox", "script": "true"}]}
+    await world.kube.create(pipelineruns, world.ns, {
+        "apiVersion": "tekton.dev/v1", "kind": "PipelineRun", "metadata": {"name": "pr"},
+        "spec": {
+            "pipelineSpec": {"workspaces": [{"name": "source"}], "tasks": [
+                {"name": "one", "taskSpec": task,
+                 "workspaces": [{"name": "source", "workspace": "source"}]},
+                {"name": "two", "taskSpec": task, "runAfter": ["one"],
+                 "workspaces": [{"name": "source", "workspace": "source"}]}]},
+            "workspaces": [{"name": "source", "volumeClaimTemplate": {"spec": {
+                "accessModes": ["ReadWriteOnce"],
+                "resources": {"requests": {"storage": "1Gi"}}}}}]}})
+
+    async def finished() -> JSON | None:
+        pr = await world.kube.get(pipelineruns, world.ns, "pr")
+        done = taskrun_finished(pr)  # a PipelineRun's Succeeded condition reads the same
+        return pr if done else None
+
+    pr = await wait_for(finished, 90, 0.5)
+    assert condition(pr)["status"] == "True", pr["status"]
+    [claim] = (await world.kube.list(claims, world.ns))["items"]
+    assert claim["status"]["phase"] == "Bound"
+    assert claim["spec"]["storageClassName"] == "hostpath"
+    volume = claim["spec"]["volumeName"]
+    await world.kube.delete(pipelineruns, world.ns, "pr")
+
+    async def released() -> bool:
+        left = (await world.kube.list(claims, world.ns))["items"]
+        return not left and await world.kube.get_or_none(volumes, None, volume) is None
+
+    await wait_for(released, 60, 0.5)

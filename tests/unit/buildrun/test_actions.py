@@ -465,6 +465,9 @@ async def test_row_15_the_timeout_deadline_passed(rig: Rig) -> None:
     rig.taskrun(br, conditions=running())
     assert await rig.reconcile() == DONE
     assert rig.condition()["reason"] == reasons.BUILD_RUN_TIMEOUT
+    # Shipwright's words (conditions.go), which its integration suite checks.
+    assert rig.condition()["message"] == \
+        f"BuildRun {br['metadata']['name']} failed to finish within 20s"
     assert rig.stored()["status"]["completionTime"] == format_time(NOW)
     assert rig.kube.writes() == [STATUS_WRITE, CANCEL]
     assert canceled(rig.kube)

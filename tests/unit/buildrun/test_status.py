@@ -167,10 +167,12 @@ def test_outcome_ignores_oversized_digest() -> None:
 
 def test_outcome_timeout() -> None:
     tr = taskrun("False", reasons.TASK_RUN_TIMEOUT, "timed out", spec={"timeout": "600s"})
+    tr["metadata"]["labels"] = {"buildrun.shipwright.io/name": "br"}
     outcome = outcome_from_taskrun(tr)
     assert outcome is not None
     assert (outcome.status, outcome.reason) == ("False", reasons.BUILD_RUN_TIMEOUT)
-    assert "600s" in outcome.message
+    # Shipwright's words and Go's duration format (conditions.go: taskRun.Spec.Timeout).
+    assert outcome.message == "BuildRun br failed to finish within 10m0s"
     assert outcome.failure_details is None
 
 
