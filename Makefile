@@ -63,9 +63,8 @@ peer-build:
 shipwright-it:
 	hack/shipwright-it/build >/dev/null
 
-# Runs that suite against our controller on the session's stack (over an hour while
-# about ten specs wait out the suite's 300 s each). Not part of `make test` yet: its
-# table of specs that cannot pass is from two incomplete runs (BENCHMARKS.md).
+# Runs that suite alone against our controller on a stack of its own; `make test` runs
+# it too, with the rest (tests/cluster/test_shipwright_it.py, BENCHMARKS.md for its time).
 shipwright-it-test: $(STAMP) stack shipwright-it
 	$(VENV)/bin/pytest -q -m shipwright_it tests/cluster/test_shipwright_it.py
 
