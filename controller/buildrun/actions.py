@@ -6,12 +6,15 @@ one `case`. Every write a BuildRun's reconcile makes is here; status goes throug
 from __future__ import annotations
 
 import contextlib
+import copy
 import logging
 from dataclasses import replace
 from typing import assert_never
 
 from controller.buildrun import metrics, reasons, serviceaccounts
 from controller.buildrun.buildruns import build_link, timeout_left, ttl_left
+from controller.buildrun.executors import TASKRUN_CANCELLED as TASKRUN_CANCELLED
+from controller.buildrun.executors import Executor
 from controller.buildrun.observe import Seen
 from controller.buildrun.plan import Plan
 from controller.buildrun.states import Action, Decision, decide
@@ -31,12 +34,9 @@ from controller.runtime.kube import JSON, PODS, SERVICEACCOUNTS, ApiError, Kube
 from controller.runtime.reconcile import DONE, Result
 from controller.runtime.timestamps import Clock, format_time, parse_time
 from controller.shipwright import metrics as shipwright_metrics
-from controller.shipwright.resources import BUILDRUNS, TASKRUNS
+from controller.shipwright.resources import BUILDRUNS
 
 log = logging.getLogger(__name__)
-
-# spec.status that cancels a Tekton TaskRun (Tekton spells the reason the same).
-TASKRUN_CANCELLED = "TaskRunCancelled"
 
 
 class Actions:
@@ -47,13 +47,13 @@ class Actions:
 
     async def act(self, seen: Seen, decision: Decision) -> Result:
         """Carries out the decided row's action; the one place each Action is handled."""
-        buildrun, taskrun = seen.buildrun, seen.taskrun
+        buildrun, run, executor = seen.buildrun, seen.run, seen.executor
         match decision.action:
             case Action.NOTHING:
                 return _requeue_at(ttl_left(buildrun, self.clock()))  # row 2, when due
             case Action.STOP_TASKRUN:
-                assert taskrun is not None
-                await self.cancel_taskrun(taskrun)
+                assert run is not None
+                await self.cancel(executor, run)
                 return _requeue_at(ttl_left(buildrun, self.clock()))
             case Action.DELETE:
                 await self.delete(buildrun)
@@ -65,7 +65,7 @@ class Actions:
                     buildrun = await self.link_to_build(buildrun, seen.build)
                     seen = replace(seen, buildrun=buildrun, build=None)
                 try:
-                    return await self.start(buildrun, plan)
+                    return await self.start(buildrun, plan, executor)
                 except UserError as exc:
                     # The API server's answer to the start is the user's to fix: the
                     # table decides again with it (row 8).
@@ -75,50 +75,56 @@ class Actions:
                 if seen.build is not None:
                     # A user error after the Build resolved: labelled as Shipwright does.
                     buildrun = await self.link_to_build(buildrun, seen.build)
-                await self._finish(buildrun, taskrun, decision)
+                await self._finish(seen, buildrun, decision)
                 return DONE
             case Action.DELETE_SERVICE_ACCOUNT:
                 assert seen.service_account is not None
                 await self._delete_service_account(seen.service_account)
                 return _requeue_at(ttl_left(buildrun, self.clock()))
             case Action.PROGRESS:
-                assert taskrun is not None
-                written = await self._progress(buildrun, taskrun)
-                return _requeue_at(timeout_left(written or buildrun, self.clock()))
+                assert run is not None
+                written = await self._progress(buildrun, run)
+                deadline = timeout_left(written or buildrun, self.clock())
+                if seen.poll is not None:  # nothing else would wake it
+                    deadline = min(deadline, seen.poll) if deadline is not None else seen.poll
+                return _requeue_at(deadline)
             case _:
                 assert_never(decision.action)
 
-    async def start(self, buildrun: JSON, plan: Plan) -> Result:
-        """Row 10: make the ServiceAccount ready, create (or adopt) the TaskRun and record
-        it in one status write.
+    async def start(self, buildrun: JSON, plan: Plan, executor: Executor) -> Result:
+        """Row 10: make the ServiceAccount ready, create (or adopt) the TaskRun (or
+        PipelineRun, as `executor` says) and record it in one status write.
 
-        Raises UserError when the API server's answer is the user's to fix (the TaskRun
-        is invalid, its name is taken, the snapshot does not fit, the ServiceAccount is
+        Raises UserError when the API server's answer is the user's to fix (it is
+        invalid, its name is taken, the snapshot does not fit, the ServiceAccount is
         gone); the caller decides again with it (row 8)."""
         namespace = buildrun["metadata"]["namespace"]
         await self._ready_service_account(namespace, plan)
         try:
-            created = await self.kube.create(TASKRUNS, namespace, plan.taskrun)
+            created = await self.kube.create(executor.resource, namespace, plan.taskrun)
         except ApiError as exc:
             if is_already_exists(exc):
-                created = await self._adopt(buildrun, plan.taskrun["metadata"]["name"])
+                created = await self._adopt(buildrun, executor,
+                                            plan.taskrun["metadata"]["name"])
             elif is_invalid(exc):
-                # The TaskRun's own validation (CRD schema or Tekton's webhook) refused
-                # what the user asked for: retrying cannot change the answer.
+                # Its own validation (CRD schema or Tekton's webhook) refused what the
+                # user asked for: retrying cannot change the answer. Shipwright's reason
+                # for the TaskRun; for a PipelineRun too (its PipelineRunGenerationFailed
+                # is for a generator error, which ours never has).
                 raise UserError(reasons.TASK_RUN_GENERATION_FAILED,
-                                f"the TaskRun was rejected: {exc.message}") from exc
+                                f"the {executor.kind} was rejected: {exc.message}") from exc
             else:
                 raise
         now = format_time(self.clock())
         try:
             written = await write_status(
-                self.kube, buildrun, started(created, plan.snapshot, now))
+                self.kube, buildrun, started(executor, created, plan.snapshot, now))
         except ApiError as exc:
             if not is_too_large(exc):
                 raise
             # The snapshot of a BuildRun near etcd's size limit does not fit in its
-            # status: no retry can change that. Stop the TaskRun; the user must shrink it.
-            await self.cancel_taskrun(created)
+            # status: no retry can change that. Stop the run; the user must shrink it.
+            await self.cancel(executor, created)
             raise UserError(reasons.BUILD_RUN_TOO_LARGE,
                             f"the BuildRun is too large to record its build spec: {exc.message}"
                             ) from exc
@@ -179,14 +185,16 @@ class Actions:
                  extra={"key": f"{namespace}/{plan.service_account}",
                         "secrets": plan.add_secrets})
 
-    async def _adopt(self, buildrun: JSON, name: str) -> JSON:
-        """A TaskRun named as planned exists: ours from an earlier try, or one Shipwright
-        made but never recorded (see Observer._unrecorded_taskrun), or someone else's."""
-        existing = await self.kube.get(TASKRUNS, buildrun["metadata"]["namespace"], name)
+    async def _adopt(self, buildrun: JSON, executor: Executor, name: str) -> JSON:
+        """A TaskRun (PipelineRun) named as planned exists: ours from an earlier try, or
+        one Shipwright made but never recorded (see Observer._unrecorded_run), or
+        someone else's."""
+        existing = await self.kube.get(executor.resource, buildrun["metadata"]["namespace"],
+                                       name)
         owners = existing["metadata"].get("ownerReferences") or []
         if not any(o.get("uid") == buildrun["metadata"]["uid"] for o in owners):
             raise UserError(reasons.TASK_RUN_GENERATION_FAILED,
-                            f"TaskRun {name!r} exists but belongs to another object")
+                            f"{executor.kind} {name!r} exists but belongs to another object")
         return existing
 
     async def delete(self, buildrun: JSON) -> None:
@@ -229,8 +237,10 @@ class Actions:
             self.recorder.record(buildrun, "Normal", reasons.RUNNING, message or "running")
         return written
 
-    async def _finish(self, buildrun: JSON, taskrun: JSON | None, decision: Decision) -> None:
-        """Writes the terminal status once; then makes sure the TaskRun stops."""
+    async def _finish(self, seen: Seen, buildrun: JSON, decision: Decision) -> None:
+        """Writes the terminal status once; then makes sure the TaskRun (PipelineRun)
+        stops."""
+        run, executor = seen.run, seen.executor
         now_t = self.clock()
         now = format_time(now_t)
         written = await write_status(self.kube, buildrun, finished(decision, now))
@@ -248,25 +258,27 @@ class Actions:
             buildrun, "Normal" if decision.succeeded == "True" else "Warning",
             decision.reason, decision.message or decision.reason,
         )
-        if taskrun is not None and not taskrun_finished(taskrun):
-            await self.cancel_taskrun(taskrun)
-        pod_name = ((taskrun or {}).get("status") or {}).get("podName")
-        if taskrun is not None and pod_name and taskrun_finished(taskrun):
+        if run is not None and not taskrun_finished(run):
+            await self.cancel(executor, run)
+        pod_name = executor.pod_name(run, list(seen.children)) if run is not None else ""
+        if run is not None and pod_name and taskrun_finished(run):
             # Shipwright's pod ramp-up metrics, read (as Shipwright does) from a finished
-            # TaskRun's pod; last, so nothing above waits for this extra GET.
+            # TaskRun's pod (a PipelineRun's first TaskRun's); last, so nothing above
+            # waits for this extra GET.
             with contextlib.suppress(ApiError):
                 pod = await self.kube.get_or_none(PODS, meta["namespace"], pod_name)
                 if pod is not None:
-                    shipwright_metrics.taskrun_pod_seen(written, taskrun, pod)
+                    shipwright_metrics.taskrun_pod_seen(written, run, pod)
 
-    async def cancel_taskrun(self, taskrun: JSON) -> None:
-        meta = taskrun["metadata"]
-        if (taskrun.get("spec") or {}).get("status") == TASKRUN_CANCELLED:
+    async def cancel(self, executor: Executor, run: JSON) -> None:
+        """Asks Tekton to stop the TaskRun (PipelineRun): `executor.cancel_patch`, as
+        Shipwright's Cancel, as a merge patch."""
+        meta = run["metadata"]
+        if executor.cancelled(run):
             return
-        body = {"spec": {"status": TASKRUN_CANCELLED,
-                         "statusMessage": "the BuildRun finished before its TaskRun did"}}
         try:
-            await self.kube.patch(TASKRUNS, meta["namespace"], meta["name"], body)
+            await self.kube.patch(executor.resource, meta["namespace"], meta["name"],
+                                  copy.deepcopy(executor.cancel_patch))
         except ApiError as exc:
             if is_not_found(exc):
                 return
@@ -275,7 +287,8 @@ class Actions:
             # our read, there is nothing left to cancel. 51 such refusals in the 5,000
             # soak were retried as system errors before this check (RELIABILITY.md).
             if is_invalid(exc):
-                current = await self.kube.get_or_none(TASKRUNS, meta["namespace"], meta["name"])
+                current = await self.kube.get_or_none(executor.resource, meta["namespace"],
+                                                      meta["name"])
                 if current is None or taskrun_finished(current):
                     return
             raise

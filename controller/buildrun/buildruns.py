@@ -1,5 +1,6 @@
-"""Reading a BuildRun: its phase, its deadlines, the TaskRun it records, and the
-metadata Shipwright links to its Build. Pure functions of the object (and a clock)."""
+"""Reading a BuildRun: its phase, its deadlines, the executor (TaskRun or PipelineRun) it
+records, and the metadata Shipwright links to its Build. Pure functions of the object (and
+a clock)."""
 
 from __future__ import annotations
 
@@ -16,7 +17,8 @@ from controller.shipwright.labels import LABEL_BUILD, LABEL_BUILD_GENERATION
 
 # spec.state of a BuildRun the user cancels (Shipwright spells the reason the same).
 CANCELED = "BuildRunCanceled"
-# status.executor.kind of the object running a BuildRun (Shipwright can also use PipelineRuns).
+# status.executor.kind of a BuildRun that recorded only taskRunName (written before
+# executor existed): a TaskRun. executors.py has both kinds.
 EXECUTOR_KIND = "TaskRun"
 _LABEL_VALUE = re.compile(r"(?:[A-Za-z0-9](?:[-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?)?")
 
@@ -31,17 +33,24 @@ def phase_of(buildrun: JSON) -> Phase:
     status = buildrun.get("status") or {}
     if status.get("completionTime"):
         return Phase.DONE
-    return Phase.RUNNING if status.get("taskRunName") else Phase.NEW
+    return Phase.RUNNING if recorded_executor(status) else Phase.NEW
+
+
+def recorded_executor(status: JSON) -> str | None:
+    """The executor's name the status records: executor.name, else the deprecated
+    taskRunName (Shipwright writes it for a TaskRun only; older versions only it)."""
+    name = (status.get("executor") or {}).get("name") or status.get("taskRunName")
+    return str(name) if name else None
 
 
 def canceled(buildrun: JSON) -> bool:
     return spec_of(buildrun).get("state") == CANCELED
 
 
-def recorded_taskrun_name(buildrun: JSON) -> str:
-    """status.taskRunName, else the deterministic name (a TaskRun created by a try
-    whose status write was lost)."""
-    return (buildrun.get("status") or {}).get("taskRunName") or taskrun_name(buildrun)
+def recorded_executor_name(buildrun: JSON) -> str:
+    """The executor's recorded name, else the deterministic name (a TaskRun or PipelineRun
+    created by a try whose status write was lost)."""
+    return recorded_executor(buildrun.get("status") or {}) or taskrun_name(buildrun)
 
 
 def run_timeout(buildrun: JSON) -> float | None:

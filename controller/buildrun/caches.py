@@ -12,13 +12,18 @@ from controller.shipwright.resources import (
     BUILDS,
     BUILDSTRATEGIES,
     CLUSTERBUILDSTRATEGIES,
+    PIPELINERUNS,
     TASKRUNS,
 )
 
+# How often a BuildRun running as an unwatched kind is looked at (Caches.unwatched).
+UNWATCHED_POLL = 10.0
+
 
 def owner_buildrun(obj: JSON) -> str | None:
-    """The BuildRun key a TaskRun (or generated ServiceAccount) belongs to: its controller
-    ownerReference, else its label."""
+    """The BuildRun key a TaskRun, PipelineRun (or generated ServiceAccount) belongs to: its
+    controller ownerReference, else its label (which Tekton copies from a PipelineRun to
+    its TaskRuns, so a PipelineRun's TaskRuns map to its BuildRun too)."""
     meta = obj["metadata"]
     for ref in meta.get("ownerReferences") or []:
         if ref.get("kind") == "BuildRun" and ref.get("controller"):
@@ -32,10 +37,10 @@ def _owner_keys(obj: JSON) -> list[str]:
     return [owner] if owner else []
 
 
-# Store.by_index(BY_BUILDRUN, "namespace/buildrun") -> the TaskRuns of that BuildRun,
-# whatever their names (Shipwright names its own with generateName).
+# Store.by_index(BY_BUILDRUN, "namespace/buildrun") -> the TaskRuns (PipelineRuns) of that
+# BuildRun, whatever their names (Shipwright names its own with generateName).
 BY_BUILDRUN = "buildrun"
-TASKRUN_INDEXERS: dict[str, Indexer] = {BY_BUILDRUN: _owner_keys}
+EXECUTOR_INDEXERS: dict[str, Indexer] = {BY_BUILDRUN: _owner_keys}
 
 
 @dataclass(frozen=True)
@@ -44,14 +49,22 @@ class Caches:
     (`read`), so an empty store is slower, never wrong."""
 
     buildruns: Store = field(default_factory=Store)
-    taskruns: Store = field(default_factory=lambda: Store(TASKRUN_INDEXERS))
+    taskruns: Store = field(default_factory=lambda: Store(EXECUTOR_INDEXERS))
+    # Filled only with BUILDRUN_EXECUTOR=PipelineRun (no informer otherwise: a read misses
+    # and asks the API server, for a BuildRun started as a PipelineRun before a switch).
+    pipelineruns: Store = field(default_factory=lambda: Store(EXECUTOR_INDEXERS))
     builds: Store = field(default_factory=Store)
     strategies: Store = field(default_factory=Store)
     cluster_strategies: Store = field(default_factory=Store)
     service_accounts: Store = field(default_factory=Store)
+    # Kinds with no informer (PipelineRuns with BUILDRUN_EXECUTOR=TaskRun): their store
+    # stays empty and no event of theirs wakes a BuildRun, so one that runs as such a
+    # kind is read with a GET and looked at again every UNWATCHED_POLL seconds.
+    unwatched: frozenset[Resource] = frozenset()
 
     def store(self, resource: Resource) -> Store:
-        stores = {BUILDRUNS: self.buildruns, TASKRUNS: self.taskruns, BUILDS: self.builds,
+        stores = {BUILDRUNS: self.buildruns, TASKRUNS: self.taskruns,
+                  PIPELINERUNS: self.pipelineruns, BUILDS: self.builds,
                   BUILDSTRATEGIES: self.strategies,
                   CLUSTERBUILDSTRATEGIES: self.cluster_strategies,
                   SERVICEACCOUNTS: self.service_accounts}

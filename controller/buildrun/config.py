@@ -1,5 +1,6 @@
-"""Shipwright's build-controller settings that shape the TaskRun, read from the same
-environment variables as Shipwright v0.20's controller (its pkg/config), once at start.
+"""Shipwright's build-controller settings that shape the TaskRun (or PipelineRun), read
+from the same environment variables as Shipwright v0.20's controller (its pkg/config),
+once at start: BUILDRUN_EXECUTOR picks which of the two a BuildRun runs as.
 
 Each helper step (Git clone, OCI bundle pull, local-source waiter, image processing)
 starts from a container template: Shipwright's default, replaced wholesale by the
@@ -24,6 +25,10 @@ BUNDLE_IMAGE = "ghcr.io/shipwright-io/build/bundle:latest"
 WAITER_IMAGE = "ghcr.io/shipwright-io/build/waiter:latest"
 IMAGE_PROCESSING_IMAGE = "ghcr.io/shipwright-io/build/image-processing:latest"
 VULNERABILITY_COUNT_LIMIT = 50
+# BUILDRUN_EXECUTOR: what a BuildRun runs as (Shipwright's RunnerFactories); TaskRun unless set.
+TASKRUN_EXECUTOR = "TaskRun"
+PIPELINERUN_EXECUTOR = "PipelineRun"
+EXECUTOR_KINDS = (TASKRUN_EXECUTOR, PIPELINERUN_EXECUTOR)
 
 _RESTRICTED: dict[str, Any] = {
     "allowPrivilegeEscalation": False,
@@ -83,6 +88,9 @@ class ShipwrightConfig:
     image_processing: dict[str, Any]
     vulnerability_count_limit: int = VULNERABILITY_COUNT_LIMIT
     git_rewrite_rule: bool = False
+    # What a new BuildRun runs as (BUILDRUN_EXECUTOR); one already started keeps the kind
+    # its status.executor names.
+    executor: str = TASKRUN_EXECUTOR
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> ShipwrightConfig:
@@ -96,6 +104,12 @@ class ShipwrightConfig:
                 raise ConfigError("VULNERABILITY_COUNT_LIMIT must be an integer, not "
                                   f"{env['VULNERABILITY_COUNT_LIMIT']!r}") from None
         rewrite = env.get("GIT_ENABLE_REWRITE_RULE") or ""
+        # As Shipwright: unset or empty means TaskRun. Shipwright takes any other value and
+        # fails to start its controller ("unsupported BuildrunExecutor"); so do we, in a line.
+        executor = env.get("BUILDRUN_EXECUTOR") or TASKRUN_EXECUTOR
+        if executor not in EXECUTOR_KINDS:
+            raise ConfigError(f"BUILDRUN_EXECUTOR must be {TASKRUN_EXECUTOR} (the default) or "
+                              f"{PIPELINERUN_EXECUTOR}, not {executor!r}")
         return cls(
             git=templates["GIT"],
             bundle=templates["BUNDLE"],
@@ -103,6 +117,7 @@ class ShipwrightConfig:
             image_processing=templates["IMAGE_PROCESSING"],
             vulnerability_count_limit=limit,
             git_rewrite_rule=rewrite.lower() == "true",
+            executor=executor,
         )
 
 

@@ -83,14 +83,22 @@ async def _events_of(kube: Kube, namespace: str, kind: str, name: str,
 
 
 async def collect(kube: Kube, namespace: str, name: str) -> tuple[JSON, list[JSON]]:
-    """The BuildRun and the Events of it and its TaskRun, oldest first."""
+    """The BuildRun and the Events of it and its TaskRun (or PipelineRun), oldest first."""
     buildrun = await kube.get(BUILDRUNS, namespace, name)
     events = await _events_of(kube, namespace, "BuildRun", name, buildrun["metadata"].get("uid"))
-    taskrun = (buildrun.get("status") or {}).get("taskRunName")
-    if taskrun:
-        events += await _events_of(kube, namespace, "TaskRun", taskrun, None)
+    kind, run = _executor(buildrun.get("status") or {})
+    if run:
+        events += await _events_of(kube, namespace, kind, run, None)
     events.sort(key=_order)
     return buildrun, events
+
+
+def _executor(status: JSON) -> tuple[str, str]:
+    """(kind, name) of what the BuildRun runs as: status.executor, else taskRunName."""
+    executor = status.get("executor") or {}
+    if executor.get("name"):
+        return str(executor.get("kind") or "TaskRun"), str(executor["name"])
+    return "TaskRun", str(status.get("taskRunName") or "")
 
 
 _FAR_PAST = datetime.datetime.min.replace(tzinfo=datetime.UTC)
@@ -114,7 +122,7 @@ def render_text(buildrun: JSON, events: list[JSON], out: TextIO) -> None:
         ("Build", ((spec.get("build") or {}).get("name")) or "(embedded spec)"),
         ("Succeeded", f"{cond.get('status', 'Unknown')} ({cond.get('reason') or 'no reason yet'})"),
         ("Message", cond.get("message") or ""),
-        ("TaskRun", status.get("taskRunName") or "(none)"),
+        (_executor(status)[0], _executor(status)[1] or "(none)"),
         ("Created", meta.get("creationTimestamp") or ""),
         ("Started", _stamp(status.get("startTime"), created)),
         ("Completed", _stamp(status.get("completionTime"), created)),

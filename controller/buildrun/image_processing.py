@@ -34,6 +34,9 @@ from controller.runtime.errors import UserError
 
 
 def setup_output_directory(task_spec: JSON, params: list[JSON]) -> bool:
+    """The TaskRun's output directory (Shipwright's SetupOutputDirectory): when a step
+    references `shp-output-directory`, an emptyDir mounted there on those steps, the
+    parameter declared and valued in `params`. Whether it was."""
     added = False
     for step in task_spec["steps"]:
         if not references_param(step, PARAM_OUTPUT_DIRECTORY):
@@ -65,7 +68,7 @@ def image_processing_args(build_output: JSON, run_output: JSON, config: Shipwrig
         args += ["--vuln-settings", _vuln_settings(scan)]
         if config.vulnerability_count_limit > 0:
             args += ["--vuln-count-limit", str(config.vulnerability_count_limit)]
-    timestamp = run_output.get("timestamp") or build_output.get("timestamp")
+    timestamp = image_timestamp(build_output, run_output)
     if timestamp is not None:
         if timestamp == "Zero":
             args += ["--image-timestamp", "0"]
@@ -92,6 +95,12 @@ def image_processing_args(build_output: JSON, run_output: JSON, config: Shipwrig
             "--result-file-image-vulnerabilities", result_path(RESULT_IMAGE_VULNERABILITIES),
         ]
     return args
+
+
+def image_timestamp(build_output: JSON, run_output: JSON) -> str | None:
+    """The image's `timestamp` setting, the BuildRun's over the Build's."""
+    timestamp: str | None = run_output.get("timestamp") or build_output.get("timestamp")
+    return timestamp
 
 
 def _vuln_settings(scan: JSON) -> str:
@@ -125,6 +134,8 @@ def _unix(timestamp: str | None) -> int:
 
 def add_image_processing(task_spec: JSON, buildrun: JSON, build_spec: JSON,
                           config: ShipwrightConfig, has_output_directory: bool) -> None:
+    """The TaskRun's managed push (Shipwright's SetupImageProcessing, after its
+    SetupOutputDirectory): the step, if it has anything to do."""
     build_output = build_spec.get("output") or {}
     run_output = (buildrun.get("spec") or {}).get("output") or {}
     has_source_timestamp = any(r["name"] == RESULT_SOURCE_TIMESTAMP
@@ -132,17 +143,25 @@ def add_image_processing(task_spec: JSON, buildrun: JSON, build_spec: JSON,
     args = image_processing_args(build_output, run_output, config,
                                  (buildrun.get("metadata") or {}).get("creationTimestamp"),
                                  has_output_directory, has_source_timestamp)
-    if not args:
-        return
+    if args:
+        add_image_processing_step(task_spec, args, config, build_output.get("pushSecret"),
+                                  has_output_directory)
+
+
+def add_image_processing_step(task_spec: JSON, args: list[str], config: ShipwrightConfig,
+                              push_secret: str | None, mount_output_directory: bool) -> None:
+    """The `image-processing` step with `args` (Shipwright's CreateImageProcessingStep):
+    the output directory mounted read-only if `mount_output_directory`, the push secret,
+    the Trivy cache, a writable home and /tmp."""
     step = template_step(STEP_IMAGE_PROCESSING, config.image_processing)
     step["args"] = args
     mounts = step.setdefault("volumeMounts", [])
-    if has_output_directory:
+    if mount_output_directory:
         mounts.append({"name": PARAM_OUTPUT_DIRECTORY, "mountPath": OUTPUT_DIRECTORY,
                        "readOnly": True})
     # Only the Build's pushSecret: Shipwright ignores a BuildRun's spec.output.pushSecret here.
-    if build_output.get("pushSecret") is not None:
-        mount_secret(task_spec, step, build_output["pushSecret"], "/workspace/shp-push-secret")
+    if push_secret is not None:
+        mount_secret(task_spec, step, push_secret, "/workspace/shp-push-secret")
     task_spec["volumes"].append({"name": "shp-trivy-cache-data", "emptyDir": {}})
     mounts.append({"name": "shp-trivy-cache-data", "mountPath": "/trivy-cache-data"})
     step.setdefault("env", []).append({"name": "TRIVY_CACHE_DIR", "value": "/trivy-cache-data"})

@@ -52,10 +52,9 @@ def env_var_name(prefix: str, name: str, key: str) -> str:
                             for b in digest[:_SUFFIX_LENGTH])
 
 
-def _add_env_from(taskrun: JSON, param: str, prefix: str, ref: JSON) -> str:
+def _add_env_from(steps: list[JSON], param: str, prefix: str, ref: JSON) -> str:
     kind = "configMapKeyRef" if prefix == CONFIGMAP_ENV_PREFIX else "secretKeyRef"
     name, key = ref.get("name") or "", ref.get("key") or ""
-    steps = taskrun["spec"]["taskSpec"]["steps"]
     variable = next(
         (var["name"] for step in steps for var in step.get("env") or []
          if var.get("name", "").startswith(prefix)
@@ -74,7 +73,7 @@ def _add_env_from(taskrun: JSON, param: str, prefix: str, ref: JSON) -> str:
     return variable
 
 
-def _resolve(taskrun: JSON, param: str, item: JSON) -> str | None:
+def _resolve(steps: list[JSON], param: str, item: JSON) -> str | None:
     """A single value's text in the TaskRun; None when it sets none."""
     if not isinstance(item, dict):
         return None
@@ -83,7 +82,7 @@ def _resolve(taskrun: JSON, param: str, item: JSON) -> str | None:
                                       ("secretValue", SECRET_ENV_PREFIX, "${SECRET_VALUE}")):
         ref = item.get(kind)
         if ref is not None:
-            expression = f"$({_add_env_from(taskrun, param, prefix, ref)})"
+            expression = f"$({_add_env_from(steps, param, prefix, ref)})"
             fmt = ref.get("format")
             return expression if fmt is None else str(fmt).replace(placeholder, expression)
     value = item.get("value")
@@ -94,6 +93,14 @@ def apply_param_values(taskrun: JSON, build_values: list[JSON], run_values: list
                        strategy_params: list[JSON]) -> None:
     """Append the parameter values to the TaskRun's spec.params (Shipwright's
     HandleTaskRunParam): a declared default is left to Tekton when no value is given."""
+    add_param_values(taskrun["spec"]["taskSpec"]["steps"], taskrun["spec"]["params"],
+                     build_values, run_values, strategy_params)
+
+
+def add_param_values(steps: list[JSON], params: list[JSON], build_values: list[JSON],
+                     run_values: list[JSON], strategy_params: list[JSON]) -> None:
+    """Append the parameter values to `params`, a ConfigMap or Secret value becoming an
+    environment variable on those of `steps` that reference the parameter."""
     declared: dict[str, JSON] = {}
     for param in strategy_params:
         declared.setdefault(param.get("name") or "", param)
@@ -111,17 +118,17 @@ def apply_param_values(taskrun: JSON, build_values: list[JSON], run_values: list
                 continue
             items = []
             for index, item in enumerate(entry["values"]):
-                text = _resolve(taskrun, name, item)
+                text = _resolve(steps, name, item)
                 if text is None:
                     raise UserError(EMPTY_ARRAY_ITEM_PARAMETER_VALUES, "unexpected parameter "
                                     f"without any value: {quoted(name)}[{index}]")
                 items.append(text)
-            taskrun["spec"]["params"].append({"name": name, "value": items})
+            params.append({"name": name, "value": items})
         else:
             if not set_value_keys(entry):
                 if definition.get("default") is None:
                     raise UserError(MISSING_PARAMETER_VALUES,
                                     f"unexpected parameter without any value: {quoted(name)}")
                 continue
-            text = _resolve(taskrun, name, entry)
-            taskrun["spec"]["params"].append({"name": name, "value": text or ""})
+            text = _resolve(steps, name, entry)
+            params.append({"name": name, "value": text or ""})

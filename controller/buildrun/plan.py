@@ -14,27 +14,32 @@ from controller.buildrun import reasons, serviceaccounts
 from controller.buildrun.buildruns import spec_of, without_service_account
 from controller.buildrun.caches import Caches
 from controller.buildrun.config import ShipwrightConfig
+from controller.buildrun.executors import TASKRUN, Executor
 from controller.buildrun.spec import build_name, effective_build
-from controller.buildrun.taskrun import generate_taskrun
 from controller.buildrun.validation import (
     BUILD_STRATEGY,
     CLUSTER_BUILD_STRATEGY,
     EMBEDDED_CHECKS,
+    check_nodes,
     strategy_kind,
     validate_buildrun,
 )
 from controller.builds import validation as build_validation
 from controller.runtime.errors import UserError
-from controller.runtime.kube import JSON, SECRETS, SERVICEACCOUNTS, Kube
+from controller.runtime.kube import JSON, SECRETS, SERVICEACCOUNTS, Kube, Resource
 from controller.runtime.text import truncate
 from controller.shipwright.params import validate_params
 from controller.shipwright.resources import BUILDS, BUILDSTRATEGIES, CLUSTERBUILDSTRATEGIES
+
+# Listed (never watched) when a BuildRun with output.platforms starts as a PipelineRun.
+NODES = Resource("", "v1", "nodes", "Node", namespaced=False)
 
 
 @dataclass(frozen=True)
 class Plan:
     """What row 10 (START) creates and records, worked out while observing a NEW BuildRun."""
 
+    # The TaskRun or PipelineRun to create (its kind is the observed Executor's).
     taskrun: JSON
     snapshot: JSON  # status.buildSpec: the effective Build spec, with its retention
     # The ServiceAccount to create (`.generate`), or the existing one's name and the
@@ -100,9 +105,11 @@ class Planner:
             raise UserError(reasons.BUILD_REGISTRATION_FAILED, message)
         return build, False
 
-    async def prepare(self, buildrun: JSON, build: JSON | None) -> Plan:
+    async def prepare(self, buildrun: JSON, build: JSON | None,
+                      executor: Executor = TASKRUN) -> Plan:
         """What row 10 (START) would create and record; raises UserError for anything
-        the user must fix. `build` is the validated Build, None for an embedded spec.
+        the user must fix. `build` is the validated Build, None for an embedded spec;
+        `executor` says what it runs as (a TaskRun or PipelineRun is generated).
 
         Build, strategies and ServiceAccounts come from the caches, as Shipwright reads
         them; a missing reference is confirmed by a live GET (`Caches.read`). The
@@ -127,12 +134,16 @@ class Planner:
         validate_params((build_obj.get("spec") or {}).get("paramValues") or [],
                         spec_of(buildrun).get("paramValues") or [],
                         (strategy.get("spec") or {}).get("parameters") or [])
-        validate_buildrun(buildrun, build_spec, strategy)
+        platforms = validate_buildrun(buildrun, build_spec, strategy, executor.kind)
+        if platforms:
+            # As Shipwright: listed at each multi-arch start, only after the preflight.
+            nodes = (await self.kube.list(NODES, None)).get("items") or []
+            check_nodes(platforms, nodes)
         snapshot = dict(effective.spec)
         if effective.retention:
             snapshot["retention"] = effective.retention
-        taskrun = generate_taskrun(buildrun, build_obj, strategy, sa_name, self.taskrun_config)
-        return Plan(taskrun, snapshot, create_sa, sa_name, add_secrets)
+        run = executor.generate(buildrun, build_obj, strategy, sa_name, self.taskrun_config)
+        return Plan(run, snapshot, create_sa, sa_name, add_secrets)
 
     async def _embedded_verdict(self, namespace: str,
                                 spec: JSON) -> build_validation.Verdict | None:

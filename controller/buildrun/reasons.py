@@ -76,6 +76,13 @@ RECONCILER_RETRIES_EXHAUSTED = "ReconcilerRetriesExhausted"
 # Tekton's reasons on a TaskRun's Succeeded condition; read, never written.
 TASK_RUN_CANCELLED = "TaskRunCancelled"
 TASK_RUN_TIMEOUT = "TaskRunTimeout"
+# The same on a PipelineRun's (Tekton v1 writes "Cancelled"; Shipwright's code reads
+# PipelineRunCancelled, so both are read).
+PIPELINE_RUN_CANCELLED = "PipelineRunCancelled"
+PIPELINE_RUN_TIMEOUT = "PipelineRunTimeout"
+# Shipwright's reason for a PipelineRun that failed other than by OOM, eviction or
+# vulnerabilities (resources/conditions.go); the PipelineRun executor's "Failed".
+PIPELINE_RUN_FAILED = "PipelineRunFailed"
 
 # Failures the user caused and only the user can fix: retrying would give the same answer.
 # Exactly the reasons a UserError is raised with (state table row 8), so the set of
@@ -126,8 +133,9 @@ USER_ERROR_REASONS = USER_ERROR_REASONS | {
 # effective spec.output.platforms, checked before the TaskRun is generated as Shipwright's
 # BuildRun reconciler checks them (validate.BuildRunNodeSelector, ...,
 # ValidateMultiArchPreflight); spelled as Shipwright spells its Build reasons of the same
-# names. A BuildRun with platforms always ends in one of the last three: multi-arch
-# builds need Shipwright's PipelineRun executor, and this controller runs TaskRuns only.
+# names. Multi-arch builds need Shipwright's PipelineRun executor (BUILDRUN_EXECUTOR): with
+# TaskRuns a BuildRun with platforms ends ExecutorNotPipelineRun; with PipelineRuns each
+# platform needs a Ready, schedulable Node of its os/arch (NodePlatformNotFound).
 NODE_SELECTOR_NOT_VALID = "NodeSelectorNotValid"
 TOLERATION_NOT_VALID = "TolerationNotValid"
 SCHEDULER_NAME_NOT_VALID = "SchedulerNameNotValid"
@@ -135,6 +143,7 @@ RUNTIME_CLASS_NAME_NOT_VALID = "RuntimeClassNameNotValid"
 INVALID_PLATFORM = "InvalidPlatform"
 NODE_SELECTOR_PLATFORM_CONFLICT = "NodeSelectorPlatformConflict"
 EXECUTOR_NOT_PIPELINE_RUN = "ExecutorNotPipelineRun"
+NODE_PLATFORM_NOT_FOUND = "NodePlatformNotFound"
 USER_ERROR_REASONS = USER_ERROR_REASONS | {
     NODE_SELECTOR_NOT_VALID,
     TOLERATION_NOT_VALID,
@@ -143,4 +152,5 @@ USER_ERROR_REASONS = USER_ERROR_REASONS | {
     INVALID_PLATFORM,
     NODE_SELECTOR_PLATFORM_CONFLICT,
     EXECUTOR_NOT_PIPELINE_RUN,
+    NODE_PLATFORM_NOT_FOUND,
 }

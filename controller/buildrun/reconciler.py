@@ -17,13 +17,16 @@ How specs, TaskRuns and statuses are shaped lives in the pure modules beside the
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from controller.buildrun.actions import Actions
 from controller.buildrun.buildruns import phase_of
 from controller.buildrun.caches import Caches
 from controller.buildrun.config import ShipwrightConfig
-from controller.buildrun.observe import Observer, Seen
+from controller.buildrun.executors import EXECUTORS
+from controller.buildrun.observe import Observer
 from controller.buildrun.plan import Planner
-from controller.buildrun.states import Observation, Phase, decide
+from controller.buildrun.states import Phase, decide
 from controller.runtime.errors import RetryableError
 from controller.runtime.events import EventRecorder
 from controller.runtime.kube import Kube, split_key
@@ -44,8 +47,9 @@ class BuildRunReconciler:
     ) -> None:
         self.kube = kube
         self.caches = caches
-        self.planner = Planner(kube, caches, taskrun_config or ShipwrightConfig.from_env())
-        self.observer = Observer(kube, caches, self.planner, clock)
+        config = taskrun_config or ShipwrightConfig.from_env()
+        self.planner = Planner(kube, caches, config)
+        self.observer = Observer(kube, caches, self.planner, clock, EXECUTORS[config.executor])
         self.actions = Actions(kube, recorder, clock)
 
     async def reconcile(self, key: str) -> Result:
@@ -72,6 +76,6 @@ class BuildRunReconciler:
         if phase is Phase.DONE:
             return
         # Also in NEW: a try may have created the TaskRun and then failed to say so.
-        taskrun, outcome = await self.observer.observe_taskrun(buildrun)
-        observation = Observation(phase, outcome=outcome, retries_exhausted=error)
-        await self.actions.act(Seen(buildrun, observation, taskrun), decide(observation))
+        seen = await self.observer.observe_run(buildrun)
+        observation = replace(seen.observation, retries_exhausted=error)
+        await self.actions.act(replace(seen, observation=observation), decide(observation))

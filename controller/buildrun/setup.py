@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from controller.buildrun import metrics as buildrun_metrics
 from controller.buildrun.buildruns import phase_of
-from controller.buildrun.caches import TASKRUN_INDEXERS, Caches, owner_buildrun
-from controller.buildrun.config import ShipwrightConfig
+from controller.buildrun.caches import EXECUTOR_INDEXERS, Caches, owner_buildrun
+from controller.buildrun.config import PIPELINERUN_EXECUTOR, ShipwrightConfig
 from controller.buildrun.reconciler import BuildRunReconciler
 from controller.buildrun.states import Phase
 from controller.buildrun.status import succeeded_condition
@@ -19,6 +19,7 @@ from controller.runtime.events import EventRecorder
 from controller.runtime.informers import EventType, Informer, InformerFactory
 from controller.runtime.kube import JSON, SERVICEACCOUNTS, Kube, key_of
 from controller.runtime.reconcile import Controller, controller_queue
+from controller.runtime.store import Store
 from controller.settings import Settings
 from controller.shipwright.indexes import BUILDRUN_INDEXERS, BY_BUILD
 from controller.shipwright.resources import (
@@ -26,6 +27,7 @@ from controller.shipwright.resources import (
     BUILDS,
     BUILDSTRATEGIES,
     CLUSTERBUILDSTRATEGIES,
+    PIPELINERUNS,
     TASKRUNS,
 )
 
@@ -66,7 +68,8 @@ def buildrun_wakes(kind: EventType, obj: JSON, old: JSON | None) -> bool:
 
 
 def taskrun_wakes(kind: EventType, obj: JSON, old: JSON | None) -> bool:
-    """Which TaskRun events queue its BuildRun: Shipwright's predTaskRun, plus resyncs.
+    """Which TaskRun (and PipelineRun) events queue its BuildRun: Shipwright's predTaskRun
+    (its predPipelineRun is the same), plus resyncs.
     Every creation; a deletion before the TaskRun completed (row 13: TaskRunIsMissing);
     an update that starts it, gives it a Succeeded condition, fails it, or changes the
     condition's status, reason or message. Not our own cancel patch, nor Tekton's
@@ -114,17 +117,47 @@ def slim_taskrun(taskrun: JSON) -> JSON:
     return taskrun
 
 
+# What the controller reads of a cached PipelineRun: its metadata, these fields of its spec
+# (cancel, timeout message) and its status but for Tekton's copy of the pipeline and the
+# provenance. Its TaskRuns are read from the TaskRun informer.
+PIPELINERUN_SPEC_READ = ("status", "timeouts")
+PIPELINERUN_STATUS_UNREAD = ("pipelineSpec", "provenance")
+
+
+def slim_pipelinerun(pipelinerun: JSON) -> JSON:
+    """The PipelineRun informer's transform, as slim_taskrun: drops, in place, the
+    generated pipeline (spec.pipelineSpec, every task's steps), Tekton's copy of it in
+    status.pipelineSpec and its provenance."""
+    spec = pipelinerun.get("spec")
+    if isinstance(spec, dict):
+        pipelinerun["spec"] = {k: spec[k] for k in PIPELINERUN_SPEC_READ if k in spec}
+    status = pipelinerun.get("status")
+    if isinstance(status, dict):
+        for key in PIPELINERUN_STATUS_UNREAD:
+            status.pop(key, None)
+    return pipelinerun
+
+
 def setup(kube: Kube, settings: Settings, recorder: EventRecorder,
           informers: InformerFactory) -> Controller:
     """The BuildRun controller, on the process's informers: it asks `informers` for the
-    six kinds it reads (the TaskRuns' transform, slim_taskrun, is its own)."""
+    six kinds it reads (the TaskRuns' transform, slim_taskrun, is its own), and with
+    BUILDRUN_EXECUTOR=PipelineRun a seventh, PipelineRuns (slim_pipelinerun): their
+    TaskRuns are read from the TaskRun informer, whose events wake the BuildRun too
+    (Tekton copies the BuildRun label onto them)."""
+    config = ShipwrightConfig.from_env()  # a bad BUILDRUN_EXECUTOR stops the start here
     buildruns = informers.informer(BUILDRUNS, indexers=BUILDRUN_INDEXERS)
     builds = informers.informer(BUILDS)
     # Read when a BuildRun starts; a BuildRun never waits on a strategy, so no handler.
     strategies = informers.informer(BUILDSTRATEGIES)
     # Cluster-scoped: watched whole even with --namespace.
     cluster_strategies = informers.informer(CLUSTERBUILDSTRATEGIES)
-    taskruns = informers.informer(TASKRUNS, transform=slim_taskrun, indexers=TASKRUN_INDEXERS)
+    taskruns = informers.informer(TASKRUNS, transform=slim_taskrun, indexers=EXECUTOR_INDEXERS)
+    # Only when configured: a cluster may have no PipelineRun CRD, and the informer's list
+    # would then fail for ever (and /readyz with it).
+    pipelineruns = (informers.informer(PIPELINERUNS, transform=slim_pipelinerun,
+                                       indexers=EXECUTOR_INDEXERS)
+                    if config.executor == PIPELINERUN_EXECUTOR else None)
     # Which ServiceAccount a BuildRun runs as, and whether its generated one is left.
     service_accounts = informers.informer(SERVICEACCOUNTS)
     queue = controller_queue(NAME, settings.queue)
@@ -132,9 +165,11 @@ def setup(kube: Kube, settings: Settings, recorder: EventRecorder,
         kube,
         Caches(buildruns=buildruns.store, taskruns=taskruns.store, builds=builds.store,
                strategies=strategies.store, cluster_strategies=cluster_strategies.store,
-               service_accounts=service_accounts.store),
+               service_accounts=service_accounts.store,
+               pipelineruns=pipelineruns.store if pipelineruns else Store(EXECUTOR_INDEXERS),
+               unwatched=frozenset() if pipelineruns else frozenset({PIPELINERUNS})),
         recorder,
-        taskrun_config=ShipwrightConfig.from_env(),
+        taskrun_config=config,
     )
     controller = Controller(
         NAME, reconciler, queue,
@@ -144,12 +179,13 @@ def setup(kube: Kube, settings: Settings, recorder: EventRecorder,
         on_retry=_count_retry,
     )
     _zero_retry_series()
-    _wire(controller, buildruns, builds, taskruns, service_accounts)
+    _wire(controller, buildruns, builds, taskruns, service_accounts, pipelineruns)
     return controller
 
 
 def _wire(controller: Controller, buildruns: Informer, builds: Informer,
-          taskruns: Informer, service_accounts: Informer) -> None:
+          taskruns: Informer, service_accounts: Informer,
+          pipelineruns: Informer | None) -> None:
     enqueue = controller.enqueue
 
     def on_buildrun(kind: EventType, obj: JSON, old: JSON | None) -> None:
@@ -174,6 +210,8 @@ def _wire(controller: Controller, buildruns: Informer, builds: Informer,
 
     buildruns.add_handler(on_buildrun)
     taskruns.add_handler(on_taskrun)
+    if pipelineruns is not None:
+        pipelineruns.add_handler(on_taskrun)
     # A generated ServiceAccount's arrival in the cache may come after its BuildRun is
     # done: the BuildRun is looked at again then (state table row 3 deletes it).
     service_accounts.add_handler(on_owned)

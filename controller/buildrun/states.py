@@ -2,8 +2,8 @@
 
 A BuildRun is in one of three phases, read off its status:
 
-- NEW:     no completionTime, no taskRunName (nothing started yet)
-- RUNNING: no completionTime, taskRunName set (a TaskRun exists)
+- NEW:     no completionTime, no taskRunName or executor (nothing started yet)
+- RUNNING: no completionTime, taskRunName or executor set (a TaskRun exists)
 - DONE:    completionTime set. The outcome is frozen: no row below ever
            writes the status of a DONE BuildRun (the CRD's validation
            rules also make the API server refuse such a write).
@@ -32,6 +32,9 @@ retention TTL runs out (row 2); the reconciler wakes exactly then (requeue-after
 A NEW BuildRun of a Build that Shipwright's Build controller has not validated
 yet waits (row 9): nothing is written, nothing is retried, and the Build's
 status write wakes it through the Build informer.
+
+"TaskRun" here means what the BuildRun runs as, its executor: a TaskRun, or with
+BUILDRUN_EXECUTOR=PipelineRun a PipelineRun (executors.py). The rows are the same for both.
 """
 
 from __future__ import annotations
@@ -92,6 +95,8 @@ class Observation:
     generated_sa_left: bool = False
     # NEW/RUNNING: the retry budget is spent; the last system error, for the message.
     retries_exhausted: RetryableError | None = None
+    # What the BuildRun runs as ("TaskRun" or "PipelineRun"), for the messages only.
+    executor_kind: str = "TaskRun"
 
 
 @dataclass(frozen=True)
@@ -139,6 +144,11 @@ def _finish_with_outcome(o: Observation) -> Decision:
                     outcome=o.outcome)
 
 
+def _executor_missing(o: Observation) -> Decision:
+    return Decision(Action.FINISH, reasons.TASK_RUN_IS_MISSING,
+                    f"the {o.executor_kind} was deleted before it finished")
+
+
 def _give_up(o: Observation) -> Decision:
     assert o.retries_exhausted is not None
     return Decision(Action.FINISH, reasons.RECONCILER_RETRIES_EXHAUSTED,
@@ -181,8 +191,9 @@ TABLE: tuple[Row, ...] = (
         _just(Action.START)),
     Row(11, Phase.RUNNING, "TaskRun finished", _finished, _finish_with_outcome),
     Row(12, Phase.RUNNING, "retry budget spent", _budget_spent, _give_up),
+    # TaskRunIsMissing for a PipelineRun too, as Shipwright (VerifyRequestName).
     Row(13, Phase.RUNNING, "TaskRun deleted before it finished", lambda o: o.taskrun_missing,
-        _finish(reasons.TASK_RUN_IS_MISSING, "the TaskRun was deleted before it finished")),
+        _executor_missing),
     Row(14, Phase.RUNNING, "spec.state is BuildRunCanceled", lambda o: o.canceled,
         _finish(reasons.BUILD_RUN_CANCELED, "the BuildRun was canceled")),
     Row(15, Phase.RUNNING, "timeout deadline passed", lambda o: o.deadline_passed,

@@ -13,6 +13,9 @@ from controller.buildrun.reasons import (
     BUILD_RUN_TIMEOUT,
     FAILED,
     PENDING,
+    PIPELINE_RUN_CANCELLED,
+    PIPELINE_RUN_FAILED,
+    PIPELINE_RUN_TIMEOUT,
     POD_EVICTED,
     RUNNING,
     STEP_OUT_OF_MEMORY,
@@ -59,7 +62,8 @@ def succeeded_condition(status: dict[str, Any] | None) -> dict[str, Any] | None:
 
 
 def taskrun_finished(taskrun: dict[str, Any]) -> bool:
-    """Whether Tekton has decided the TaskRun's outcome (Succeeded is True or False)."""
+    """Whether Tekton has decided the TaskRun's (or PipelineRun's) outcome (Succeeded is
+    True or False)."""
     cond = succeeded_condition(taskrun.get("status"))
     return cond is not None and cond.get("status") in ("True", "False")
 
@@ -235,15 +239,16 @@ def source_from_results(results: dict[str, str]) -> dict[str, Any] | None:
 
 
 def running_reason(taskrun: dict[str, Any]) -> tuple[str, str]:
-    """(reason, message) for a BuildRun whose TaskRun has not finished yet."""
+    """(reason, message) for a BuildRun whose TaskRun (or PipelineRun) has not finished yet."""
     condition = succeeded_condition(taskrun.get("status"))
     name = (taskrun.get("metadata") or {}).get("name") or ""
+    kind = taskrun.get("kind") or "TaskRun"
     if condition is None:
-        return PENDING, f"TaskRun {name} has not started yet"
+        return PENDING, f"{kind} {name} has not started yet"
     if condition.get("status") == "Unknown" and condition.get("reason") == "Running":
-        return RUNNING, condition.get("message") or f"TaskRun {name} is running"
+        return RUNNING, condition.get("message") or f"{kind} {name} is running"
     # Tekton's message says what the pod waits for (image pull, scheduling, quota).
-    return PENDING, condition.get("message") or f"TaskRun {name} is pending"
+    return PENDING, condition.get("message") or f"{kind} {name} is pending"
 
 
 def _message(condition: dict[str, Any]) -> str:
@@ -293,3 +298,91 @@ def _digest(results: dict[str, str]) -> str | None:
     # A longer value is not a digest, and writing it would get the status rejected.
     digest = results.get(RESULT_IMAGE_DIGEST)
     return digest if digest and len(digest) <= DIGEST_MAX else None
+
+
+# --- PipelineRuns (BUILDRUN_EXECUTOR=PipelineRun)
+
+
+def child_taskrun_names(pipelinerun: dict[str, Any]) -> list[str]:
+    """The PipelineRun's TaskRuns, in Tekton's order (status.childReferences), as
+    Shipwright's GetUnderlyingTaskRuns and GetResults read them."""
+    return [ref["name"] for ref in (pipelinerun.get("status") or {}).get("childReferences") or []
+            if ref.get("kind") == "TaskRun" and isinstance(ref.get("name"), str)]
+
+
+def failed_child(children: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """The first child TaskRun whose Succeeded condition is False: the one Shipwright's
+    extractPipelineRunFailureDetails reports (its pod tells eviction apart)."""
+    return next((tr for tr in children
+                 if (succeeded_condition(tr.get("status")) or {}).get("status") == "False"),
+                None)
+
+
+def pipelinerun_pod_name(children: list[dict[str, Any]]) -> str:
+    """The pod Shipwright's metrics read for a PipelineRun: its first TaskRun's."""
+    return str(((children[0].get("status") or {}).get("podName") or "") if children else "")
+
+
+def outcome_from_pipelinerun(
+    pipelinerun: dict[str, Any], children: list[dict[str, Any]],
+    pod: dict[str, Any] | None = None,
+) -> Outcome | None:
+    """The BuildRun outcome a PipelineRun gives, or None while it has not finished; as
+    Shipwright v0.20.13 maps one (resources/conditions.go,
+    UpdateBuildRunUsingPipelineRunCondition).
+
+    `children` are its TaskRuns that could be read, in status.childReferences order (a
+    deleted one is left out, as Shipwright skips it); their string results make
+    status.output and status.source, as GetResults does when the PipelineRun has none of
+    its own. `pod` is the first failed child's pod, when it could be read: a failure is
+    described as that TaskRun's (`outcome_from_taskrun`, so eviction, OOM and
+    vulnerabilities are told apart the same way), with Shipwright's PipelineRunFailed
+    for a plain failure.
+    """
+    status = pipelinerun.get("status") or {}
+    condition = succeeded_condition(status) or {}
+    name = (pipelinerun.get("metadata") or {}).get("name") or ""
+    results = _results(status)
+    if not results:
+        for child in children:
+            results.update(_results(child.get("status") or {}))
+    extra = {"output": output_from_results(results), "source": source_from_results(results)}
+    if condition.get("status") == "True":
+        # Tekton says Succeeded, or Completed when a task was skipped.
+        message = condition.get("message") or f"PipelineRun {name} succeeded"
+        return Outcome("True", SUCCEEDED, message, None, _digest(results), **extra)
+    if condition.get("status") != "False":
+        return None
+
+    tekton_reason = condition.get("reason")
+    if tekton_reason == PIPELINE_RUN_TIMEOUT:
+        timeout = ((pipelinerun.get("spec") or {}).get("timeouts") or {}).get("pipeline")
+        buildrun = ((pipelinerun.get("metadata") or {}).get("labels") or {}).get(
+            LABEL_BUILDRUN, "")
+        message = (timeout_message(buildrun, parse_duration(timeout)) if timeout
+                   else _message(condition))
+        return Outcome("False", BUILD_RUN_TIMEOUT, message, None, None)
+    # Tekton v1 says Cancelled; Shipwright's code looks for PipelineRunCancelled, a reason
+    # Tekton does not write, and so keeps Tekton's reason. Both mean the same here.
+    if tekton_reason in (PIPELINE_RUN_CANCELLED, "Cancelled"):
+        message = "The BuildRun and its PipelineRun were canceled"
+        return Outcome("False", BUILD_RUN_CANCELED, message, None, None)
+
+    failed_run = failed_child(children)
+    if failed_run is None:
+        # No TaskRun failed (none made: Tekton refused the pipeline; or it was deleted):
+        # Tekton's own words, under Shipwright's reason.
+        detail = condition.get("message") or tekton_reason or "failed"
+        message = (f"PipelineRun {name} failed with no child TaskRuns: {detail}"
+                   if not children else f"PipelineRun {name} failed: {detail}")
+        return Outcome("False", PIPELINE_RUN_FAILED, message, None, None, **extra)
+    failed = outcome_from_taskrun(failed_run, pod)
+    if failed is None or failed.status != "False":  # a child condition says False
+        return Outcome("False", PIPELINE_RUN_FAILED, f"PipelineRun {name} failed", None, None,
+                       **extra)
+    reason = PIPELINE_RUN_FAILED if failed.reason == FAILED else failed.reason
+    details = dict(failed.failure_details or {})
+    if details.get("reason") == FAILED:
+        details["reason"] = reason
+    message = f"PipelineRun {name} failed: {failed.message}"
+    return Outcome("False", reason, message, details or None, None, **extra)

@@ -11,7 +11,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from controller.buildrun.buildruns import EXECUTOR_KIND, phase_of, with_executor
+from controller.buildrun.buildruns import phase_of, recorded_executor, with_executor
+from controller.buildrun.executors import Executor
 from controller.buildrun.states import Decision, Phase
 from controller.buildrun.status import running_reason, with_condition
 from controller.runtime.conflict import retry_on_conflict
@@ -53,21 +54,25 @@ async def write_status(kube: Kube, buildrun: JSON, change: Change) -> JSON | Non
     return await retry_on_conflict(kube, BUILDRUNS, buildrun, write)
 
 
-def started(taskrun: JSON, snapshot: JSON, now: str) -> Change:
-    """Row 10: the TaskRun created (or adopted), the start time and the build spec
-    snapshot, with the condition the first reconcile of the running BuildRun would
-    write, so it finds nothing to change: one status write per start, not two."""
-    name = taskrun["metadata"]["name"]
+def started(executor: Executor, run: JSON, snapshot: JSON, now: str) -> Change:
+    """Row 10: the TaskRun (PipelineRun) created or adopted, the start time and the build
+    spec snapshot, with the condition the first reconcile of the running BuildRun would
+    write, so it finds nothing to change: one status write per start, not two.
+
+    status.executor names it; the deprecated status.taskRunName only a TaskRun, as
+    Shipwright writes it."""
+    name = run["metadata"]["name"]
 
     def change(status: JSON) -> JSON:
-        if status.get("taskRunName"):
+        if recorded_executor(status):
             return status  # recorded already (we read a stale copy); keep its progress
         status = dict(status)
         status.setdefault("startTime", now)
-        status["taskRunName"] = name
-        status["executor"] = {"kind": EXECUTOR_KIND, "name": name}
+        if executor.records_taskrun_name:
+            status["taskRunName"] = name
+        status["executor"] = {"kind": executor.kind, "name": name}
         status.setdefault("buildSpec", snapshot)
-        return with_condition(status, "Unknown", *running_reason(taskrun), now)
+        return with_condition(status, "Unknown", *running_reason(run), now)
 
     return change
 

@@ -7,7 +7,8 @@ parameters and steps (env, resources and their `stepResources` overrides,
 securityContext, volumeMounts), the volumes, managed push (`image-processing`),
 the pod template, labels and annotations with the strategy's security context,
 the timeout and the parameter values. The source step is in `sources.py`, managed
-push in `image_processing.py`, what they share in `steps.py`. tests/oracle/
+push in `image_processing.py`, what they share in `steps.py`; pipelinerun.py builds
+the PipelineRun from the same phases (the public functions below). tests/oracle/
 compares the result with Shipwright's own generator on every official sample and
 on each field alone; README "The TaskRun" lists where we differ on purpose.
 
@@ -108,7 +109,54 @@ def generate_taskrun(
     build_spec = build.get("spec") or {}
     run_spec = buildrun.get("spec") or {}
     strategy_spec = strategy.get("spec") or {}
-    task_spec: JSON = {
+    task_spec = base_task_spec()
+    taskrun: JSON = {
+        "apiVersion": "tekton.dev/v1",
+        "kind": "TaskRun",
+        "metadata": executor_metadata(buildrun, build, taskrun_name(buildrun)),
+        "spec": {
+            "serviceAccountName": service_account,
+            "taskSpec": task_spec,
+            "workspaces": [{"name": WORKSPACE_SOURCE, "emptyDir": {}}],
+            "params": [],
+        },
+    }
+
+    add_source(task_spec, build_spec, run_spec, config)
+    task_spec["params"] += strategy_param_specs(strategy_spec)
+    add_strategy_steps(task_spec, build, buildrun, strategy)
+    has_output_directory = setup_output_directory(task_spec, taskrun["spec"]["params"])
+    add_image_processing(task_spec, buildrun, build_spec, config, has_output_directory)
+    template = pod_template(build_spec, run_spec)
+    if template:
+        taskrun["spec"]["podTemplate"] = template
+    annotations = propagated_annotations(strategy)
+    apply_security_context(task_spec, annotations, strategy)
+    if annotations:
+        taskrun["metadata"]["annotations"] = annotations
+    taskrun["metadata"]["labels"].update(strategy_labels(strategy))
+    timeout = effective_timeout(build_spec, run_spec)
+    if timeout:
+        taskrun["spec"]["timeout"] = timeout
+    taskrun["spec"]["params"] += system_param_values(
+        build_spec, run_spec, _go_path_join(SOURCE_ROOT, source_context_dir(build_spec)))
+    apply_param_values(taskrun, build_spec.get("paramValues") or [],
+                       run_spec.get("paramValues") or [],
+                       strategy_spec.get("parameters") or [])
+
+    drop_empty_lists(task_spec)
+    if not taskrun["spec"]["params"]:
+        del taskrun["spec"]["params"]
+    return taskrun
+
+
+# --- the phases GeneratePipelineRun shares (pipelinerun.py)
+
+
+def base_task_spec() -> JSON:
+    """Shipwright's createBaseTaskSpec: the system parameters, the `source` workspace and
+    the results every task of the build declares; steps and volumes still empty."""
+    return {
         "params": [
             _param_spec(PARAM_OUTPUT_IMAGE, "The URL of the image that the build produces"),
             _param_spec(PARAM_OUTPUT_INSECURE, "A flag indicating that the output image is "
@@ -129,40 +177,34 @@ def generate_taskrun(
         "steps": [],
         "volumes": [],
     }
-    taskrun: JSON = {
-        "apiVersion": "tekton.dev/v1",
-        "kind": "TaskRun",
-        "metadata": _metadata(buildrun, build),
-        "spec": {
-            "serviceAccountName": service_account,
-            "taskSpec": task_spec,
-            "workspaces": [{"name": WORKSPACE_SOURCE, "emptyDir": {}}],
-            "params": [],
-        },
-    }
 
-    add_source(task_spec, build_spec, run_spec, config)
-    _add_strategy(task_spec, build, buildrun, strategy)
-    has_output_directory = setup_output_directory(task_spec, taskrun["spec"]["params"])
-    add_image_processing(task_spec, buildrun, build_spec, config, has_output_directory)
-    _apply_pod_template(taskrun["spec"], build_spec, run_spec)
-    _apply_annotations_and_labels(taskrun, strategy)
-    timeout = run_spec.get("timeout") or build_spec.get("timeout")
-    if timeout:
-        taskrun["spec"]["timeout"] = timeout
-    _apply_params(taskrun, build_spec, run_spec, strategy_spec)
 
-    if not task_spec["volumes"]:
-        del task_spec["volumes"]
-    if not taskrun["spec"]["params"]:
-        del taskrun["spec"]["params"]
-    return taskrun
+def drop_empty_lists(task_spec: JSON) -> None:
+    """Steps and volumes left empty are left out, as Go's omitempty does."""
+    for field in ("steps", "volumes"):
+        if not task_spec[field]:
+            del task_spec[field]
+
+
+def effective_timeout(build_spec: JSON, run_spec: JSON) -> str | None:
+    """The BuildRun's timeout over the Build's (Shipwright's effectiveTimeout)."""
+    timeout: str | None = run_spec.get("timeout") or build_spec.get("timeout")
+    return timeout
+
+
+def source_context_dir(build_spec: JSON) -> str | None:
+    """The Build's `source.contextDir`, None when unset."""
+    context: str | None = (build_spec.get("source") or {}).get("contextDir")
+    return context
 
 
 # --- metadata
 
 
-def _metadata(buildrun: JSON, build: JSON) -> JSON:
+def executor_metadata(buildrun: JSON, build: JSON, executor_name: str) -> JSON:
+    """The TaskRun's or PipelineRun's metadata (Shipwright's generateTaskRunMetadata, with
+    `executor_name` for its generateName): namespace, the BuildRun's and Build's labels, and the
+    BuildRun as controlling owner."""
     meta = buildrun.get("metadata") or {}
     name = meta.get("name") or ""
     uid = meta.get("uid") or ""
@@ -177,7 +219,7 @@ def _metadata(buildrun: JSON, build: JSON) -> JSON:
         labels[LABEL_BUILD] = _label_value(build_meta["name"])
         labels[LABEL_BUILD_GENERATION] = str(build_meta.get("generation") or 0)
     return {
-        "name": taskrun_name(buildrun),
+        "name": executor_name,
         "namespace": meta.get("namespace") or "",
         "labels": labels,
         "ownerReferences": [
@@ -223,10 +265,10 @@ def _merge_env(new: list[JSON], into: list[JSON], overwrite: bool) -> tuple[list
     return merged, errors
 
 
-def _add_strategy(task_spec: JSON, build: JSON, buildrun: JSON, strategy: JSON) -> None:
-    build_spec = build.get("spec") or {}
-    run_spec = buildrun.get("spec") or {}
-    strategy_spec = strategy.get("spec") or {}
+def strategy_param_specs(strategy_spec: JSON) -> list[JSON]:
+    """The strategy's parameters as Tekton declares them, with their defaults (Shipwright's
+    addStrategyParametersToTaskSpec and addStrategyParametersToPipelineSpec)."""
+    specs = []
     for param in strategy_spec.get("parameters") or []:
         spec: JSON = {"name": param.get("name") or "", "description":
                       param.get("description") or ""}
@@ -238,8 +280,16 @@ def _add_strategy(task_spec: JSON, build: JSON, buildrun: JSON, strategy: JSON) 
             spec["type"] = "string"
             if param.get("default") is not None:
                 spec["default"] = param["default"]
-        task_spec["params"].append(spec)
+        specs.append(spec)
+    return specs
 
+
+def add_strategy_steps(task_spec: JSON, build: JSON, buildrun: JSON, strategy: JSON) -> None:
+    """The strategy's steps (env, resources and their overrides, mounts) and the volumes
+    they mount (Shipwright's applyBuildStrategySteps and generateTaskSpecVolumes)."""
+    build_spec = build.get("spec") or {}
+    run_spec = buildrun.get("spec") or {}
+    strategy_spec = strategy.get("spec") or {}
     combined, _ = _merge_env(run_spec.get("env") or [], build_spec.get("env") or [], True)
     overrides: dict[str, JSON] = {}
     embedded = (run_spec.get("build") or {}).get("spec") or {}
@@ -338,7 +388,11 @@ def _task_volumes(mounts: dict[str, bool], strategy_volumes: list[JSON],
 # --- pod template, labels, annotations, security context
 
 
-def _apply_pod_template(spec: JSON, build_spec: JSON, run_spec: JSON) -> None:
+def pod_template(build_spec: JSON, run_spec: JSON) -> JSON:
+    """The pod template: node selector (merged, the BuildRun's wins), tolerations (the
+    BuildRun's, then the Build's of other keys, effect defaulting to NoSchedule),
+    runtimeClassName and schedulerName (the BuildRun's over the Build's). Empty when
+    none is set."""
     template: JSON = {}
     node_selector = merge_maps(build_spec.get("nodeSelector"), run_spec.get("nodeSelector"))
     if node_selector:
@@ -358,25 +412,33 @@ def _apply_pod_template(spec: JSON, build_spec: JSON, run_spec: JSON) -> None:
             value = build_spec.get(field)
         if value is not None:
             template[field] = value
-    if template:
-        spec["podTemplate"] = template
+    return template
 
 
-def _apply_annotations_and_labels(taskrun: JSON, strategy: JSON) -> None:
+def propagated_annotations(strategy: JSON) -> JSON:
+    """The strategy's annotations but Shipwright's own and kubectl's last-applied."""
     meta = strategy.get("metadata") or {}
-    annotations = {k: v for k, v in (meta.get("annotations") or {}).items()
-                   if k != _LAST_APPLIED and not k.startswith(_UNPROPAGATED_PREFIXES)}
+    return {k: v for k, v in (meta.get("annotations") or {}).items()
+            if k != _LAST_APPLIED and not k.startswith(_UNPROPAGATED_PREFIXES)}
+
+
+def strategy_labels(strategy: JSON) -> JSON:
+    """The `(cluster)buildstrategy.shipwright.io/name` and `/generation` labels."""
+    meta = strategy.get("metadata") or {}
+    domain = ("clusterbuildstrategy.shipwright.io" if strategy.get("kind") ==
+              "ClusterBuildStrategy" else "buildstrategy.shipwright.io")
+    return {f"{domain}/name": _label_value(meta.get("name") or ""),
+            f"{domain}/generation": str(meta.get("generation") or 0)}
+
+
+def apply_security_context(task_spec: JSON, annotations: JSON, strategy: JSON) -> None:
+    """Shipwright's steps.UpdateSecurityContext on one task spec: nothing unless the
+    strategy has a securityContext; the annotations it needs go into `annotations`."""
     strategy_spec = strategy.get("spec") or {}
     security = strategy_spec.get("securityContext")
     if security is not None:
-        _apply_security_context(taskrun["spec"]["taskSpec"], annotations,
-                                strategy_spec.get("steps") or [], security)
-    if annotations:
-        taskrun["metadata"]["annotations"] = annotations
-    domain = ("clusterbuildstrategy.shipwright.io" if strategy.get("kind") ==
-              "ClusterBuildStrategy" else "buildstrategy.shipwright.io")
-    taskrun["metadata"]["labels"][f"{domain}/name"] = _label_value(meta.get("name") or "")
-    taskrun["metadata"]["labels"][f"{domain}/generation"] = str(meta.get("generation") or 0)
+        _apply_security_context(task_spec, annotations, strategy_spec.get("steps") or [],
+                                security)
 
 
 def _apply_security_context(task_spec: JSON, annotations: JSON, strategy_steps: list[JSON],
@@ -423,7 +485,8 @@ def _apply_security_context(task_spec: JSON, annotations: JSON, strategy_steps: 
 # --- parameters
 
 
-def _apply_params(taskrun: JSON, build_spec: JSON, run_spec: JSON, strategy_spec: JSON) -> None:
+def system_param_values(build_spec: JSON, run_spec: JSON, context_path: str) -> list[JSON]:
+    """The values of the system parameters, `shp-source-context` being `context_path`."""
     build_output = build_spec.get("output") or {}
     run_output = run_spec.get("output")
     # A BuildRun's output, once set, supplies the image even if it leaves it empty (as
@@ -432,20 +495,15 @@ def _apply_params(taskrun: JSON, build_spec: JSON, run_spec: JSON, strategy_spec
     insecure = (run_output or {}).get("insecure")
     if insecure is None:
         insecure = build_output.get("insecure")
-    context = (build_spec.get("source") or {}).get("contextDir")
-    context_path = SOURCE_ROOT if context is None else _go_path_join(SOURCE_ROOT, context)
-    taskrun["spec"]["params"] += [
+    return [
         {"name": PARAM_OUTPUT_IMAGE, "value": image or ""},
         {"name": PARAM_OUTPUT_INSECURE, "value": "true" if insecure else "false"},
         {"name": PARAM_SOURCE_ROOT, "value": SOURCE_ROOT},
         {"name": PARAM_SOURCE_CONTEXT, "value": context_path},
     ]
-    apply_param_values(taskrun, build_spec.get("paramValues") or [],
-                       run_spec.get("paramValues") or [],
-                       strategy_spec.get("parameters") or [])
 
 
-def _go_path_join(*parts: str) -> str:
+def _go_path_join(*parts: str | None) -> str:
     """Go's path.Join: joined with '/', cleaned."""
     joined = "/".join(p for p in parts if p)
     if not joined:

@@ -6,7 +6,8 @@ is a UserError with Shipwright's reason and words."""
 from __future__ import annotations
 
 from controller.buildrun import reasons
-from controller.buildrun.buildruns import EXECUTOR_KIND, spec_of
+from controller.buildrun.buildruns import spec_of
+from controller.buildrun.config import PIPELINERUN_EXECUTOR, TASKRUN_EXECUTOR
 from controller.builds import validation as build_validation
 from controller.runtime.errors import UserError
 from controller.runtime.kube import JSON
@@ -41,11 +42,15 @@ def strategy_kind(ref: JSON) -> str:
                     f"is {BUILD_STRATEGY} (the default) or {CLUSTER_BUILD_STRATEGY}")
 
 
-def validate_buildrun(buildrun: JSON, build_spec: JSON, strategy: JSON) -> None:
+def validate_buildrun(buildrun: JSON, build_spec: JSON, strategy: JSON,
+                      executor: str = TASKRUN_EXECUTOR) -> list[JSON]:
     """What Shipwright's BuildRun reconciler checks after the parameters and before it
     generates the executor (buildrun.go), in its order; raises the first failure as a
     UserError with its reason and words. `build_spec` is the referenced Build's spec or
-    the embedded one.
+    the embedded one; `executor` the kind the BuildRun would run as (BUILDRUN_EXECUTOR).
+
+    Returns the platforms whose Nodes must be checked next (`check_nodes`, on the Nodes
+    the caller lists, as Shipwright lists them only then): empty without platforms.
 
     The BuildRun's own volumes and stepResources against the strategy
     (validate.BuildRunVolumes, BuildRunStepResources), its own nodeSelector, tolerations,
@@ -54,9 +59,9 @@ def validate_buildrun(buildrun: JSON, build_spec: JSON, strategy: JSON) -> None:
     when the effective spec.output.platforms is non-empty (the BuildRun's if it gives
     any, else the Build's or the embedded spec's), ValidateMultiArchPreflight on the
     Build's nodeSelector merged with the BuildRun's: the platforms, their nodeSelector,
-    and the executor, which must be a PipelineRun. This controller runs TaskRuns only,
-    as Shipwright does by default (BUILDRUN_EXECUTOR=TaskRun), so a BuildRun with valid
-    platforms ends ExecutorNotPipelineRun instead of silently building one arch.
+    and the executor, which must be a PipelineRun: with TaskRuns (Shipwright's default) a
+    BuildRun with valid platforms ends ExecutorNotPipelineRun instead of silently
+    building one arch.
     """
     run = spec_of(buildrun)
     strategy_spec = strategy.get("spec") or {}
@@ -76,14 +81,48 @@ def validate_buildrun(buildrun: JSON, build_spec: JSON, strategy: JSON) -> None:
     platforms = ((run.get("output") or {}).get("platforms")
                  or (build_spec.get("output") or {}).get("platforms") or [])
     if not platforms:
-        return
+        return []
     node_selector = {**(build_spec.get("nodeSelector") or {}), **(run.get("nodeSelector") or {})}
     preflight = build_validation.platforms_verdict(platforms, node_selector)
     _refuse(reasons.INVALID_PLATFORM, preflight)
     _refuse(reasons.NODE_SELECTOR_PLATFORM_CONFLICT, preflight)
-    raise UserError(reasons.EXECUTOR_NOT_PIPELINE_RUN,
-                    "multi-arch builds require PipelineRun executor mode, current executor "
-                    f'mode: "{EXECUTOR_KIND}"')
+    if executor != PIPELINERUN_EXECUTOR:
+        raise UserError(reasons.EXECUTOR_NOT_PIPELINE_RUN,
+                        "multi-arch builds require PipelineRun executor mode, current "
+                        f'executor mode: "{executor}"')
+    return list(platforms)
+
+
+# The well-known Node labels a platform is matched by (corev1.LabelOSStable, LabelArchStable).
+LABEL_OS = "kubernetes.io/os"
+LABEL_ARCH = "kubernetes.io/arch"
+
+
+def available_platforms(nodes: list[JSON]) -> set[str]:
+    """"os/arch" of every Node that is Ready, not unschedulable and has both labels
+    (Shipwright's availablePlatforms)."""
+    found = set()
+    for node in nodes:
+        if (node.get("spec") or {}).get("unschedulable"):
+            continue
+        conditions = (node.get("status") or {}).get("conditions") or []
+        if not any(c.get("type") == "Ready" and c.get("status") == "True" for c in conditions):
+            continue
+        labels = (node.get("metadata") or {}).get("labels") or {}
+        if labels.get(LABEL_OS) and labels.get(LABEL_ARCH):
+            found.add(f"{labels[LABEL_OS]}/{labels[LABEL_ARCH]}")
+    return found
+
+
+def check_nodes(platforms: list[JSON], nodes: list[JSON]) -> None:
+    """Shipwright's ValidateNodeAvailability: every platform needs a Node it can run on,
+    else NodePlatformNotFound naming the first that has none. Pure: the caller lists."""
+    available = available_platforms(nodes)
+    for platform in platforms:
+        key = f"{platform.get('os') or ''}/{platform.get('arch') or ''}"
+        if key not in available:
+            raise UserError(reasons.NODE_PLATFORM_NOT_FOUND,
+                            f"no schedulable node found for platform {key}")
 
 
 def _refuse(reason: str, verdict: build_validation.Verdict | None) -> None:

@@ -62,8 +62,11 @@ DIFFERENCES: list[Difference] = [
     Difference(("BuildRun",), ".spec", "x-kubernetes-validations",
                "a BuildRun is one try: its spec is immutable once created, except that "
                "spec.state may be set to BuildRunCanceled; Shipwright's CRD lets a user edit "
-               "the spec, and its controller reconciles no update but the cancel "
-               "(the update predicate in pkg/reconciler/buildrun/controller.go)"),
+               "the spec, and its BuildRun controller reconciles no update but the cancel "
+               "(the update predicate in pkg/reconciler/buildrun/controller.go); its TTL "
+               "cleanup controller does act on a `spec.retention` TTL lowered on a finished "
+               "BuildRun (two specs of its integration suite), which ours refuses at "
+               "admission: delete the BuildRun instead"),
     Difference(("Build", "BuildRun"), "*.source", "x-kubernetes-validations",
                "a source's type must match the one source given (Git with git, OCI with "
                "ociArtifact, Local with local): Shipwright's Build validation refuses a "

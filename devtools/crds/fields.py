@@ -38,6 +38,7 @@ _PA = "tests/unit/buildrun/test_params.py::"
 _VA = "tests/unit/builds/test_validation.py::"
 _DOM = "tests/cluster/test_shipwright_domain.py::"
 _BR = "tests/cluster/test_buildrun.py::"
+_PX = "tests/cluster/test_pipelinerun_executor.py::"
 _LC = "tests/cluster/test_lifecycle.py::"
 _TK = "tests/cluster/test_tekton.py::"
 _SA = "tests/cluster/test_samples.py::"
@@ -129,11 +130,15 @@ FIELDS: list[Field] = [
            _DOM + "test_generate_makes_an_owned_service_account_with_the_push_secret"),
           oracle=True),
     Field(BOTH, ".spec.output.platforms", "checked as Shipwright checks it (InvalidPlatform, "
-          "NodeSelectorPlatformConflict); a BuildRun asking for platforms ends "
-          "ExecutorNotPipelineRun, as Shipwright's with its default TaskRun executor: "
-          "multi-arch builds need PipelineRuns, which this controller does not run",
+          "NodeSelectorPlatformConflict); with the default TaskRun executor a BuildRun "
+          "asking for platforms ends ExecutorNotPipelineRun, as Shipwright's; with "
+          "`BUILDRUN_EXECUTOR=PipelineRun` each platform needs a Ready, schedulable Node of "
+          "its os/arch (NodePlatformNotFound), and the PipelineRun builds one image, as "
+          "Shipwright v0.20.13's",
           (_VA + "test_valid_optional_fields_register", _VA + "test_failures",
            _CK + "test_platforms_valid_end_in_executor_not_pipeline_run",
+           _CK + "test_node_availability_as_shipwrights",
+           _PX + "test_multi_arch_runs_where_nodes_of_each_platform_exist",
            _CK + "test_platforms_of_the_buildrun_replace_the_builds_when_not_empty",
            _BR + "test_user_errors_are_terminal_at_once")),
     Field(BOTH, ".spec.timeout", "the TaskRun's timeout; a BuildRun's wins; past it the "
@@ -261,10 +266,15 @@ FIELDS: list[Field] = [
           "the TaskRun later)",
           (_BR + "test_success_creates_one_owned_taskrun_and_reports_the_digest",)),
     Field(RUN, ".status.taskRunName", "the TaskRun's name (deterministic from the BuildRun's "
-          "uid)", (_BR + "test_cancel_before_start_and_while_running",)),
-    Field(RUN, ".status.executor", "`{kind: TaskRun, name}`, beside `taskRunName`",
+          "uid); not written for a PipelineRun, as Shipwright",
+          (_BR + "test_cancel_before_start_and_while_running",
+           "tests/unit/buildrun/test_actions.py::"
+           "test_pipelinerun_row_10_creates_a_pipelinerun_and_names_it_as_shipwright")),
+    Field(RUN, ".status.executor", "`{kind: TaskRun, name}`, beside `taskRunName`; "
+          "`{kind: PipelineRun, name}` with `BUILDRUN_EXECUTOR=PipelineRun`",
           ("tests/unit/buildrun/test_shipwright_domain.py::"
-           "test_executor_is_filled_beside_an_older_taskrun_name",)),
+           "test_executor_is_filled_beside_an_older_taskrun_name",
+           _PX + "test_a_buildrun_runs_as_an_owned_pipelinerun_to_succeeded")),
     Field(RUN, ".status.conditions", "the Succeeded condition with Shipwright's reasons; "
           "frozen once `completionTime` is set (our CEL rule)",
           (_BR + "test_api_server_rejects_spec_changes_and_status_flips",

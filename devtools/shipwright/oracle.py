@@ -1,5 +1,6 @@
-"""Client of the TaskRun oracle (hack/oracle): Shipwright's own GenerateTaskRun and
-Tekton's own SetDefaults + Validate, in one Go process answering a batch of cases.
+"""Client of the oracle (hack/oracle): Shipwright's own GenerateTaskRun (or, for a case
+with `executor="PipelineRun"`, its GeneratePipelineRun) and Tekton's own SetDefaults +
+Validate, in one Go process answering a batch of cases.
 
 `ask(cases)` sends every case at once on stdin (one JSON object a line) and reads one
 answer a line, in order; see hack/oracle/main.go for the fields. The binary is built
@@ -32,14 +33,17 @@ def binary() -> Path:
 
 def case(strategy: JSON, build: JSON, buildrun: JSON, *, service_account: str = "default",
          env: dict[str, str] | None = None, ours: JSON | None = None,
-         case_id: str = "", results: list[JSON] | None = None) -> JSON:
+         case_id: str = "", results: list[JSON] | None = None,
+         executor: str = "TaskRun") -> JSON:
     """One request: the strategy's kind is read from the object itself. With `results`
     (a finished TaskRun's status.results) the answer also has Shipwright's status
-    from them."""
+    from them. `executor` is what Shipwright generates and `ours` is: "TaskRun" or
+    "PipelineRun"."""
     extra = {} if results is None else {"results": results}
     return {
         **extra,
         "id": case_id,
+        "executor": executor,
         "strategyKind": strategy.get("kind") or "BuildStrategy",
         "strategy": strategy,
         "build": build,

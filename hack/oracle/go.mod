@@ -1,6 +1,6 @@
-// Module oracle is the test oracle for the TaskRun this controller generates:
-// it calls Shipwright's own resources.GenerateTaskRun and Tekton's own
-// SetDefaults + Validate (see main.go). Built by ./build into a cache outside
+// Module oracle is the test oracle for the TaskRun and PipelineRun this
+// controller generates: it calls Shipwright's own resources.GenerateTaskRun and
+// GeneratePipelineRun and Tekton's own SetDefaults + Validate (see main.go). Built by ./build into a cache outside
 // the repo, never into git.
 module buildrun-controller/hack/oracle
 
@@ -88,12 +88,12 @@ require (
 	google.golang.org/protobuf v1.36.12-0.20260120151049-f2248ac996af // indirect
 	gopkg.in/inf.v0 v0.9.1 // indirect
 	k8s.io/api v0.36.1 // indirect
-	k8s.io/apimachinery v0.36.1 // indirect
+	k8s.io/apimachinery v0.36.1
 	k8s.io/client-go v0.36.1 // indirect
 	k8s.io/klog/v2 v2.140.0 // indirect
 	k8s.io/kube-openapi v0.0.0-20260317180543-43fb72c5454a // indirect
 	k8s.io/utils v0.0.0-20260210185600-b8788abfbbc2 // indirect
-	knative.dev/pkg v0.0.0-20260318013857-98d5a706d4fd // indirect
+	knative.dev/pkg v0.0.0-20260318013857-98d5a706d4fd
 	sigs.k8s.io/json v0.0.0-20250730193827-2d320260d730 // indirect
 	sigs.k8s.io/randfill v1.0.0 // indirect
 	sigs.k8s.io/structured-merge-diff/v6 v6.3.2 // indirect

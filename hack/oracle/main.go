@@ -1,7 +1,9 @@
 // Command oracle answers, for a Shipwright strategy, Build and BuildRun, what
 // Shipwright v0.20.13 itself would put into the TaskRun (its own
-// resources.GenerateTaskRun) and what Tekton's own SetDefaults + Validate say
-// about that TaskRun and about one made by this repo's controller.
+// resources.GenerateTaskRun), or with "executor": "PipelineRun" into the
+// PipelineRun (its own resources.GeneratePipelineRun), and what Tekton's own
+// SetDefaults + Validate say about that object and about one made by this
+// repo's controller.
 //
 // Batch protocol, one JSON object per line on stdin, one answer per line on
 // stdout, in order:
@@ -9,11 +11,12 @@
 //	in:  {"id", "strategyKind": "BuildStrategy"|"ClusterBuildStrategy",
 //	      "strategy", "build", "buildRun", "serviceAccountName",
 //	      "env": {NAME: value}   (Shipwright's controller settings, e.g. GIT_CONTAINER_IMAGE),
-//	      "ours": TaskRun or null,
+//	      "executor": "TaskRun" (or absent) | "PipelineRun",
+//	      "ours": TaskRun/PipelineRun or null,
 //	      "results": [TaskRunResult] or absent}
-//	out: {"id", "shipwright": TaskRun|null, "shipwrightError": "",
-//	      "shipwrightDefaulted": TaskRun|null, "shipwrightInvalid": "",
-//	      "oursDecoded": TaskRun|null, "oursDefaulted": TaskRun|null,
+//	out: {"id", "shipwright": TaskRun/PipelineRun|null, "shipwrightError": "",
+//	      "shipwrightDefaulted": TaskRun/PipelineRun|null, "shipwrightInvalid": "",
+//	      "oursDecoded": same|null, "oursDefaulted": same|null,
 //	      "oursInvalid": "", "error": "",
 //	      "statusFromResults": {"output", "source"} | null, "resultsPanic": ""}
 //
@@ -39,6 +42,8 @@ import (
 	"github.com/shipwright-io/build/pkg/config"
 	"github.com/shipwright-io/build/pkg/reconciler/buildrun/resources"
 	pipelineapi "github.com/tektoncd/pipeline/pkg/apis/pipeline/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"knative.dev/pkg/apis"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 )
 
@@ -50,6 +55,7 @@ type request struct {
 	BuildRun           json.RawMessage             `json:"buildRun"`
 	ServiceAccountName string                      `json:"serviceAccountName"`
 	Env                map[string]string           `json:"env"`
+	Executor           string                      `json:"executor"`
 	Ours               json.RawMessage             `json:"ours"`
 	Results            []pipelineapi.TaskRunResult `json:"results"`
 }
@@ -59,18 +65,58 @@ type statusFromResults struct {
 	Source *buildapi.SourceResult `json:"source"`
 }
 
+// The executor fields hold a *pipelineapi.TaskRun or a *pipelineapi.PipelineRun
+// (as the request's executor says), or nothing (null).
 type response struct {
-	ID                  string               `json:"id"`
-	Shipwright          *pipelineapi.TaskRun `json:"shipwright"`
-	ShipwrightError     string               `json:"shipwrightError"`
-	ShipwrightDefaulted *pipelineapi.TaskRun `json:"shipwrightDefaulted"`
-	ShipwrightInvalid   string               `json:"shipwrightInvalid"`
-	OursDecoded         *pipelineapi.TaskRun `json:"oursDecoded"`
-	OursDefaulted       *pipelineapi.TaskRun `json:"oursDefaulted"`
-	OursInvalid         string               `json:"oursInvalid"`
-	Error               string               `json:"error"`
-	StatusFromResults   *statusFromResults   `json:"statusFromResults"`
-	ResultsPanic        string               `json:"resultsPanic"`
+	ID                  string             `json:"id"`
+	Shipwright          any                `json:"shipwright"`
+	ShipwrightError     string             `json:"shipwrightError"`
+	ShipwrightDefaulted any                `json:"shipwrightDefaulted"`
+	ShipwrightInvalid   string             `json:"shipwrightInvalid"`
+	OursDecoded         any                `json:"oursDecoded"`
+	OursDefaulted       any                `json:"oursDefaulted"`
+	OursInvalid         string             `json:"oursInvalid"`
+	Error               string             `json:"error"`
+	StatusFromResults   *statusFromResults `json:"statusFromResults"`
+	ResultsPanic        string             `json:"resultsPanic"`
+}
+
+// executor is what both kinds of Tekton run share here: defaulting, validation,
+// a deep copy and a name.
+type executor interface {
+	metav1.Object
+	SetDefaults(ctx context.Context)
+	Validate(ctx context.Context) *apis.FieldError
+}
+
+// pipelineRunExecutor is the request's executor kind.
+func pipelineRunExecutor(req *request) (bool, error) {
+	switch req.Executor {
+	case "", "TaskRun":
+		return false, nil
+	case "PipelineRun":
+		return true, nil
+	}
+	return false, fmt.Errorf("unknown executor %q", req.Executor)
+}
+
+// newExecutor is an empty TaskRun or PipelineRun to decode into.
+func newExecutor(pipelineRun bool) executor {
+	if pipelineRun {
+		return &pipelineapi.PipelineRun{}
+	}
+	return &pipelineapi.TaskRun{}
+}
+
+// deepCopy copies a TaskRun or PipelineRun.
+func deepCopy(obj executor) executor {
+	switch o := obj.(type) {
+	case *pipelineapi.PipelineRun:
+		return o.DeepCopy()
+	case *pipelineapi.TaskRun:
+		return o.DeepCopy()
+	}
+	panic(fmt.Sprintf("not an executor: %T", obj))
 }
 
 // fromResults is Shipwright's status update from a finished TaskRun's results.
@@ -94,10 +140,10 @@ func strict(raw []byte, into any) error {
 }
 
 // tekton runs Tekton's defaulting and validation, as its admission webhook does
-// on create, on a copy of tr.
-func tekton(tr *pipelineapi.TaskRun) (*pipelineapi.TaskRun, string) {
+// on create, on a copy of obj (a TaskRun or PipelineRun).
+func tekton(obj executor) (executor, string) {
 	ctx := context.Background()
-	out := tr.DeepCopy()
+	out := deepCopy(obj)
 	out.SetDefaults(ctx)
 	if err := out.Validate(ctx); err != nil {
 		return out, err.Error()
@@ -127,8 +173,13 @@ func shipwrightConfig(env map[string]string) (*config.Config, error) {
 
 func answer(req *request) response {
 	resp := response{ID: req.ID}
+	pipelineRun, err := pipelineRunExecutor(req)
+	if err != nil {
+		resp.Error = err.Error()
+		return resp
+	}
 	if len(req.Ours) > 0 && string(req.Ours) != "null" {
-		ours := &pipelineapi.TaskRun{}
+		ours := newExecutor(pipelineRun)
 		if err := strict(req.Ours, ours); err != nil {
 			resp.OursInvalid = "decoding: " + err.Error()
 		} else {
@@ -171,16 +222,21 @@ func answer(req *request) response {
 		resp.Error = "config: " + err.Error()
 		return resp
 	}
-	tr, err := resources.GenerateTaskRun(cfg, build, buildRun, req.ServiceAccountName, strategy)
+	var generated executor
+	if pipelineRun {
+		generated, err = resources.GeneratePipelineRun(cfg, build, buildRun, req.ServiceAccountName, strategy)
+	} else {
+		generated, err = resources.GenerateTaskRun(cfg, build, buildRun, req.ServiceAccountName, strategy)
+	}
 	if err != nil {
 		resp.ShipwrightError = err.Error()
 		return resp
 	}
-	resp.Shipwright = tr
+	resp.Shipwright = generated
 	// The API server names a generateName object before Tekton's webhook sees it.
-	named := tr.DeepCopy()
-	if named.Name == "" && named.GenerateName != "" {
-		named.Name = named.GenerateName + "oracle"
+	named := deepCopy(generated)
+	if named.GetName() == "" && named.GetGenerateName() != "" {
+		named.SetName(named.GetGenerateName() + "oracle")
 	}
 	resp.ShipwrightDefaulted, resp.ShipwrightInvalid = tekton(named)
 	return resp

@@ -32,7 +32,7 @@ from controller.app import App
 from controller.buildrun import reasons
 from controller.runtime.kube import EVENTS, LEASES, Kube
 from controller.settings import LeaderElectionSettings, RetryBudget, Settings
-from controller.shipwright.resources import TASKRUNS
+from controller.shipwright.resources import BUILDRUNS, TASKRUNS
 from devtools.cluster.fates import results
 from devtools.cluster.localcluster import LocalCluster, write_token_kubeconfig
 from tests.harness import (
@@ -42,6 +42,7 @@ from tests.harness import (
     metric,
     release,
     running_controller,
+    running_pod,
     scrape,
     wait_for,
 )
@@ -240,6 +241,44 @@ async def test_controller_runs_the_happy_path_and_user_errors_as_its_service_acc
     assert refused == [], refused
     # A clean stop released the lease (update, by name).
     assert not (await kube.get(LEASES, sa_ns, lease_name))["spec"].get("holderIdentity")
+
+
+async def test_the_pipelinerun_executor_runs_as_its_service_account(
+    cluster: LocalCluster, world: World, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """BUILDRUN_EXECUTOR=PipelineRun with nothing but manifests/rbac/: a PipelineRun
+    created, watched and cancelled (pipelineruns), its TaskRuns' results and a failed one's
+    pod read, and a multi-arch BuildRun's Nodes listed (nodes list): nothing refused."""
+    sa = await deploy_rbac(cluster)
+    kubeconfig = await sa_kubeconfig(cluster, sa["metadata"]["namespace"],
+                                     sa["metadata"]["name"], tmp_path / "sa.kubeconfig")
+    monkeypatch.setenv("BUILDRUN_EXECUTOR", "PipelineRun")
+    forbidden_before = retries("forbidden")
+    world.fate("ok", results=results(**{"shp-image-digest": "sha256:" + "ab" * 32}))
+    world.fate("fails", fate="fail")
+    world.fate("stop", fate="hold")
+    caplog.set_level(logging.WARNING)
+    platforms = {"image": "registry.example.com/app:latest",
+                 "platforms": [{"os": "linux", "arch": "amd64"}]}
+    async with running_controller(controller_settings(cluster, world.ns,
+                                                      kubeconfig=str(kubeconfig))):
+        await world.buildrun("ok", output=platforms)
+        await world.buildrun("fails")
+        await world.buildrun("stop")
+        await running_pod(world, "stop")
+        await world.kube.patch(BUILDRUNS, world.ns, "stop",
+                               {"spec": {"state": "BuildRunCanceled"}})
+        done = {n: await world.finished(n, timeout=90) for n in ("ok", "fails", "stop")}
+    assert condition(done["ok"])["reason"] == reasons.SUCCEEDED, done["ok"]["status"]
+    assert done["ok"]["status"]["output"]["digest"].startswith("sha256:")
+    assert condition(done["fails"])["reason"] == reasons.PIPELINE_RUN_FAILED
+    assert done["fails"]["status"]["failureDetails"]["location"]["pod"]
+    assert condition(done["stop"])["reason"] == reasons.BUILD_RUN_CANCELED
+    assert {d["status"]["executor"]["kind"] for d in done.values()} == {"PipelineRun"}
+    assert retries("forbidden") == forbidden_before
+    refused = [r.getMessage() for r in caplog.records if "forbidden" in str(r.__dict__).lower()]
+    assert refused == [], refused
 
 
 async def test_without_create_on_taskruns_the_buildrun_fails_saying_forbidden(

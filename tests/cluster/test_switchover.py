@@ -49,7 +49,7 @@ runs then, so no BuildRun is written.
 
 The second test makes the one state the first cannot make on demand: a TaskRun
 Shipwright created but never recorded in the BuildRun's status. Ours adopts it (it
-finds the BuildRun's TaskRuns by owner in its cache, Observer._unrecorded_taskrun);
+finds the BuildRun's TaskRuns by owner in its cache, Observer._unrecorded_run);
 until that fix it made a second TaskRun, and this test was a strict xfail.
 
 Shipwright's controller watches every namespace (it has no option to watch fewer) and

@@ -19,6 +19,7 @@ import pytest
 
 from controller.buildrun import reasons
 from controller.buildrun.caches import Caches
+from controller.buildrun.executors import TASKRUN
 from controller.buildrun.reconciler import BuildRunReconciler
 from controller.buildrun.status import taskrun_finished
 from controller.runtime.events import EventRecorder
@@ -382,7 +383,7 @@ async def test_cancelling_a_taskrun_tekton_finished_meanwhile_is_not_an_error(
                          {"spec": {"status": "TaskRunCancelled"}})
     assert refused.value.status == 400, refused.value
     reconciler = BuildRunReconciler(kube, Caches(), EventRecorder(kube, "t", "t"))
-    await reconciler.actions.cancel_taskrun(stale)  # returns: nothing to cancel
+    await reconciler.actions.cancel(TASKRUN, stale)  # returns: nothing to cancel
     assert taskrun_finished(await taskrun(world, "raced"))
 
 

@@ -1,7 +1,9 @@
-"""What the oracle suite shares: Shipwright's samples as cases, our TaskRun for a case,
-and the documented normalisation under which ours must equal Shipwright's.
+"""What the oracle suite shares: Shipwright's samples as cases, our TaskRun or
+PipelineRun for a case, and the documented normalisation under which ours must equal
+Shipwright's.
 
-Every entry of NORMALISATION is a difference we make on purpose; README "The TaskRun"
+Every entry of NORMALISATION (TaskRun) and PIPELINERUN_NORMALISATION is a difference we
+make on purpose; README "The TaskRun" ("Where we differ on purpose", "The PipelineRun")
 lists the same ones with their reasons.
 """
 
@@ -15,7 +17,9 @@ from typing import Any
 
 import yaml
 
+from controller.buildrun import reasons
 from controller.buildrun.config import ShipwrightConfig
+from controller.buildrun.pipelinerun import generate_pipelinerun
 from controller.buildrun.taskrun import generate_taskrun
 from controller.buildrun.validation import validate_buildrun
 from controller.runtime.errors import UserError
@@ -52,6 +56,19 @@ NORMALISATION = [
      "(renamed 00001, 00002, ... in order of first appearance)",
      "Shipwright draws it at random; ours is a hash of the ConfigMap/Secret name and key, "
      "so a regenerated TaskRun is identical"),
+]
+
+# (what, why): each difference the PipelineRun's normalisation hides, beyond the TaskRun's
+# that apply to it (TypeMeta, name, ownerReferences, the uid label, the orders Shipwright
+# takes from Go maps).
+PIPELINERUN_NORMALISATION = [
+    ("configMapValue / secretValue parameter values (the SHP_CONFIGMAP_PARAM_* / "
+     "SHP_SECRET_PARAM_* env vars of the build-strategy steps, the values that name them, "
+     "an array value left empty)",
+     "Shipwright's PipelineRun generator passes only literal values and drops an array "
+     "left without any, so the parameter silently takes the strategy's default (or Tekton "
+     "fails the run for a missing one); ours are the TaskRun's: each resolved through an "
+     "env var when the pod starts"),
 ]
 
 _ENV_SUFFIX = re.compile(r"SHP_(CONFIGMAP|SECRET)_PARAM_[A-Z0-9]{5}")
@@ -99,10 +116,18 @@ def buildrun_for(build: JSON, name: str = "run-1", **spec: Any) -> JSON:
 
 
 def ours(strategy: JSON, build: JSON, buildrun: JSON, service_account: str,
-         env: dict[str, str]) -> JSON:
-    validate_buildrun(buildrun, build.get("spec") or {}, strategy)  # what _prepare refuses first
-    return generate_taskrun(buildrun, build, strategy, service_account,
-                            ShipwrightConfig.from_env(env))
+         env: dict[str, str], executor: str = "TaskRun") -> JSON:
+    """Our TaskRun (or PipelineRun), after what the controller refuses before generating."""
+    try:
+        validate_buildrun(buildrun, build.get("spec") or {}, strategy)
+    except UserError as exc:
+        # Under the PipelineRun executor Shipwright's multi-arch preflight passes (its
+        # generator then builds the one platform the node runs); the executor check is the
+        # last validate_buildrun makes, so everything else has passed.
+        if executor != "PipelineRun" or exc.reason != reasons.EXECUTOR_NOT_PIPELINE_RUN:
+            raise
+    generate = generate_pipelinerun if executor == "PipelineRun" else generate_taskrun
+    return generate(buildrun, build, strategy, service_account, ShipwrightConfig.from_env(env))
 
 
 def normalise(taskrun: JSON) -> JSON:
@@ -113,20 +138,61 @@ def normalise(taskrun: JSON) -> JSON:
         return seen.setdefault(match[0], f"SHP_{match[1]}_PARAM_{len(seen) + 1:05d}")
 
     tr: JSON = json.loads(_ENV_SUFFIX.sub(rename, json.dumps(taskrun)))
-    tr.pop("apiVersion", None)
-    tr.pop("kind", None)
-    meta = tr.get("metadata") or {}
+    _normalise_common(tr)
+    _normalise_task_spec(tr.get("spec", {}).get("taskSpec") or {})
+    return tr
+
+
+def normalise_pipelinerun(pipelinerun: JSON) -> JSON:
+    """`pipelinerun` with every difference of NORMALISATION that applies to it and of
+    PIPELINERUN_NORMALISATION taken out (never modified in place)."""
+    pr: JSON = copy.deepcopy(pipelinerun)
+    _normalise_common(pr)
+    spec = pr.get("spec") or {}
+    values = []
+    for param in spec.get("params") or []:
+        value = param.get("value")
+        if isinstance(value, list):
+            value = [v for v in value if not _RESOLVED.search(v)]
+            if not value:
+                continue
+        elif _RESOLVED.search(str(value)):
+            continue
+        values.append({**param, "value": value})
+    spec["params"] = values
+    for task in (spec.get("pipelineSpec") or {}).get("tasks") or []:
+        task_spec = task.get("taskSpec") or {}
+        _normalise_task_spec(task_spec)
+        for step in task_spec.get("steps") or []:
+            env = [v for v in step.get("env") or [] if not _RESOLVED_ENV.fullmatch(v["name"])]
+            if env:
+                step["env"] = env
+            else:
+                step.pop("env", None)
+    return pr
+
+
+# A parameter value resolved from a ConfigMap or Secret, and the env var it comes from.
+_RESOLVED = re.compile(r"\$\(SHP_(CONFIGMAP|SECRET)_PARAM_[A-Z0-9]{5}\)")
+_RESOLVED_ENV = re.compile(r"SHP_(CONFIGMAP|SECRET)_PARAM_[A-Z0-9]{5}")
+
+
+def _normalise_common(obj: JSON) -> None:
+    obj.pop("apiVersion", None)
+    obj.pop("kind", None)
+    meta = obj.get("metadata") or {}
     for field in ("name", "generateName", "ownerReferences"):
         meta.pop(field, None)
     (meta.get("labels") or {}).pop(LABEL_BUILDRUN_UID, None)
-    spec = tr.get("spec") or {}
+    spec = obj.get("spec") or {}
     spec["params"] = sorted(spec.get("params") or [], key=lambda p: p["name"])
-    task = spec.get("taskSpec") or {}
+
+
+def _normalise_task_spec(task: JSON) -> None:
     task["volumes"] = sorted(task.get("volumes") or [], key=lambda v: v["name"])
     for step in task.get("steps") or []:
         if step.get("name") == "image-processing":
             step["args"] = _sorted_pairs(step.get("args") or [])
-    return tr
 
 
 def _sorted_pairs(args: list[str]) -> list[str]:
@@ -143,19 +209,20 @@ def _sorted_pairs(args: list[str]) -> list[str]:
 Case = tuple[str, JSON, JSON, JSON, dict[str, str]]  # id, strategy, build, buildrun, env
 
 
-def compare(cases: list[Case], service_account: str = "pipeline"
+def compare(cases: list[Case], service_account: str = "pipeline", executor: str = "TaskRun"
             ) -> list[tuple[str, JSON, JSON | UserError]]:
-    """For each case: (id, the oracle's answer, our TaskRun or the UserError we refused it
-    with). Our TaskRun goes to the oracle too, for Tekton's verdict on it."""
+    """For each case: (id, the oracle's answer, our TaskRun (PipelineRun) or the UserError
+    we refused it with). Ours goes to the oracle too, for Tekton's verdict on it."""
     ourselves: list[JSON | UserError] = []
     for _, strategy, build, buildrun, env in cases:
         try:
-            ourselves.append(ours(strategy, build, buildrun, service_account, env))
+            ourselves.append(ours(strategy, build, buildrun, service_account, env, executor))
         except UserError as exc:
             ourselves.append(exc)
     answers = oracle.ask([
         oracle.case(strategy, build, buildrun, service_account=service_account, env=env,
-                    ours=mine if isinstance(mine, dict) else None, case_id=case_id)
+                    ours=mine if isinstance(mine, dict) else None, case_id=case_id,
+                    executor=executor)
         for (case_id, strategy, build, buildrun, env), mine in zip(cases, ourselves,
                                                                    strict=True)
     ])

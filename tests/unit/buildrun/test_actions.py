@@ -20,14 +20,14 @@ import pytest
 
 from controller.buildrun import reasons, serviceaccounts
 from controller.buildrun.actions import TASKRUN_CANCELLED
-from controller.buildrun.caches import Caches
+from controller.buildrun.caches import UNWATCHED_POLL, Caches
 from controller.buildrun.config import ShipwrightConfig
 from controller.buildrun.reconciler import BuildRunReconciler
 from controller.buildrun.status import succeeded_condition
 from controller.buildrun.taskrun import taskrun_name
 from controller.runtime.errors import RetryableError, classify
 from controller.runtime.events import EventRecorder
-from controller.runtime.kube import JSON, SERVICEACCOUNTS, ApiError, key_of
+from controller.runtime.kube import JSON, PODS, SERVICEACCOUNTS, ApiError, Resource, key_of
 from controller.runtime.reconcile import DONE, Result
 from controller.runtime.timestamps import format_time
 from controller.shipwright.resources import (
@@ -35,6 +35,7 @@ from controller.shipwright.resources import (
     BUILDS,
     BUILDSTRATEGIES,
     CLUSTERBUILDSTRATEGIES,
+    PIPELINERUNS,
     TASKRUNS,
 )
 from devtools.cluster import fixtures
@@ -52,13 +53,16 @@ class Rig:
     """A namespace with a BuildStrategy, a validated Build and the default
     ServiceAccount, and a reconciler on caches of it, at a fixed clock."""
 
-    def __init__(self) -> None:
+    def __init__(self, executor: str = "TaskRun") -> None:
         self.kube = FakeKube()
-        self.caches = Caches()
+        # As setup.py wires it: no PipelineRun informer unless they are the executor.
+        self.caches = Caches(unwatched=frozenset() if executor == "PipelineRun"
+                             else frozenset({PIPELINERUNS}))
         recorder = EventRecorder(self.kube, "test", "test")  # type: ignore[arg-type]
         self.reconciler = BuildRunReconciler(
             self.kube, self.caches, recorder,  # type: ignore[arg-type]
-            clock=lambda: NOW, taskrun_config=ShipwrightConfig.from_env())
+            clock=lambda: NOW,
+            taskrun_config=ShipwrightConfig.from_env({"BUILDRUN_EXECUTOR": executor}))
         self.kube.add(BUILDSTRATEGIES, fixtures.strategy())
         self.kube.add(BUILDS, {**fixtures.build(), "status": {"registered": "True"}})
         self.kube.add(SERVICEACCOUNTS, {"metadata": {"name": "default"}})
@@ -67,12 +71,15 @@ class Rig:
         """The caches catch up with the server."""
         for resource, store in ((BUILDRUNS, self.caches.buildruns),
                                 (TASKRUNS, self.caches.taskruns),
+                                (PIPELINERUNS, self.caches.pipelineruns),
                                 (BUILDS, self.caches.builds),
                                 (BUILDSTRATEGIES, self.caches.strategies),
                                 (CLUSTERBUILDSTRATEGIES, self.caches.cluster_strategies),
                                 (SERVICEACCOUNTS, self.caches.service_accounts)):
             for obj in store.values():
                 store.remove(key_of(obj))
+            if resource in self.caches.unwatched:
+                continue  # no informer fills it
             for (plural, _, _), obj in self.kube.objects.items():
                 if plural == f"{resource.plural}.{resource.group}":
                     store.upsert(copy.deepcopy(obj))
@@ -556,3 +563,266 @@ async def test_giving_up_on_a_done_buildrun_leaves_it_be(rig: Rig) -> None:
     await rig.give_up()
     assert rig.kube.writes() == []
     assert rig.stored() == before
+
+
+# -- the PipelineRun executor (BUILDRUN_EXECUTOR=PipelineRun) ------------------------------
+#
+# The same rows, run as a PipelineRun: what differs is what is created, cancelled and read
+# (its TaskRuns, through status.childReferences), and the status naming it.
+
+NODES = Resource("", "v1", "nodes", "Node", namespaced=False)
+
+
+@pytest.fixture
+def prig() -> Rig:
+    return Rig(executor="PipelineRun")
+
+
+def pr_started(name: str = "pr") -> JSON:
+    """A RUNNING BuildRun's status as Shipwright writes it for a PipelineRun: no taskRunName."""
+    return {"executor": {"kind": "PipelineRun", "name": name}, "startTime": ago(30),
+            "conditions": running(), "buildSpec": {}}
+
+
+def add_pipelinerun(rig: Rig, buildrun: JSON, name: str = "pr", *,
+                    children: tuple[str, ...] = (), **status: Any) -> JSON:
+    refs = [{"apiVersion": "tekton.dev/v1", "kind": "TaskRun", "name": c,
+             "pipelineTaskName": c.removeprefix(f"{name}-")} for c in children]
+    if refs:
+        status = {**status, "childReferences": refs}
+    return rig.kube.add(PIPELINERUNS, {
+        "metadata": {"name": name, "labels": {"buildrun.shipwright.io/name": "br"},
+                     "ownerReferences": [{"kind": "BuildRun", "name": "br",
+                                          "uid": buildrun["metadata"]["uid"],
+                                          "controller": True}]},
+        "spec": {"timeouts": {"pipeline": "1h0m0s"}}, "status": status})
+
+
+def add_child(rig: Rig, name: str, pr: str = "pr", **status: Any) -> JSON:
+    """A TaskRun of PipelineRun `pr`: owned by it, with the BuildRun label Tekton copies."""
+    return rig.kube.add(TASKRUNS, {
+        "metadata": {"name": name, "labels": {"buildrun.shipwright.io/name": "br"},
+                     "ownerReferences": [{"kind": "PipelineRun", "name": pr, "uid": "pr-uid",
+                                          "controller": True}]},
+        "spec": {}, "status": status})
+
+
+def pipelineruns(rig: Rig) -> list[str]:
+    return [name for (plural, _, name) in rig.kube.objects
+            if plural == f"{PIPELINERUNS.plural}.{PIPELINERUNS.group}"]
+
+
+def pr_cancelled(rig: Rig, name: str = "pr") -> bool:
+    pr = rig.kube.stored(PIPELINERUNS, name)
+    assert pr is not None
+    return bool(pr["spec"] == {**pr["spec"], "status": "Cancelled"}
+                and "statusMessage" not in pr["spec"])
+
+
+PR_CANCEL: Call = ("patch", "pipelineruns", "pr", "")
+
+
+async def test_pipelinerun_row_10_creates_a_pipelinerun_and_names_it_as_shipwright(
+        prig: Rig) -> None:
+    br = prig.buildrun(timeout="10m")
+    name = taskrun_name(br)
+    assert (await prig.reconcile()).requeue_after == pytest.approx(600.05)
+    assert prig.kube.writes() == [LABEL_WRITE, ("create", "pipelineruns", name, ""),
+                                  STATUS_WRITE]
+    status = prig.stored()["status"]
+    assert status["executor"] == {"kind": "PipelineRun", "name": name}
+    assert "taskRunName" not in status  # Shipwright writes it for a TaskRun only
+    assert status["startTime"] == format_time(NOW)
+    assert (prig.condition()["status"], prig.condition()["reason"]) == ("Unknown", "Pending")
+    assert f"PipelineRun {name}" in prig.condition()["message"]
+    assert pipelineruns(prig) == [name] and prig.taskruns() == []
+    pr = prig.kube.stored(PIPELINERUNS, name)
+    assert pr is not None and pr["metadata"]["ownerReferences"][0]["uid"] == \
+        br["metadata"]["uid"]
+    # RUNNING from now on: the next reconcile follows the PipelineRun, creates nothing.
+    assert (await prig.reconcile()).requeue_after == pytest.approx(600.05)
+    assert prig.kube.writes() == []
+
+
+async def test_pipelinerun_row_10_adopts_its_own_from_an_unrecorded_try(prig: Rig) -> None:
+    br = prig.buildrun()
+    add_pipelinerun(prig, br, taskrun_name(br), conditions=running("Started"))
+    prig.sync()
+    prig.caches.pipelineruns.remove(f"ns/{taskrun_name(br)}")  # the watch has not said yet
+    assert await prig.reconcile(sync=False) == DONE
+    assert prig.kube.writes() == [LABEL_WRITE, ("create", "pipelineruns", taskrun_name(br), ""),
+                                  STATUS_WRITE]  # AlreadyExists: adopted
+    assert prig.stored()["status"]["executor"]["name"] == taskrun_name(br)
+    assert pipelineruns(prig) == [taskrun_name(br)]
+
+
+async def test_pipelinerun_row_10_adopts_one_shipwright_made_but_never_recorded(
+        prig: Rig) -> None:
+    br = prig.buildrun()
+    add_pipelinerun(prig, br, "br-x7k2p", conditions=running("Started"))
+    add_child(prig, "br-x7k2p-source-acquisition", "br-x7k2p")  # Tekton's, not ours to adopt
+    assert await prig.reconcile() == DONE
+    assert prig.stored()["status"]["executor"] == {"kind": "PipelineRun", "name": "br-x7k2p"}
+    assert pipelineruns(prig) == ["br-x7k2p"]
+
+
+async def test_pipelinerun_another_object_owns_is_not_adopted(prig: Rig) -> None:
+    br = prig.buildrun()
+    other = {**br, "metadata": {**br["metadata"], "uid": "another-uid"}}
+    add_pipelinerun(prig, other, taskrun_name(br))
+    prig.sync()
+    prig.caches.pipelineruns.remove(f"ns/{taskrun_name(br)}")
+    assert await prig.reconcile(sync=False) == DONE
+    cond = prig.condition()
+    assert cond["reason"] == reasons.TASK_RUN_GENERATION_FAILED
+    assert cond["message"] == (f"PipelineRun {taskrun_name(br)!r} exists but belongs to "
+                               "another object")
+
+
+async def test_pipelinerun_row_11_the_outcome_from_its_taskruns(prig: Rig) -> None:
+    br = prig.buildrun(status=pr_started())
+    add_pipelinerun(prig, br, children=("pr-source", "pr-build", "pr-output"), conditions=[
+        {"type": "Succeeded", "status": "True", "reason": "Succeeded", "message": "done"}])
+    add_child(prig, "pr-source", results=[{"name": "shp-source-default-commit-sha",
+                                           "value": "abc"}])
+    add_child(prig, "pr-build")
+    add_child(prig, "pr-output", results=[{"name": "shp-image-digest", "value": DIGEST}])
+    assert await prig.reconcile() == DONE
+    assert prig.kube.writes() == [STATUS_WRITE]
+    status = prig.stored()["status"]
+    assert (prig.condition()["status"], prig.condition()["reason"]) == ("True", "Succeeded")
+    assert status["output"] == {"digest": DIGEST}
+    assert status["source"]["git"] == {"commitSha": "abc"}
+    assert status["executor"] == {"kind": "PipelineRun", "name": "pr"}
+    assert "taskRunName" not in status
+
+
+async def test_pipelinerun_row_11_a_failure_reads_the_failed_taskruns_pod(prig: Rig) -> None:
+    br = prig.buildrun(status=pr_started())
+    failed = [{"type": "Succeeded", "status": "False", "reason": "Failed", "message": "x"}]
+    add_pipelinerun(prig, br, children=("pr-source", "pr-build"), conditions=failed)
+    add_child(prig, "pr-source", conditions=[{"type": "Succeeded", "status": "True"}],
+              podName="pr-source-pod")
+    add_child(prig, "pr-build", conditions=failed, podName="pr-build-pod", steps=[
+        {"name": "build", "container": "step-build", "terminated": {"exitCode": 3}}])
+    prig.kube.add(PODS, {"metadata": {"name": "pr-build-pod"},
+                         "status": {"reason": "Evicted", "message": "The node was low"}})
+    assert await prig.reconcile() == DONE
+    assert ("get", "pods", "pr-build-pod", "") in prig.kube.calls
+    cond = prig.condition()
+    assert (cond["status"], cond["reason"]) == ("False", reasons.POD_EVICTED)
+    assert prig.stored()["status"]["failureDetails"]["location"] == {
+        "pod": "pr-build-pod", "container": "step-build"}
+
+
+async def test_pipelinerun_row_13_a_deleted_pipelinerun(prig: Rig) -> None:
+    prig.buildrun(status=pr_started())
+    assert await prig.reconcile() == DONE
+    assert (prig.condition()["reason"], prig.condition()["message"]) == (
+        reasons.TASK_RUN_IS_MISSING, "the PipelineRun was deleted before it finished")
+
+
+async def test_pipelinerun_row_14_a_cancel_cancels_the_pipelinerun(prig: Rig) -> None:
+    br = prig.buildrun(status=pr_started(), state="BuildRunCanceled")
+    add_pipelinerun(prig, br, conditions=running())
+    assert await prig.reconcile() == DONE
+    assert prig.condition()["reason"] == reasons.BUILD_RUN_CANCELED
+    assert prig.kube.writes() == [STATUS_WRITE, PR_CANCEL]
+    assert pr_cancelled(prig)  # spec.status Cancelled, as Shipwright's Cancel
+
+
+async def test_pipelinerun_row_15_a_timeout_cancels_the_pipelinerun(prig: Rig) -> None:
+    br = prig.buildrun(status={**pr_started(), "startTime": ago(60),
+                               "buildSpec": {"timeout": "30s"}})
+    add_pipelinerun(prig, br, conditions=running())
+    assert await prig.reconcile() == DONE
+    assert (prig.condition()["reason"], prig.condition()["message"]) == (
+        reasons.BUILD_RUN_TIMEOUT, "BuildRun br failed to finish within 30s")
+    assert prig.kube.writes() == [STATUS_WRITE, PR_CANCEL]
+    assert pr_cancelled(prig)
+
+
+async def test_pipelinerun_row_1_a_done_buildrun_stops_its_running_pipelinerun(
+        prig: Rig) -> None:
+    br = prig.buildrun(status={**pr_started(), "completionTime": ago(5), "conditions": [
+        {"type": "Succeeded", "status": "False", "reason": "Failed"}]})
+    add_pipelinerun(prig, br, conditions=running())
+    assert await prig.reconcile() == DONE
+    assert prig.kube.writes() == [PR_CANCEL]
+    assert pr_cancelled(prig)
+    assert await prig.reconcile() == DONE  # asked already: not again
+    assert prig.kube.writes() == []
+
+
+async def test_pipelinerun_giving_up_stops_it(prig: Rig) -> None:
+    br = prig.buildrun(status=pr_started())
+    add_pipelinerun(prig, br, conditions=running())
+    await prig.give_up()
+    assert prig.condition()["reason"] == reasons.RECONCILER_RETRIES_EXHAUSTED
+    assert prig.kube.writes() == [STATUS_WRITE, PR_CANCEL]
+
+
+async def test_a_buildrun_started_as_a_taskrun_keeps_its_taskrun_after_the_switch(
+        prig: Rig) -> None:
+    """BUILDRUN_EXECUTOR changed while a BuildRun ran: it is followed as what it started
+    as (its status says), and finishes with its TaskRun's outcome."""
+    br = prig.buildrun(status=started())
+    prig.taskrun(br, **succeeded())
+    assert await prig.reconcile() == DONE
+    assert (prig.condition()["status"], prig.condition()["reason"]) == ("True", "Succeeded")
+    assert prig.stored()["status"]["executor"] == {"kind": "TaskRun", "name": "tr"}
+    assert pipelineruns(prig) == []
+
+
+async def test_a_pipelinerun_left_by_a_switch_back_to_taskruns_is_followed_by_polling(
+        rig: Rig) -> None:
+    """With TaskRuns configured no PipelineRun informer runs: a BuildRun started as a
+    PipelineRun is read with a GET and looked at again every UNWATCHED_POLL seconds
+    (nothing else would wake it when the PipelineRun finishes), then ends with its
+    outcome and TaskRuns as ever."""
+    br = rig.buildrun(status=pr_started())
+    add_pipelinerun(rig, br, conditions=running())
+    result = await rig.reconcile()
+    assert result.requeue_after == pytest.approx(UNWATCHED_POLL + 0.05)
+    assert ("get", "pipelineruns", "pr", "") in rig.kube.calls
+    assert rig.kube.writes() == []
+    rig.kube.modify(PIPELINERUNS, "pr", lambda pr: pr["status"].update(
+        conditions=[{"type": "Succeeded", "status": "True", "reason": "Succeeded"}],
+        childReferences=[{"kind": "TaskRun", "name": "pr-output"}]))
+    add_child(rig, "pr-output", results=[{"name": "shp-image-digest", "value": DIGEST}])
+    assert await rig.reconcile() == DONE
+    assert rig.condition()["reason"] == reasons.SUCCEEDED
+    assert rig.stored()["status"]["output"]["digest"] == DIGEST
+
+
+@pytest.mark.parametrize(("executor", "nodes", "reason", "writes"), [
+    ("TaskRun", [], reasons.EXECUTOR_NOT_PIPELINE_RUN, [LABEL_WRITE, STATUS_WRITE]),
+    ("PipelineRun", [], reasons.NODE_PLATFORM_NOT_FOUND, [LABEL_WRITE, STATUS_WRITE]),
+    ("PipelineRun", [("linux", "amd64", "True", False)], reasons.NODE_PLATFORM_NOT_FOUND,
+     [LABEL_WRITE, STATUS_WRITE]),
+    ("PipelineRun", [("linux", "arm64", "True", True), ("linux", "arm64", "False", False),
+                     ("linux", "amd64", "True", False)],
+     reasons.NODE_PLATFORM_NOT_FOUND, [LABEL_WRITE, STATUS_WRITE]),
+    ("PipelineRun", [("linux", "arm64", "True", False), ("linux", "amd64", "True", False)],
+     reasons.PENDING, [LABEL_WRITE, ("create", "pipelineruns", "", ""), STATUS_WRITE]),
+], ids=["taskrun-executor", "no-nodes", "no-arm64", "arm64-cordoned-or-not-ready", "both"])
+async def test_multi_arch_needs_the_pipelinerun_executor_and_a_node_per_platform(
+        executor: str, nodes: list[tuple[str, str, str, bool]], reason: str,
+        writes: list[Call]) -> None:
+    rig = Rig(executor=executor)
+    for i, (os_, arch, ready, unschedulable) in enumerate(nodes):
+        rig.kube.add(NODES, {
+            "metadata": {"name": f"n{i}", "labels": {"kubernetes.io/os": os_,
+                                                     "kubernetes.io/arch": arch}},
+            "spec": {"unschedulable": unschedulable},
+            "status": {"conditions": [{"type": "Ready", "status": ready}]}}, namespace=None)
+    br = rig.buildrun(output={"image": fixtures.IMAGE, "platforms": [
+        {"os": "linux", "arch": "amd64"}, {"os": "linux", "arch": "arm64"}]})
+    await rig.reconcile()
+    assert rig.condition()["reason"] == reason
+    expected = [(v, p, n or taskrun_name(br), s) if p == "pipelineruns" else (v, p, n, s)
+                for v, p, n, s in writes]
+    assert rig.kube.writes() == expected
+    # Nodes are listed only with PipelineRuns, after the preflight passed.
+    listed = [c for c in rig.kube.calls if c[:2] == ("list", "nodes")]
+    assert len(listed) == (0 if executor == "TaskRun" else 1)

@@ -21,7 +21,7 @@ from controller.buildrun import reasons
 from controller.buildrun.caches import Caches
 from controller.buildrun.config import ShipwrightConfig
 from controller.buildrun.reconciler import BuildRunReconciler
-from controller.buildrun.validation import validate_buildrun
+from controller.buildrun.validation import check_nodes, validate_buildrun
 from controller.builds import validation as build_validation
 from controller.runtime.errors import UserError
 from controller.runtime.events import EventRecorder
@@ -252,7 +252,7 @@ def test_platforms_of_the_buildrun_not_valid(platforms: list[JSON], message: str
 
 def test_platforms_valid_end_in_executor_not_pipeline_run() -> None:
     """A multi-arch request never silently builds one arch: Shipwright needs its
-    PipelineRun executor for platforms, and this controller runs TaskRuns only."""
+    PipelineRun executor for platforms, and with TaskRuns (the default) refuses them."""
     for run, spec in [
         (buildrun(output={"image": "registry.example.com/app", "platforms": PLATFORMS}),
          BUILD_SPEC),
@@ -260,6 +260,54 @@ def test_platforms_valid_end_in_executor_not_pipeline_run() -> None:
     ]:
         error = refused(run, spec)
         assert (error.reason, error.message) == (reasons.EXECUTOR_NOT_PIPELINE_RUN, EXECUTOR)
+
+
+def test_platforms_valid_with_pipelineruns_go_on_to_the_node_check() -> None:
+    """With BUILDRUN_EXECUTOR=PipelineRun the preflight passes and the platforms are
+    returned for the Node check (Shipwright lists Nodes only then); none without them,
+    and the preflight's own refusals still come first."""
+    spec = build_spec(output={"image": "i", "platforms": PLATFORMS})
+    assert validate_buildrun(buildrun(), spec, STRATEGY, "PipelineRun") == PLATFORMS
+    assert validate_buildrun(buildrun(), BUILD_SPEC, STRATEGY, "PipelineRun") == []
+    with pytest.raises(UserError) as conflict:
+        validate_buildrun(buildrun(nodeSelector={"kubernetes.io/os": "linux"}), spec,
+                          STRATEGY, "PipelineRun")
+    assert conflict.value.reason == reasons.NODE_SELECTOR_PLATFORM_CONFLICT
+
+
+def node(name: str, os_: str | None = "linux", arch: str | None = "amd64", *,
+         ready: str = "True", unschedulable: bool = False) -> JSON:
+    labels = {k: v for k, v in (("kubernetes.io/os", os_), ("kubernetes.io/arch", arch)) if v}
+    return {"metadata": {"name": name, "labels": labels},
+            "spec": {"unschedulable": unschedulable} if unschedulable else {},
+            "status": {"conditions": [{"type": "MemoryPressure", "status": "False"},
+                                      {"type": "Ready", "status": ready}]}}
+
+
+@pytest.mark.parametrize(("nodes", "missing"), [
+    ([node("a"), node("b", arch="arm64")], None),
+    ([node("a")], "linux/arm64"),
+    ([], "linux/amd64"),
+    ([node("a", ready="False"), node("b", arch="arm64")], "linux/amd64"),
+    ([node("a", ready="Unknown"), node("b", arch="arm64")], "linux/amd64"),
+    ([node("a", unschedulable=True), node("b", arch="arm64")], "linux/amd64"),
+    ([node("a", os_=None), node("b", arch="arm64")], "linux/amd64"),
+    ([node("a", arch=None), node("b", arch="arm64")], "linux/amd64"),
+    ([node("a", os_="windows"), node("b", arch="arm64")], "linux/amd64"),
+    ([{"metadata": {"name": "bare"}}, node("a"), node("b", arch="arm64")], None),
+], ids=["both", "no-arm64", "no-nodes", "not-ready", "ready-unknown", "cordoned",
+        "no-os-label", "no-arch-label", "other-os", "a-bare-node-is-skipped"])
+def test_node_availability_as_shipwrights(nodes: list[JSON], missing: str | None) -> None:
+    """Shipwright's ValidateNodeAvailability (pkg/validate/output.go): each of the output's
+    platforms needs a Node that is Ready, not unschedulable, with both labels matching;
+    the first platform without one is named."""
+    if missing is None:
+        check_nodes(PLATFORMS, nodes)
+        return
+    with pytest.raises(UserError) as refusal:
+        check_nodes(PLATFORMS, nodes)
+    assert (refusal.value.reason, refusal.value.message) == (
+        reasons.NODE_PLATFORM_NOT_FOUND, f"no schedulable node found for platform {missing}")
 
 
 def test_platforms_of_the_buildrun_replace_the_builds_when_not_empty() -> None:

@@ -33,6 +33,9 @@ def test_reason_constants_are_named_after_their_values() -> None:
         "ReconcilerRetriesExhausted",
         "TaskRunCancelled",
         "TaskRunTimeout",
+        "PipelineRunCancelled",
+        "PipelineRunTimeout",
+        "PipelineRunFailed",
     }
     for name, value in constants.items():
         assert name == re.sub(r"(?<!^)(?=[A-Z])", "_", value).upper(), name

@@ -96,3 +96,34 @@ def test_slim_taskrun_takes_odd_shapes() -> None:
     assert slim_taskrun({"metadata": {"name": "a"}}) == {"metadata": {"name": "a"}}
     odd = {"metadata": {"name": "a"}, "spec": None, "status": None}
     assert slim_taskrun(copy.deepcopy(odd)) == odd
+
+
+def test_slim_pipelinerun_keeps_what_is_read_of_it() -> None:
+    """The PipelineRun informer's transform drops the generated pipeline and Tekton's copy
+    of it; the outcome, the running reason, cancel and the owner read the same."""
+    from controller.buildrun.executors import PIPELINERUN
+    from controller.buildrun.setup import slim_pipelinerun
+    from controller.buildrun.status import outcome_from_pipelinerun
+
+    whole: JSON = {
+        "kind": "PipelineRun",
+        "metadata": {"name": "pr", "namespace": "ns", "labels": {"buildrun.shipwright.io/name":
+                                                                  "br"},
+                     "ownerReferences": [{"kind": "BuildRun", "name": "br", "uid": "u",
+                                          "controller": True}]},
+        "spec": {"pipelineSpec": {"tasks": [{"name": "t", "taskSpec": {"steps": []}}]},
+                 "status": "Cancelled", "timeouts": {"pipeline": "5s"},
+                 "taskRunTemplate": {"serviceAccountName": "default"}},
+        "status": {"conditions": [{"type": "Succeeded", "status": "False",
+                                   "reason": "PipelineRunTimeout", "message": "m"}],
+                   "childReferences": [{"kind": "TaskRun", "name": "pr-t"}],
+                   "pipelineSpec": {"tasks": []}, "provenance": {"featureFlags": {}},
+                   "startTime": "2026-12-03T10:00:00Z"},
+    }
+    slim = slim_pipelinerun(copy.deepcopy(whole))
+    assert "pipelineSpec" not in slim["spec"] and "pipelineSpec" not in slim["status"]
+    assert outcome_from_pipelinerun(slim, []) == outcome_from_pipelinerun(whole, [])
+    assert running_reason(slim) == running_reason(whole)
+    assert PIPELINERUN.cancelled(slim) and PIPELINERUN.children(slim) == ["pr-t"]
+    assert owner_buildrun(slim) == owner_buildrun(whole) == "ns/br"
+    assert slim_pipelinerun({"metadata": {"name": "a"}}) == {"metadata": {"name": "a"}}

@@ -137,3 +137,12 @@ def test_a_finished_taskrun_wins_then_the_spent_budget(phase: Phase) -> None:
             assert d.reason == reasons.RECONCILER_RETRIES_EXHAUSTED, obs
         else:
             assert d.reason != reasons.RECONCILER_RETRIES_EXHAUSTED, obs
+
+
+@pytest.mark.parametrize("kind", ["TaskRun", "PipelineRun"])
+def test_a_missing_executor_is_named_by_its_kind(kind: str) -> None:
+    """Row 13 is TaskRunIsMissing for both executors (Shipwright's one reason); the
+    message says which was deleted."""
+    decision = decide(Observation(Phase.RUNNING, taskrun_missing=True, executor_kind=kind))
+    assert (decision.row, decision.reason, decision.message) == (
+        13, reasons.TASK_RUN_IS_MISSING, f"the {kind} was deleted before it finished")

@@ -13,6 +13,9 @@ from controller.buildrun import reasons
 from controller.buildrun.status import (
     MESSAGE_MAX,
     Outcome,
+    child_taskrun_names,
+    failed_child,
+    outcome_from_pipelinerun,
     outcome_from_taskrun,
     running_reason,
     succeeded_condition,
@@ -385,3 +388,147 @@ def test_another_exit_code_of_image_processing_is_a_plain_failure() -> None:
     tr = taskrun("False", "Failed", steps=[step("image-processing", 1)])
     outcome = outcome_from_taskrun(tr)
     assert outcome is not None and outcome.reason == reasons.FAILED
+
+
+# --- outcome_from_pipelinerun (BUILDRUN_EXECUTOR=PipelineRun)
+
+DIGEST = "sha256:" + "12" * 32
+
+
+def pipelinerun(status: str, reason: str = "", message: str = "", *,
+                children: tuple[str, ...] = ("pr-source-acquisition", "pr-build-strategy",
+                                             "pr-output-image"),
+                **extra: Any) -> dict[str, Any]:
+    condition = {"type": "Succeeded", "status": status, "reason": reason, "message": message}
+    refs = [{"apiVersion": "tekton.dev/v1", "kind": "TaskRun", "name": c} for c in children]
+    return {
+        "kind": "PipelineRun",
+        "metadata": {"name": "pr", "namespace": "team-a",
+                     "labels": {"buildrun.shipwright.io/name": "br"}},
+        "spec": extra.pop("spec", {"timeouts": {"pipeline": "1h0m0s"}}),
+        "status": {"conditions": [condition], "childReferences": refs, **extra},
+    }
+
+
+def child(name: str, status: str = "True", reason: str = "Succeeded",
+          **extra: Any) -> dict[str, Any]:
+    tr = taskrun(status, reason, **extra)
+    tr["metadata"]["name"] = name
+    tr["status"]["podName"] = f"{name}-pod"
+    return tr
+
+
+def test_child_taskrun_names_are_its_taskruns_in_order() -> None:
+    pr = pipelinerun("Unknown", "Running")
+    pr["status"]["childReferences"].insert(1, {"kind": "CustomRun", "name": "not-a-taskrun"})
+    assert child_taskrun_names(pr) == ["pr-source-acquisition", "pr-build-strategy",
+                                       "pr-output-image"]
+    assert child_taskrun_names({"status": {}}) == []
+
+
+@pytest.mark.parametrize("reason", ["Started", "Running", "PipelineRunPending"])
+def test_pipelinerun_outcome_is_none_while_unfinished(reason: str) -> None:
+    assert outcome_from_pipelinerun(pipelinerun("Unknown", reason), []) is None
+    assert outcome_from_pipelinerun({"metadata": {"name": "pr"}}, []) is None
+
+
+def test_pipelinerun_running_reason_names_the_pipelinerun() -> None:
+    assert running_reason({"kind": "PipelineRun", "metadata": {"name": "pr"}}) == (
+        reasons.PENDING, "PipelineRun pr has not started yet")
+    running = pipelinerun("Unknown", "Running", "Tasks Completed: 1 (Failed: 0)")
+    assert running_reason(running) == (reasons.RUNNING, "Tasks Completed: 1 (Failed: 0)")
+
+
+@pytest.mark.parametrize("tekton_reason", ["Succeeded", "Completed"])
+def test_pipelinerun_succeeded_takes_results_from_its_taskruns(tekton_reason: str) -> None:
+    """As GetResults: the PipelineRun's own results if it has any, else every child
+    TaskRun's, in childReferences order."""
+    children = [
+        child("pr-source-acquisition", results=[
+            {"name": "shp-source-default-commit-sha", "value": "abc"},
+            {"name": "shp-source-default-source-timestamp", "value": "1700000000"}]),
+        child("pr-build-strategy"),
+        child("pr-output-image", results=[{"name": "shp-image-digest", "value": DIGEST},
+                                          {"name": "shp-image-size", "value": "42"}]),
+    ]
+    outcome = outcome_from_pipelinerun(pipelinerun("True", tekton_reason, "done"), children)
+    assert outcome == Outcome(
+        "True", reasons.SUCCEEDED, "done", None, DIGEST,
+        output={"digest": DIGEST, "size": 42},
+        source={"git": {"commitSha": "abc"}, "timestamp": "2023-11-14T22:13:20Z"})
+    own = pipelinerun("True", "Succeeded", results=[
+        {"name": "shp-image-digest", "value": "sha256:own"}])
+    outcome = outcome_from_pipelinerun(own, children)
+    assert outcome is not None and outcome.output == {"digest": "sha256:own"}
+    assert outcome.source is None  # the PipelineRun's own results only
+
+
+def test_pipelinerun_timeout_in_shipwrights_words() -> None:
+    pr = pipelinerun("False", reasons.PIPELINE_RUN_TIMEOUT, "PipelineRun pr failed to finish",
+                     spec={"timeouts": {"pipeline": "90s"}})
+    outcome = outcome_from_pipelinerun(pr, [child("pr-source-acquisition", "False",
+                                                  "TaskRunCancelled")])
+    assert outcome == Outcome("False", reasons.BUILD_RUN_TIMEOUT,
+                              "BuildRun br failed to finish within 1m30s", None, None)
+    no_timeout = pipelinerun("False", reasons.PIPELINE_RUN_TIMEOUT, "took too long", spec={})
+    outcome = outcome_from_pipelinerun(no_timeout, [])
+    assert outcome is not None and outcome.message == "took too long"
+
+
+@pytest.mark.parametrize("tekton_reason", ["Cancelled", reasons.PIPELINE_RUN_CANCELLED])
+def test_pipelinerun_cancelled(tekton_reason: str) -> None:
+    outcome = outcome_from_pipelinerun(pipelinerun("False", tekton_reason, "cancelled"), [])
+    assert outcome is not None
+    assert (outcome.status, outcome.reason) == ("False", reasons.BUILD_RUN_CANCELED)
+    assert outcome.failure_details is None
+
+
+def test_pipelinerun_failed_step_is_pipelinerun_failed_with_the_taskruns_details() -> None:
+    children = [child("pr-source-acquisition"),
+                child("pr-build-strategy", "False", "Failed",
+                      steps=[step("build", 3, "Error")])]
+    outcome = outcome_from_pipelinerun(pipelinerun("False", "Failed", "Tasks Completed: 2 "
+                                                   "(Failed: 1)"), children)
+    assert outcome is not None
+    assert (outcome.status, outcome.reason) == ("False", reasons.PIPELINE_RUN_FAILED)
+    assert outcome.message.startswith("PipelineRun pr failed: step build failed with exit "
+                                      "code 3")
+    assert "kubectl logs -n team-a pr-build-strategy-pod -c step-build" in outcome.message
+    assert outcome.failure_details is not None
+    assert outcome.failure_details["reason"] == reasons.PIPELINE_RUN_FAILED
+    assert outcome.failure_details["location"] == {"pod": "pr-build-strategy-pod",
+                                                   "container": "step-build"}
+
+
+def test_pipelinerun_failure_reads_the_first_failed_taskrun_and_its_pod() -> None:
+    children = [child("pr-source-acquisition", "False", "Failed",
+                      steps=[step("source-default", 1, "OOMKilled")]),
+                child("pr-build-strategy", "False", "Failed",
+                      steps=[step("build", 2, "Error")])]
+    assert failed_child(children) is children[0]
+    outcome = outcome_from_pipelinerun(pipelinerun("False", "Failed"), children)
+    assert outcome is not None and outcome.reason == reasons.STEP_OUT_OF_MEMORY
+    evicted = {"status": {"reason": "Evicted", "message": "The node was low on memory."}}
+    outcome = outcome_from_pipelinerun(pipelinerun("False", "Failed"), children, evicted)
+    assert outcome is not None and outcome.reason == reasons.POD_EVICTED
+    assert outcome.failure_details is not None
+    assert outcome.failure_details["location"]["pod"] == "pr-source-acquisition-pod"
+    # The strategy's own error results win in the details, as for a TaskRun.
+    words = [{"key": "shp-error-reason", "value": "GitAuth", "type": 1}]
+    children[0]["status"]["steps"][0]["terminated"]["message"] = json.dumps(words)
+    outcome = outcome_from_pipelinerun(pipelinerun("False", "Failed"), children)
+    assert outcome is not None and outcome.failure_details is not None
+    assert outcome.failure_details["reason"] == "GitAuth"
+
+
+def test_pipelinerun_failed_without_a_failed_taskrun_keeps_tektons_words() -> None:
+    refused = pipelinerun("False", "PipelineValidationFailed", "bad param", children=())
+    outcome = outcome_from_pipelinerun(refused, [])
+    assert outcome == Outcome(
+        "False", reasons.PIPELINE_RUN_FAILED,
+        "PipelineRun pr failed with no child TaskRuns: bad param", None, None)
+    outcome = outcome_from_pipelinerun(pipelinerun("False", "Failed", "x"),
+                                       [child("pr-source-acquisition")])
+    assert outcome is not None
+    assert (outcome.reason, outcome.message) == (reasons.PIPELINE_RUN_FAILED,
+                                                 "PipelineRun pr failed: x")

@@ -582,7 +582,8 @@ def test_the_deployment_sets_only_settings_we_read_and_they_parse() -> None:
     read = {f"{kind}_CONTAINER_{form}" for kind in ("GIT", "BUNDLE", "WAITER",
                                                      "IMAGE_PROCESSING")
             for form in ("IMAGE", "TEMPLATE")} | {"VULNERABILITY_COUNT_LIMIT",
-                                                   "GIT_ENABLE_REWRITE_RULE"}
+                                                   "GIT_ENABLE_REWRITE_RULE",
+                                                   "BUILDRUN_EXECUTOR"}
     assert set(env) <= read
     config = ShipwrightConfig.from_env(env)
     assert config == ShipwrightConfig.from_env({})  # the defaults, spelled out
