@@ -83,9 +83,6 @@ BUILD_RACES_TIMEOUT = _KWOK + (
     "so it is skipped by name rather than listed as failing or passing")
 KWOK_RUNS_NOTHING = ("kwok runs no container, so nothing the strategy's steps would write "
                      "(results, source timestamps, vulnerabilities, an image) exists")
-NO_PIPELINERUNS = ("needs BuildRuns run as PipelineRuns (BUILDRUN_EXECUTOR=PipelineRun, which "
-                   "test_shipwrights_pipelinerun_specs_against_ours sets), which this "
-                   "controller does not have yet (issue 25 part 2, branch pipelinerun-exec)")
 FIELD_MANAGER = ("controller difference, for the lead: looks for Shipwright's field managers "
                  "by name in managedFields (shipwright-buildrun-controller on the TaskRun, "
                  "shipwright-build-controller on the Build); ours writes as "
@@ -180,14 +177,8 @@ CANNOT_PASS: dict[str, str] = {
     "Integration tests Build and TaskRun when a build with annotation or label is defined "
     "when creating the build should set the buildrun controller as a field manager":
         FIELD_MANAGER,
-    "Integration tests BuildRuns and PipelineRuns when a buildrun is created should create "
-    "a pipelinerun that is owned by the buildrun": NO_PIPELINERUNS,
-    "Integration tests BuildRuns and PipelineRuns when condition status true should "
-    "reflect succeeded reason in the buildrun condition": NO_PIPELINERUNS,
     "Integration tests BuildRuns and PipelineRuns when condition status is false reflects "
-    "a timeout": NO_PIPELINERUNS,
-    "Integration tests BuildRuns and PipelineRuns when pipelinerun status changes should "
-    "synchronize running status to buildrun": NO_PIPELINERUNS,
+    "a timeout": BUILD_ENDS_AT_ONCE,
 }
 
 
