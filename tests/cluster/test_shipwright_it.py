@@ -23,9 +23,11 @@ and nothing else, and two runs on one machine do not collide.
 
 Every spec passes, or is in CANNOT_PASS with why; the test fails both ways (a spec
 failing that is not listed, and a listed spec that passes), so the table is kept in
-step with the suite's real results. The specs that need github.com are run only when
-it answers: each would otherwise wait out the suite's fixed 300 s; unreachable, they
-are skipped by name (--ginkgo.skip) and must be reported skipped.
+step with the suite's real results. A listed spec that would wait out the suite's fixed
+300 s for a reason that cannot change here (SKIPPED), and the github.com ones while it
+does not answer, are skipped by name (--ginkgo.skip) and must be reported skipped.
+The suite runs twice, as Shipwright splits it: the specs not labelled PipelineRun, then
+those that are, with our controller started with BUILDRUN_EXECUTOR=PipelineRun.
 """
 
 from __future__ import annotations
