@@ -265,18 +265,18 @@ async def cluster_strategies(kube: Kube) -> set[str]:
     """The cluster strategies' names. A fresh stack's API server may answer 429 "storage
     is (re)initializing" for the CRD for a moment (seen once, right after start-up), so
     transient errors are asked past for up to a minute."""
-    async def names() -> set[str] | None:
+    async def names() -> tuple[set[str]] | None:  # a tuple: wait_until wants it truthy
         try:
             listed = await kube.list(CLUSTERBUILDSTRATEGIES, None)
         except Exception as exc:  # transient() decides; anything else is raised
             if transient(exc):
                 return None
             raise
-        return {item["metadata"]["name"] for item in listed["items"]}
+        return ({item["metadata"]["name"] for item in listed["items"]},)
 
     found = await wait_until(names, timeout=60, interval=1)
     assert found is not None, "cluster strategies could not be listed for a minute"
-    return set(found)
+    return set(found[0])
 
 
 async def run_and_check(stack: TektonStack, kube: Kube, tmp_path: Path, pipelineruns: bool,
