@@ -1,0 +1,223 @@
+"""Run a command in a network namespace of its own that still reaches the host's
+loopback ports it is given and the host's DNS, for programs that bind fixed ports
+(Shipwright's integration suite listens on :30443 on every interface, so two runs on
+one machine collide).
+
+`Gateway(folder, ports)` (host side, `async with`) serves a Unix socket in `folder` for
+each TCP port (each connection is forwarded to the host's 127.0.0.1:port) and one for
+DNS (each query, framed as DNS over TCP frames it, is sent by UDP to the host's first
+nameserver in /etc/resolv.conf, and the answer sent back). `Gateway.command(argv)`
+runs `python -m devtools.cluster.netns` under `unshare --net --mount`: it brings the
+namespace's loopback up, listens on 127.0.0.1:port there for each port and on UDP
+127.0.0.1:53, bind-mounts a resolv.conf naming 127.0.0.1 over /etc/resolv.conf (in its
+own mount namespace: the host's is untouched), then runs argv and exits with its status
+(SIGTERM and SIGINT are passed on; argv is killed if this process dies). Unix sockets
+live in the file system, which the namespaces share. So a kubeconfig naming
+https://127.0.0.1:P works unchanged inside (TLS passes through untouched), and names
+resolve as on the host; nothing else of the
+host's network is reachable, and nothing bound inside is visible outside.
+
+Needs CAP_SYS_ADMIN for `unshare` (root here); `available()` says whether it works.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import functools
+import shutil
+import signal
+import struct
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any, cast
+
+from devtools.cluster.processes import die_with_parent
+
+CHUNK = 65536
+# Seconds a DNS query may take on the host's nameserver (glibc's own default is 5).
+DNS_TIMEOUT = 5.0
+
+
+async def _pipe(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    try:
+        while data := await reader.read(CHUNK):
+            writer.write(data)
+            await writer.drain()
+        if writer.can_write_eof():
+            writer.write_eof()
+    except (ConnectionError, OSError):
+        writer.close()
+
+
+async def _splice(client: tuple[asyncio.StreamReader, asyncio.StreamWriter],
+                  upstream: tuple[asyncio.StreamReader, asyncio.StreamWriter]) -> None:
+    try:
+        await asyncio.gather(_pipe(client[0], upstream[1]), _pipe(upstream[0], client[1]))
+    finally:
+        for _, w in (client, upstream):
+            w.close()
+
+
+async def _framed_query(r: asyncio.StreamReader) -> bytes:
+    size = struct.unpack("!H", await r.readexactly(2))[0]
+    return await r.readexactly(size)
+
+
+class _OneAnswer(asyncio.DatagramProtocol):
+    def __init__(self) -> None:
+        self.answer: asyncio.Future[bytes] = asyncio.get_running_loop().create_future()
+
+    def datagram_received(self, data: bytes, addr: Any) -> None:
+        if not self.answer.done():
+            self.answer.set_result(data)
+
+
+def host_nameserver(resolv_conf: Path = Path("/etc/resolv.conf")) -> str:
+    for line in resolv_conf.read_text().splitlines():
+        fields = line.split()
+        if len(fields) >= 2 and fields[0] == "nameserver":
+            return fields[1]
+    return "127.0.0.1"
+
+
+class Gateway:
+    """The host's side of the namespace `command` starts: Unix sockets in `folder`
+    forwarding to the host's 127.0.0.1:port for each of `ports`, and to its DNS."""
+
+    def __init__(self, folder: Path, ports: list[int]) -> None:
+        self.folder, self.ports = folder, ports
+        self.nameserver = host_nameserver()
+        self._servers: list[asyncio.Server] = []
+
+    def tcp_socket(self, port: int) -> Path:
+        return self.folder / f"tcp-{port}.sock"
+
+    def command(self, argv: list[str]) -> list[str]:
+        ports = [arg for port in self.ports for arg in ("--port", str(port))]
+        return ["unshare", "--net", "--mount", sys.executable, "-m", "devtools.cluster.netns",
+                "--folder", str(self.folder), *ports, "--", *argv]
+
+    async def _tcp(self, port: int, r: asyncio.StreamReader, w: asyncio.StreamWriter) -> None:
+        try:
+            upstream = await asyncio.open_connection("127.0.0.1", port)
+        except OSError:
+            w.close()
+            return
+        await _splice((r, w), upstream)
+
+    async def _dns(self, r: asyncio.StreamReader, w: asyncio.StreamWriter) -> None:
+        loop = asyncio.get_running_loop()
+        try:
+            query = await _framed_query(r)
+            transport, protocol = await loop.create_datagram_endpoint(
+                _OneAnswer, remote_addr=(self.nameserver, 53))
+            try:
+                transport.sendto(query)
+                answer = await asyncio.wait_for(protocol.answer, DNS_TIMEOUT)
+            finally:
+                transport.close()
+            w.write(struct.pack("!H", len(answer)) + answer)
+            await w.drain()
+        except (OSError, TimeoutError, asyncio.IncompleteReadError):
+            pass  # no answer: the resolver inside times out and says so
+        finally:
+            w.close()
+
+    async def __aenter__(self) -> Gateway:
+        self.folder.mkdir(parents=True, exist_ok=True)
+        for port in self.ports:
+            self._servers.append(await asyncio.start_unix_server(
+                functools.partial(self._tcp, port), path=str(self.tcp_socket(port))))
+        self._servers.append(await asyncio.start_unix_server(
+            self._dns, path=str(self.folder / "dns.sock")))
+        (self.folder / "resolv.conf").write_text("nameserver 127.0.0.1\n")
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        for server in self._servers:
+            server.close()
+        for server in self._servers:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(server.wait_closed(), 1)
+
+
+def available() -> str | None:
+    """None if `unshare --net --mount` works here, else why not (one line)."""
+    if shutil.which("unshare") is None or shutil.which("ip") is None:
+        return "unshare(1) or ip(8) is not installed"
+    probe = subprocess.run(["unshare", "--net", "--mount", "true"], capture_output=True,
+                           text=True)
+    return None if probe.returncode == 0 else f"unshare: {probe.stderr.strip()}"
+
+
+class _DnsRelay(asyncio.DatagramProtocol):
+    """Inside: each UDP query on 127.0.0.1:53 goes to the gateway's DNS socket."""
+
+    def __init__(self, socket: Path) -> None:
+        self.socket = socket
+        self.transport: asyncio.DatagramTransport | None = None
+        self._tasks: set[asyncio.Task[None]] = set()
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = cast(asyncio.DatagramTransport, transport)
+
+    def datagram_received(self, data: bytes, addr: Any) -> None:
+        task = asyncio.ensure_future(self._ask(data, addr))
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _ask(self, query: bytes, addr: Any) -> None:
+        try:
+            r, w = await asyncio.open_unix_connection(str(self.socket))
+            w.write(struct.pack("!H", len(query)) + query)
+            await w.drain()
+            answer = await asyncio.wait_for(_framed_query(r), DNS_TIMEOUT + 1)
+            w.close()
+        except (OSError, TimeoutError, asyncio.IncompleteReadError):
+            return
+        if self.transport is not None:
+            self.transport.sendto(answer, addr)
+
+
+async def _inside(folder: Path, ports: list[int], argv: list[str]) -> int:
+    async def tcp(port: int, r: asyncio.StreamReader, w: asyncio.StreamWriter) -> None:
+        try:
+            upstream = await asyncio.open_unix_connection(str(folder / f"tcp-{port}.sock"))
+        except OSError:
+            w.close()
+            return
+        await _splice((r, w), upstream)
+
+    loop = asyncio.get_running_loop()
+    servers = [await asyncio.start_server(functools.partial(tcp, port), "127.0.0.1", port)
+               for port in ports]
+    dns, _ = await loop.create_datagram_endpoint(lambda: _DnsRelay(folder / "dns.sock"),
+                                                 local_addr=("127.0.0.1", 53))
+    child = await asyncio.create_subprocess_exec(*argv, preexec_fn=die_with_parent)
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, child.send_signal, sig)
+    code = await child.wait()
+    dns.close()
+    for server in servers:
+        server.close()
+    return code if code >= 0 else 128 - code
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--folder", type=Path, required=True)
+    p.add_argument("--port", type=int, action="append", default=[])
+    p.add_argument("argv", nargs="+")
+    args = p.parse_args()
+    # A new namespace's loopback is down; its resolv.conf is the host's until replaced.
+    subprocess.run(["ip", "link", "set", "lo", "up"], check=True)
+    subprocess.run(["mount", "--bind", str(args.folder / "resolv.conf"), "/etc/resolv.conf"],
+                   check=True)
+    return asyncio.run(_inside(args.folder, args.port, args.argv))
+
+
+if __name__ == "__main__":
+    sys.exit(main())
