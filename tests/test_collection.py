@@ -12,7 +12,7 @@ TESTS = Path(__file__).resolve().parent
 
 def test_every_test_file_is_collected() -> None:
     result = subprocess.run(
-        # -m "": the one marker deselection (shipwright_it, pyproject.toml) aside.
+        # -m "": whatever a marker expression in addopts may deselect, every file collects.
         [sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider",
          "-m", "", str(TESTS)], capture_output=True, text=True, cwd=TESTS.parent, timeout=120)
     assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-2000:]

@@ -90,10 +90,6 @@ FIELD_MANAGER = ("controller difference, for the lead: looks for Shipwright's fi
                  "by name in managedFields (shipwright-buildrun-controller on the TaskRun, "
                  "shipwright-build-controller on the Build); ours writes as "
                  "buildrun-controller (controller/runtime/kube.py USER_AGENT)")
-SECRET_WATCH = ("controller limit, for the lead: ours reads Secrets by name and watches none "
-                "(README, \"The permissions it needs\"), so a Secret deleted later does not "
-                "re-validate the Build; Shipwright's watches Secrets. The spec then waits out "
-                "the suite's fixed 300 s, so it is skipped by name")
 RETENTION_IMMUTABLE = ("ours refuses a change to a BuildRun's spec.retention, a finished one's "
                        "TTL too (its CRD: 'spec.retention is immutable: create a new "
                        "BuildRun'; README's CRD differences: a BuildRun is one try); Shipwright "
@@ -103,7 +99,7 @@ LONG_NAME = ("ours cuts label values to 63 characters, so a BuildRun with a 64-c
              "and the BuildRun fails BuildRunNameInvalid")
 # Specs listed for these reasons are skipped by name (--ginkgo.skip) and must be reported
 # skipped; NEEDS_GITHUB ones only while github.com does not answer.
-SKIPPED = frozenset({SECRET_WATCH, BUILD_ENDS_AT_ONCE_WAITS, BUILD_RACES})
+SKIPPED = frozenset({BUILD_ENDS_AT_ONCE_WAITS, BUILD_RACES})
 # Each spec of the suite that cannot pass here, by its full text, and why; every other
 # spec must pass. From the whole runs in BENCHMARKS.md.
 CANNOT_PASS: dict[str, str] = {
@@ -113,12 +109,6 @@ CANNOT_PASS: dict[str, str] = {
     "Integration tests Build and referenced Source url when the build source url protocol "
     "is https and the verify annotation is true should validate source url successfully":
         NEEDS_GITHUB,
-    "Integration tests Build and referenced Secrets when a build reference a secret for "
-    "the spec output should validate the Build after secret deletion": SECRET_WATCH,
-    "Integration tests Build and referenced Secrets when a build reference a secret for "
-    "the spec source should validate the Build after secret deletion": SECRET_WATCH,
-    "Integration tests Build and referenced Secrets when multiple builds reference a secret "
-    "for the spec.source should validate the Builds after secret deletion": SECRET_WATCH,
     "Integration tests BuildRuns and TaskRuns when a buildrun is created but fails because "
     "of a timeout should reflect a TaskRunTimeout reason and Completion time on timeout":
         BUILD_ENDS_AT_ONCE_WAITS,
