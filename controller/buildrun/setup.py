@@ -107,14 +107,7 @@ def slim_taskrun(taskrun: JSON) -> JSON:
     parameters and volumes we generated: about 4 KB of the 4.3 KB a parity TaskRun is
     as JSON), Tekton's copy of it in status.taskSpec and its status.provenance. Nothing
     reads them from the cache; an object read with a GET stays whole."""
-    spec = taskrun.get("spec")
-    if isinstance(spec, dict):
-        taskrun["spec"] = {k: spec[k] for k in TASKRUN_SPEC_READ if k in spec}
-    status = taskrun.get("status")
-    if isinstance(status, dict):
-        for key in TASKRUN_STATUS_UNREAD:
-            status.pop(key, None)
-    return taskrun
+    return _slim(taskrun, TASKRUN_SPEC_READ, TASKRUN_STATUS_UNREAD)
 
 
 # What the controller reads of a cached PipelineRun: its metadata, these fields of its spec
@@ -128,14 +121,20 @@ def slim_pipelinerun(pipelinerun: JSON) -> JSON:
     """The PipelineRun informer's transform, as slim_taskrun: drops, in place, the
     generated pipeline (spec.pipelineSpec, every task's steps), Tekton's copy of it in
     status.pipelineSpec and its provenance."""
-    spec = pipelinerun.get("spec")
+    return _slim(pipelinerun, PIPELINERUN_SPEC_READ, PIPELINERUN_STATUS_UNREAD)
+
+
+def _slim(obj: JSON, spec_read: tuple[str, ...], status_unread: tuple[str, ...]) -> JSON:
+    """Keeps only `spec_read` of the spec and drops `status_unread` from the status, in
+    place (an informer's transform)."""
+    spec = obj.get("spec")
     if isinstance(spec, dict):
-        pipelinerun["spec"] = {k: spec[k] for k in PIPELINERUN_SPEC_READ if k in spec}
-    status = pipelinerun.get("status")
+        obj["spec"] = {k: spec[k] for k in spec_read if k in spec}
+    status = obj.get("status")
     if isinstance(status, dict):
-        for key in PIPELINERUN_STATUS_UNREAD:
+        for key in status_unread:
             status.pop(key, None)
-    return pipelinerun
+    return obj
 
 
 def setup(kube: Kube, settings: Settings, recorder: EventRecorder,
