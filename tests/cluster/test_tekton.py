@@ -150,6 +150,8 @@ async def test_timeout_tekton_stops_the_taskrun_and_deletes_its_pod(
         done = await world.finished("slow", 60)
         await gone(world, PODS, pod["metadata"]["name"])
     assert condition(done)["reason"] == reasons.BUILD_RUN_TIMEOUT, condition(done)
+    # Shipwright's words whichever noticed first (its integration suite checks them).
+    assert condition(done)["message"] == "BuildRun slow failed to finish within 3s"
     tr = await taskrun(world, "slow")
     assert tr["spec"]["timeout"] == "3s"
 
