@@ -1,5 +1,6 @@
-"""README.md's "Code map" stays true: every folder it names exists, and every top-level
-folder and every Python package in the repo is named in it (a new room gets a line).
+"""docs/development.md's "Code map" stays true: every folder it names exists, and every
+top-level folder and every Python package in the repo is named in it (a new room gets a
+line).
 
 "In the repo" means what git tracks or would track (untracked files it does not
 ignore count too, so a new folder fails here before it is committed); hidden
@@ -10,17 +11,16 @@ from __future__ import annotations
 
 import re
 import subprocess
-from pathlib import Path, PurePosixPath
+from pathlib import PurePosixPath
 
-REPO = Path(__file__).resolve().parents[1]
+from tests.doctext import REPO, section
+
+MAP = "docs/development.md"
 
 
 def code_map() -> dict[str, str]:
-    """Folder (without the trailing slash) -> what lives there, from the README table."""
-    readme = (REPO / "README.md").read_text()
-    match = re.search(r"^## Code map\n(.*?)(?=^## |\Z)", readme, re.M | re.S)
-    assert match, "README.md has no '## Code map' section"
-    rows = re.findall(r"^\| `([^`]+)/` \| (.+) \|$", match[1], re.M)
+    """Folder (without the trailing slash) -> what lives there, from the map's table."""
+    rows = re.findall(r"^\| `([^`]+)/` \| (.+) \|$", section(MAP, "Code map"), re.M)
     assert rows, "the Code map has no rows of the form | `folder/` | what |"
     return {folder: what for folder, what in rows}
 
@@ -49,7 +49,7 @@ def test_every_folder_in_the_map_exists() -> None:
 
 def test_every_top_level_folder_and_package_is_in_the_map() -> None:
     unmapped = sorted(rooms(repo_files()) - set(code_map()))
-    assert not unmapped, f"add these folders to README.md's Code map: {unmapped}"
+    assert not unmapped, f"add these folders to {MAP}'s Code map: {unmapped}"
 
 
 def test_the_map_says_something_for_each_folder() -> None:

@@ -1,6 +1,8 @@
-"""README.md says what the code does: flags, state table and diagram, RBAC, alerts,
-`make dev` samples. (The metrics table is checked against a live scrape in
-tests/cluster/test_dashboard_metrics.py.)"""
+"""README.md and docs/ say what the code does: flags, state table and diagram, RBAC,
+alerts, `make dev` samples; the README maps every file of docs/, and each docs/ page
+opens with a paragraph saying what it is for. (The metrics table is checked against a
+live scrape in tests/cluster/test_dashboard_metrics.py; the other tables of docs/ by
+the tests of what they describe, each through tests/doctext.py.)"""
 
 from __future__ import annotations
 
@@ -12,31 +14,15 @@ import yaml
 from controller.buildrun.states import TABLE
 from controller.cli import parser
 from devtools.dev.run import SAMPLES
+from tests.doctext import REPO, section, table_rows
+from tests.test_codemap import repo_files
 
-REPO = Path(__file__).resolve().parents[1]
-README = (REPO / "README.md").read_text()
-
-
-def section(title: str) -> str:
-    """The text under `## title` (or `### title`) up to the next heading of that level."""
-    match = re.search(rf"^(#+) {re.escape(title)}\n", README, re.M)
-    assert match, f"README has no section {title!r}"
-    level = match[1]
-    rest = README[match.end():]
-    end = re.search(rf"^{level} ", rest, re.M)
-    return rest[: end.start()] if end else rest
-
-
-def table_rows(text: str) -> list[list[str]]:
-    rows = []
-    for line in text.splitlines():
-        if line.startswith("|") and not re.match(r"^\|[-:| ]+\|$", line):
-            rows.append([c.strip() for c in line.strip().strip("|").split("|")])
-    return rows[1:]  # without the header
+README = "README.md"
+METRICS = "docs/metrics.md"
 
 
 def test_the_two_commands_are_as_they_were() -> None:
-    two = section("The two commands")
+    two = section(README, "The two commands")
     assert "make test   # set up (venv, Python deps, real kube-apiserver + etcd built from " \
         "the Go module proxy) and run every test" in two
     assert "make dev    # run the controller locally against a local Kubernetes with real " \
@@ -50,7 +36,8 @@ def _plain(value: object) -> str:
 
 
 def test_flags_table_matches_the_cli() -> None:
-    rows = {r[1].strip("`"): r for r in table_rows(section("Configuration"))}
+    flags = section(README, "Configuration", subsections=False)  # "Settings" is the environment
+    rows = {r[1].strip("`"): r for r in table_rows(flags)}
     groups = {a.option_strings[0]: g.title for g in parser()._action_groups
               for a in g._group_actions if a.option_strings and a.dest != "help"}
     assert set(rows) == set(groups)
@@ -65,7 +52,7 @@ def test_flags_table_matches_the_cli() -> None:
 
 
 def test_state_table_matches_states_table() -> None:
-    text = section("How a BuildRun moves")
+    text = section(README, "How a BuildRun moves")
     rows = {r[0]: r for r in table_rows(text) if r[0].isdigit()}
     assert sorted(rows, key=int) == [str(r.number) for r in TABLE]
     for row in TABLE:
@@ -74,7 +61,7 @@ def test_state_table_matches_states_table() -> None:
 
 
 def test_state_diagram_puts_each_row_on_its_phase() -> None:
-    text = section("How a BuildRun moves")
+    text = section(README, "How a BuildRun moves")
     diagram = text.split("```mermaid\n", 1)[1].split("```", 1)[0]
     phases = {r.number: r.phase.value for r in TABLE}
     seen: set[int] = set()
@@ -94,7 +81,7 @@ def test_permissions_table_matches_the_cluster_role() -> None:
     granted = {(g, r): set(rule["verbs"]) for rule in role["rules"]
                for g in rule["apiGroups"] for r in rule["resources"]}
     documented = {}
-    for group, resource, verbs, _ in table_rows(section("The permissions it needs")):
+    for group, resource, verbs, _ in table_rows(section(README, "The permissions it needs")):
         group = "" if group == "core" else group.strip("`")
         if resource.strip("`") == "leases":
             continue
@@ -105,20 +92,56 @@ def test_permissions_table_matches_the_cluster_role() -> None:
 def test_alerts_table_matches_the_prometheus_rule() -> None:
     rule = yaml.safe_load((REPO / "manifests/monitoring/prometheus_rule.yaml").read_text())
     alerts = [r["alert"] for g in rule["spec"]["groups"] for r in g["rules"]]
-    documented = [r[0].strip("`") for r in table_rows(section("Alerts"))]
+    documented = [r[0].strip("`") for r in table_rows(section(METRICS, "Alerts"))]
     assert documented == alerts
     severities = {r["alert"]: r["labels"]["severity"] for g in rule["spec"]["groups"]
                   for r in g["rules"]}
-    assert {r[0].strip("`"): r[2] for r in table_rows(section("Alerts"))} == severities
+    assert {r[0].strip("`"): r[2] for r in table_rows(section(METRICS, "Alerts"))} == severities
 
 
 def test_make_dev_samples_table_matches_the_samples() -> None:
-    rows = table_rows(section("`make dev`"))
+    rows = table_rows(section(README, "`make dev`"))
     assert [(r[0].strip("`"), r[2].strip("`")) for r in rows] == [
         (s.name, s.expect) for s in SAMPLES]
 
 
 def test_dashboard_picture_is_there() -> None:
-    assert "![" in section("Reading the dashboard")
+    assert "![" in section(METRICS, "Reading the dashboard")
     png = REPO / "docs" / "dashboard.png"
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def docs_files() -> set[str]:
+    """The files of docs/ that git tracks or would track."""
+    return {str(f) for f in repo_files() if f.parts[0] == "docs"}
+
+
+def test_the_docs_map_lists_every_file_of_docs_once() -> None:
+    named = [re.match(r"\[([^]]+)\]", r[0]) for r in table_rows(section(README, "Docs map"))]
+    assert all(named), "each row of the docs map starts with a link to its file"
+    files = [m[1] for m in named if m]
+    assert sorted(files) == sorted(docs_files()), "the docs map and docs/ differ"
+    assert len(files) == len(set(files))
+
+
+def test_each_docs_page_opens_with_a_paragraph_saying_what_it_is_for() -> None:
+    for page in sorted(f for f in docs_files() if f.endswith(".md")):
+        lines = (REPO / page).read_text().splitlines()
+        assert lines[0].startswith("# ") and not lines[1], page
+        opening = lines[2:lines.index("", 2)]
+        assert opening and not re.match(r"[#|`>(-]", opening[0]), \
+            f"{page} opens with a heading, table, list or fence, not a paragraph"
+        assert len(" ".join(opening).split()) >= 20, f"{page}: say what the page is for"
+
+
+def test_section_stops_at_its_level_and_skips_code_blocks(tmp_path: Path) -> None:
+    doc = tmp_path / "doc.md"
+    doc.write_text("# Doc\n\n## A\n\n```sh\n# a comment\n```\n### A.1\n\nsub\n## B\n\nb\n")
+    assert section(str(doc), "A") == "\n```sh\n# a comment\n```\n### A.1\n\nsub\n"
+    assert section(str(doc), "A", subsections=False) == "\n```sh\n# a comment\n```\n"
+    assert section(str(doc), "B") == "\nb\n"
+
+
+def test_table_rows_drops_each_tables_header() -> None:
+    text = "| h | i |\n|---|---|\n| 1 | 2 |\n\ntext\n\n| j |\n|---|\n| 3 |\n"
+    assert table_rows(text) == [["1", "2"], ["3"]]

@@ -26,8 +26,8 @@ Pure: no I/O. What Shipwright's generator refuses raises a UserError with its
 reason, and so does an output SourceTimestamp, which Shipwright's PipelineRun could
 not apply (SOURCE_TIMESTAMP_REFUSED). Parameter values from a ConfigMap or Secret are
 resolved as in the TaskRun, where Shipwright's PipelineRun drops them. tests/oracle/
-compares the result with Shipwright's own GeneratePipelineRun; README "The
-PipelineRun" lists where we differ on purpose.
+compares the result with Shipwright's own GeneratePipelineRun; docs/taskrun.md, "The
+PipelineRun", lists where we differ on purpose.
 """
 
 from __future__ import annotations

@@ -10,7 +10,7 @@ the timeout and the parameter values. The source step is in `sources.py`, manage
 push in `image_processing.py`, what they share in `steps.py`; pipelinerun.py builds
 the PipelineRun from the same phases (the public functions below). tests/oracle/
 compares the result with Shipwright's own generator on every official sample and
-on each field alone; README "The TaskRun" lists where we differ on purpose.
+on each field alone; docs/taskrun.md lists where we differ on purpose.
 
 Pure: no I/O. What Shipwright's generator refuses raises a UserError with its reason.
 """

@@ -39,7 +39,7 @@ NAMES = tuple(crd_name(kind) for kind in KINDS)
 SERVED = "v1beta1"
 # What to run, named in the refusal (controller/shipwright/migrate.py).
 MIGRATE = "buildrun-controller migrate-storage"
-_HOW = 'README, "Clusters that still store v1alpha1"'
+_HOW = "docs/v1alpha1.md"
 
 
 def problem(crd: JSON) -> str | None:

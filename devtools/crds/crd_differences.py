@@ -3,7 +3,7 @@
 
 tests/unit/test_crd_schema.py compares the two field path by field path and fails on
 any difference not listed here, and on any entry here that no longer matches a
-difference. README's "Shipwright's API" shows this list as a table.
+difference. docs/shipwright-api.md's "Shipwright's API" shows this list as a table.
 
 A path is a field path in the schema: `.spec.paramValues[].value`, `[]` for the items
 of an array, `{}` for the values of a map; `*` matches anything (including dots).
@@ -123,7 +123,8 @@ DIFFERENCES: list[Difference] = [
 
 
 def markdown_table() -> str:
-    """DIFFERENCES as README's table: entries that differ only in path share a row."""
+    """DIFFERENCES as docs/shipwright-api.md's table: entries that differ only in path
+    share a row."""
     rows: dict[tuple[tuple[str, ...], str, str], list[str]] = {}
     for d in DIFFERENCES:
         rows.setdefault((d.kinds, d.what, d.reason), []).append(d.path)

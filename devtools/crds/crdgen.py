@@ -417,7 +417,8 @@ def build_spec(*, embedded: bool = False) -> Schema:  # build_types.go BuildSpec
 
 # Ours: Shipwright admits these in an embedded spec and then ignores them (its build-limit
 # cleanup and owner references work on a Build, and an embedded spec has none); refused
-# here rather than admitted and ignored (README "Every field, and what we do with it").
+# here rather than admitted and ignored (docs/shipwright-api.md, "Every field, and what
+# we do with it").
 _EMBEDDED_RETENTION_RULES: list[Schema] = [{
     "rule": "!has(self.failedLimit) && !has(self.succeededLimit) && !has(self.atBuildDeletion)",
     "message": "failedLimit, succeededLimit and atBuildDeletion apply to the BuildRuns of a "

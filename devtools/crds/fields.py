@@ -8,7 +8,8 @@ tests/unit/test_field_sweep.py walks every field path of Shipwright's own v1beta
 - a row whose tests do not exist, or whose tests never mention the row's field;
 - a TaskRun row (`oracle=True`) that no case of the oracle comparison
   (tests/oracle/test_parity.py: Shipwright's own generator against ours) sets.
-README's "Every field, and what we do with it" is markdown_table()'s output.
+docs/shipwright-api.md's "Every field, and what we do with it" is markdown_table()'s
+output.
 
 Paths are written as in devtools/crds/crd_differences.py: `.spec.volumes[].name`, `[]` for the
 items of a list, `{}` for the values of a map. A BuildRun's embedded `.spec.build.spec` is
@@ -319,7 +320,7 @@ def _test_name(node_id: str) -> str:
 
 
 def markdown_table() -> str:
-    """FIELDS as README's table."""
+    """FIELDS as docs/shipwright-api.md's table."""
     lines = ["| kinds | field | what we do with it | shown by |",
              "|-------|-------|--------------------|----------|"]
     for f in FIELDS:

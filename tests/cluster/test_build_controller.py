@@ -123,7 +123,7 @@ async def test_a_secret_deleted_or_created_validates_the_build_again(
 
 async def test_the_secret_informer_holds_metadata_only(kube: Kube, world: World) -> None:
     """What the server sends the Build controller's Secret informer, listed and watched:
-    each Secret's metadata, never its data (README, "Permissions")."""
+    each Secret's metadata, never its data (README, "The permissions it needs")."""
     await kube.create(SECRETS, world.ns, secret("listed"))
     informer = Informer(kube, SECRETS, world.ns, metadata_only=True)
     task = asyncio.create_task(informer.run())

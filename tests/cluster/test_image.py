@@ -40,6 +40,7 @@ import yaml
 
 from controller.runtime.kube import LEASES, Kube
 from devtools.cluster.localcluster import LocalCluster, free_port, write_token_kubeconfig
+from tests.cluster.test_dashboard_metrics import documented_metrics
 from tests.harness import World, condition, wait_for
 from tests.promtools import parse_exposition
 from tests.test_dockerfile import env_of, parse_dockerfile
@@ -104,15 +105,6 @@ def deployment_container() -> Obj:
     deployment = yaml.safe_load((MANIFESTS / "deployment" / "deployment.yaml").read_text())
     container: Obj = deployment["spec"]["template"]["spec"]["containers"][0]
     return container
-
-
-def documented_metrics() -> set[str]:
-    """The metric names in the README's table (first column), less process_*/python_*."""
-    readme = (REPO / "README.md").read_text()
-    table = readme.split("## Metrics", 1)[1].split("\n## ", 1)[0]
-    names = set(re.findall(r"^\| `([a-z_]+)` \|", table, re.MULTILINE))
-    assert len(names) > 20, "the README's metrics table moved"
-    return names
 
 
 # -- the running container ------------------------------------------------------------

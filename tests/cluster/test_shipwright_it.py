@@ -92,11 +92,11 @@ FIELD_MANAGER = ("controller difference, for the lead: looks for Shipwright's fi
                  "buildrun-controller (controller/runtime/kube.py USER_AGENT)")
 RETENTION_IMMUTABLE = ("ours refuses a change to a BuildRun's spec.retention, a finished one's "
                        "TTL too (its CRD: 'spec.retention is immutable: create a new "
-                       "BuildRun'; README's CRD differences: a BuildRun is one try); Shipwright "
-                       "lets it be lowered")
+                       "BuildRun'; docs/shipwright-api.md's CRD differences: a BuildRun is "
+                       "one try); Shipwright lets it be lowered")
 LONG_NAME = ("ours cuts label values to 63 characters, so a BuildRun with a 64-character name "
-             "runs (README, \"Where we differ on purpose\"); Shipwright's TaskRun is refused "
-             "and the BuildRun fails BuildRunNameInvalid")
+             "runs (docs/taskrun.md, \"Where we differ on purpose\"); Shipwright's TaskRun is "
+             "refused and the BuildRun fails BuildRunNameInvalid")
 # Specs listed for these reasons are skipped by name (--ginkgo.skip) and must be reported
 # skipped; NEEDS_GITHUB ones only while github.com does not answer.
 SKIPPED = frozenset({BUILD_ENDS_AT_ONCE_WAITS, BUILD_RACES})

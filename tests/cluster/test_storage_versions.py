@@ -3,7 +3,7 @@ part 3), on an API server of its own (the CRDs are replaced here).
 
 Shipwright v0.20 stores v1beta1 and serves v1alpha1 beside it through its conversion
 webhook; a cluster that ran Shipwright before v0.12 stored v1alpha1 too, and its CRDs
-still say so. We serve v1beta1 only (README "Clusters that still store v1alpha1" says
+still say so. We serve v1beta1 only (docs/v1alpha1.md says
 why), so: the API server refuses our CRDs over those, our controller refuses to start
 on them with one line, and after `buildrun-controller migrate-storage`
 (controller/shipwright/migrate.py: every object written back as v1beta1, v1alpha1
@@ -42,7 +42,7 @@ pytestmark = pytest.mark.cluster
 
 NS = "default"
 BUILDRUNS_CRD = "buildruns.shipwright.io"
-# Written by the API server (k8s.io/apiextensions-apiserver validation), quoted in README.
+# Written by the API server (k8s.io/apiextensions-apiserver validation), quoted in docs/v1alpha1.md.
 REFUSED = ('CustomResourceDefinition.apiextensions.k8s.io "{name}" is invalid: '
            'status.storedVersions[0]: Invalid value: "v1alpha1": missing from spec.versions; '
            "v1alpha1 was previously a storage version, and must remain in spec.versions "
@@ -53,7 +53,7 @@ REFUSAL = ("CRD builds.shipwright.io lists v1alpha1 in status.storedVersions: ob
            "still be stored as v1alpha1, which this controller does not serve; run "
            "`buildrun-controller migrate-storage` while Shipwright's CRDs and conversion "
            "webhook still serve, then apply manifests/crds "
-           '(README, "Clusters that still store v1alpha1")')
+           '(docs/v1alpha1.md)')
 
 
 @pytest.fixture
@@ -224,7 +224,7 @@ async def test_a_cluster_that_stored_v1alpha1_is_refused_until_migrated(
     code, out, err = await cli("--kubeconfig", str(bare.kubeconfig))
     assert (code, out, err) == (2, "", f"buildrun-controller: {REFUSAL}\n")
 
-    # The migration, as README gives it (two pages of BuildRuns).
+    # The migration, as docs/v1alpha1.md gives it (two pages of BuildRuns).
     code, out, err = await cli("migrate-storage", "--kubeconfig", str(bare.kubeconfig),
                                "--chunk-size", "2")
     assert (code, err) == (0, ""), err

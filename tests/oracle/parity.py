@@ -3,7 +3,7 @@ PipelineRun for a case, and the documented normalisation under which ours must e
 Shipwright's.
 
 Every entry of NORMALISATION (TaskRun) and PIPELINERUN_NORMALISATION is a difference we
-make on purpose; README "The TaskRun" ("Where we differ on purpose", "The PipelineRun")
+make on purpose; docs/taskrun.md ("Where we differ on purpose", "The PipelineRun")
 lists the same ones with their reasons.
 """
 

@@ -4,8 +4,8 @@ v0.20.13's GenerateTaskRun and Tekton's SetDefaults + Validate on the same input
 For every official sample Build (with its sample strategy) and for each TaskRun-shaping
 field alone, in one oracle process: Tekton's validation accepts our TaskRun; ours equals
 Shipwright's after parity.normalise (each difference listed, with its reason, in
-parity.NORMALISATION and README "The TaskRun"); and where Shipwright's generator refuses,
-we refuse too, with a UserError.
+parity.NORMALISATION and docs/taskrun.md, "Where we differ on purpose"); and where
+Shipwright's generator refuses, we refuse too, with a UserError.
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ import pytest
 from controller.buildrun import reasons
 from controller.runtime.errors import UserError
 from devtools.shipwright import oracle
+from tests.doctext import section
 from tests.oracle.parity import (
     Case,
     buildrun_for,
@@ -406,12 +407,9 @@ def test_the_oracle_sees_an_invalid_taskrun(
     assert "non-existent variable" in verdict["oursInvalid"], verdict["oursInvalid"]
 
 
-def test_the_readme_lists_every_deliberate_difference() -> None:
-    from pathlib import Path
-
+def test_the_docs_list_every_deliberate_difference() -> None:
     from tests.oracle.parity import NORMALISATION
 
-    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
-    section = readme.split("### Where we differ on purpose", 1)[1].split("\n## ", 1)[0]
+    shown = section("docs/taskrun.md", "Where we differ on purpose")
     for what, _ in NORMALISATION:
-        assert what.split(" (")[0] in section, what
+        assert what.split(" (")[0] in shown, what

@@ -4,15 +4,14 @@ same inputs as the TaskRun's parity (test_parity.py: every official sample Build
 each field alone), plus a few cases only the PipelineRun needs.
 
 Ours equals Shipwright's after parity.normalise_pipelinerun (each difference listed, with
-its reason, in parity.NORMALISATION / PIPELINERUN_NORMALISATION and README "The
-PipelineRun"); Tekton's validation accepts ours wherever it accepts Shipwright's, and
+its reason, in parity.NORMALISATION / PIPELINERUN_NORMALISATION and docs/taskrun.md,
+"The PipelineRun"); Tekton's validation accepts ours wherever it accepts Shipwright's, and
 refuses both alike where it refuses Shipwright's; where Shipwright refuses, we refuse.
 """
 
 from __future__ import annotations
 
 import copy
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -20,6 +19,7 @@ import pytest
 from controller.buildrun import reasons
 from controller.buildrun.pipelinerun import SOURCE_TIMESTAMP_REFUSED
 from controller.runtime.errors import UserError
+from tests.doctext import section
 from tests.oracle.parity import (
     PIPELINERUN_NORMALISATION,
     Case,
@@ -167,9 +167,8 @@ def test_the_comparison_sees_a_difference(
                                           "output-image"], "nothing compared"
 
 
-def test_the_readme_lists_every_deliberate_difference() -> None:
-    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
-    section = readme.split("### The PipelineRun", 1)[1].split("\n## ", 1)[0]
+def test_the_docs_list_every_deliberate_difference() -> None:
+    shown = section("docs/taskrun.md", "The PipelineRun")
     for what, _ in PIPELINERUN_NORMALISATION:
-        assert what.split(" (")[0] in section, what
-    assert "SourceTimestamp" in section
+        assert what.split(" (")[0] in shown, what
+    assert "SourceTimestamp" in shown

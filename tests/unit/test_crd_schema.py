@@ -16,6 +16,7 @@ import yaml
 from devtools.crds import crd_differences
 from devtools.crds.crd_differences import DIFFERENCES, Difference
 from devtools.shipwright import source as shipwright
+from tests.doctext import section
 
 REPO = Path(__file__).resolve().parents[2]
 OURS = REPO / "manifests" / "crds"
@@ -206,10 +207,8 @@ def test_a_listed_difference_matches_by_kind_path_glob_and_keyword() -> None:
     assert not d.matches("Build", ".spec.volumes[].names", "maxLength")
 
 
-def test_readme_shows_the_list_of_differences() -> None:
-    readme = (REPO / "README.md").read_text()
-    section = readme[readme.index("## Shipwright's API\n"):]
-    section = section[: section.index("\n## ", 1)]
-    assert crd_differences.markdown_table() in section, (
-        "README's \"Shipwright's API\" table differs from devtools/crds/crd_differences.py: "
-        "paste markdown_table()'s output")
+def test_the_docs_show_the_list_of_differences() -> None:
+    shown = section("docs/shipwright-api.md", "Shipwright's API")
+    assert crd_differences.markdown_table() in shown, (
+        "docs/shipwright-api.md's \"Shipwright's API\" table differs from "
+        "devtools/crds/crd_differences.py: paste markdown_table()'s output")

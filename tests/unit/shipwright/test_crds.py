@@ -29,7 +29,7 @@ def test_a_version_still_stored_other_than_v1beta1_is_refused_in_one_line() -> N
     assert line is not None and "\n" not in line
     assert line.startswith("CRD buildruns.shipwright.io lists v1alpha1 in status.storedVersions")
     assert "run `buildrun-controller migrate-storage`" in line
-    assert line.endswith('(README, "Clusters that still store v1alpha1")')
+    assert line.endswith('(docs/v1alpha1.md)')
     assert problem(crd(["v1beta1", "v1"])) is not None  # any version besides v1beta1
 
 
