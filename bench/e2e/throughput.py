@@ -104,10 +104,10 @@ from bench.e2e.common import (
 )
 from controller.buildrun import serviceaccounts
 from controller.buildrun.buildruns import EXECUTOR_KIND, build_link
-from controller.buildrun.config import ShipwrightConfig
+from controller.buildrun.resources.config import ShipwrightConfig
+from controller.buildrun.resources.taskrun import generate_taskrun
 from controller.buildrun.spec import effective_build
 from controller.buildrun.status import outcome_from_taskrun, running_reason, with_condition
-from controller.buildrun.taskrun import generate_taskrun
 from controller.runtime.kube import EVENTS, JSON, PODS, Kube
 from controller.runtime.timestamps import format_time, now
 from controller.shipwright.resources import BUILDRUNS, TASKRUNS

@@ -7,10 +7,10 @@ from __future__ import annotations
 import datetime
 import re
 
+from controller.buildrun.resources.taskrun import taskrun_name
 from controller.buildrun.spec import parse_duration
 from controller.buildrun.states import Phase
 from controller.buildrun.status import succeeded_condition
-from controller.buildrun.taskrun import taskrun_name
 from controller.runtime.kube import JSON
 from controller.runtime.timestamps import parse_time
 from controller.shipwright.labels import LABEL_BUILD, LABEL_BUILD_GENERATION

@@ -15,12 +15,13 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from controller.buildrun.config import (
+from controller.buildrun.resources.config import (
     PIPELINERUN_EXECUTOR,
     TASKRUN_EXECUTOR,
     ShipwrightConfig,
 )
-from controller.buildrun.pipelinerun import generate_pipelinerun
+from controller.buildrun.resources.pipelinerun import generate_pipelinerun
+from controller.buildrun.resources.taskrun import generate_taskrun
 from controller.buildrun.status import (
     Outcome,
     child_taskrun_names,
@@ -30,7 +31,6 @@ from controller.buildrun.status import (
     pipelinerun_pod_name,
     succeeded_condition,
 )
-from controller.buildrun.taskrun import generate_taskrun
 from controller.runtime.kube import JSON, Resource
 from controller.shipwright.resources import PIPELINERUNS, TASKRUNS
 

@@ -13,8 +13,8 @@ from dataclasses import dataclass, replace
 from controller.buildrun import reasons, serviceaccounts
 from controller.buildrun.buildruns import spec_of, without_service_account
 from controller.buildrun.caches import Caches
-from controller.buildrun.config import ShipwrightConfig
 from controller.buildrun.executors import TASKRUN, Executor
+from controller.buildrun.resources.config import ShipwrightConfig
 from controller.buildrun.spec import build_name, effective_build
 from controller.buildrun.validation import (
     BUILD_STRATEGY,

@@ -12,7 +12,8 @@ same three steps, each in a module of its own:
   completionTime is set, re-reading it on conflict.
 
 How specs, TaskRuns and statuses are shaped lives in the pure modules beside these
-(`buildruns.py`, `spec.py`, `validation.py`, `taskrun.py`, `status.py`).
+(`buildruns.py`, `spec.py`, `validation.py`, `status.py`), and the TaskRun or
+PipelineRun generated in `resources/`.
 """
 
 from __future__ import annotations
@@ -22,10 +23,10 @@ from dataclasses import replace
 from controller.buildrun.actions import Actions
 from controller.buildrun.buildruns import phase_of
 from controller.buildrun.caches import Caches
-from controller.buildrun.config import ShipwrightConfig
 from controller.buildrun.executors import EXECUTORS
 from controller.buildrun.observe import Observer
 from controller.buildrun.plan import Planner
+from controller.buildrun.resources.config import ShipwrightConfig
 from controller.buildrun.states import Phase, decide
 from controller.runtime.errors import RetryableError
 from controller.runtime.events import EventRecorder

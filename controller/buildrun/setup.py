@@ -10,8 +10,8 @@ from __future__ import annotations
 from controller.buildrun import metrics as buildrun_metrics
 from controller.buildrun.buildruns import phase_of
 from controller.buildrun.caches import EXECUTOR_INDEXERS, Caches, owner_buildrun
-from controller.buildrun.config import PIPELINERUN_EXECUTOR, ShipwrightConfig
 from controller.buildrun.reconciler import BuildRunReconciler
+from controller.buildrun.resources.config import PIPELINERUN_EXECUTOR, ShipwrightConfig
 from controller.buildrun.states import Phase
 from controller.buildrun.status import succeeded_condition
 from controller.runtime.errors import ERROR_CLASSES, RetryableError

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from controller.buildrun import reasons
 from controller.buildrun.buildruns import spec_of
-from controller.buildrun.config import PIPELINERUN_EXECUTOR, TASKRUN_EXECUTOR
+from controller.buildrun.resources.config import PIPELINERUN_EXECUTOR, TASKRUN_EXECUTOR
 from controller.builds import validation as build_validation
 from controller.runtime.errors import UserError
 from controller.runtime.kube import JSON

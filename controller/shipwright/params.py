@@ -2,7 +2,7 @@
 checks them (pkg/validate/params.go): for a Build by its Build controller, which may
 leave values to its BuildRuns, and for a BuildRun by its reconciler, with the Build's
 values overridden by the BuildRun's. Both domains use it; how the values then reach the
-TaskRun is `controller.buildrun.params`.
+TaskRun is `controller.buildrun.resources.params`.
 
 A value is `{name, value}`, `{name, configMapValue}`, `{name, secretValue}` (a single
 value) or `{name, values: [...]}` whose items are `{value | configMapValue |

@@ -22,7 +22,7 @@ import pytest
 
 from controller.app import App
 from controller.buildrun import reasons
-from controller.buildrun.config import PIPELINERUN_EXECUTOR
+from controller.buildrun.resources.config import PIPELINERUN_EXECUTOR
 from controller.buildrun.status import taskrun_finished
 from controller.runtime.kube import JSON, SERVICEACCOUNTS, Resource
 from controller.shipwright.labels import LABEL_BUILDRUN

@@ -21,10 +21,10 @@ import pytest
 from controller.buildrun import reasons, serviceaccounts
 from controller.buildrun.actions import TASKRUN_CANCELLED
 from controller.buildrun.caches import UNWATCHED_POLL, Caches
-from controller.buildrun.config import ShipwrightConfig
 from controller.buildrun.reconciler import BuildRunReconciler
+from controller.buildrun.resources.config import ShipwrightConfig
+from controller.buildrun.resources.taskrun import taskrun_name
 from controller.buildrun.status import succeeded_condition
-from controller.buildrun.taskrun import taskrun_name
 from controller.runtime.errors import RetryableError, classify
 from controller.runtime.events import EventRecorder
 from controller.runtime.kube import JSON, PODS, SERVICEACCOUNTS, ApiError, Resource, key_of

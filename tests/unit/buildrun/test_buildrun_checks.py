@@ -19,8 +19,8 @@ from kubernetes_asyncio import client
 
 from controller.buildrun import reasons
 from controller.buildrun.caches import Caches
-from controller.buildrun.config import ShipwrightConfig
 from controller.buildrun.reconciler import BuildRunReconciler
+from controller.buildrun.resources.config import ShipwrightConfig
 from controller.buildrun.validation import check_nodes, validate_buildrun
 from controller.builds import validation as build_validation
 from controller.runtime.errors import UserError

@@ -1,4 +1,4 @@
-"""controller.buildrun.params: parameter values checked as Shipwright checks them (every
+"""controller.buildrun.resources.params: parameter values checked as Shipwright checks them (every
 reason it has, in its order) and put into the TaskRun as Shipwright puts them."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from controller.buildrun import reasons
-from controller.buildrun.params import apply_param_values, env_var_name, references_param
+from controller.buildrun.resources.params import apply_param_values, env_var_name, references_param
 from controller.runtime.errors import UserError
 from controller.shipwright.params import is_reserved, override_params, validate_params
 

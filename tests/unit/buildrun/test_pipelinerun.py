@@ -1,4 +1,4 @@
-"""controller.buildrun.pipelinerun without a server: what the oracle cannot show (the
+"""controller.buildrun.resources.pipelinerun without a server: what the oracle cannot show (the
 name, the reasons and words of a refusal, purity, our own differences) and fuzzing over
 what the CRDs admit. (tests/oracle/test_pipelinerun_parity.py compares the whole
 PipelineRun with Shipwright's own.)"""
@@ -14,14 +14,18 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from controller.buildrun import reasons
-from controller.buildrun.config import ShipwrightConfig
-from controller.buildrun.pipelinerun import (
+from controller.buildrun.resources.config import ShipwrightConfig
+from controller.buildrun.resources.pipelinerun import (
     PIPELINE_OUTPUT_DIRECTORY,
     SOURCE_TIMESTAMP_REFUSED,
     generate_pipelinerun,
     pipelinerun_name,
 )
-from controller.buildrun.taskrun import ANNOTATION_SC_PASSWD, generate_taskrun, taskrun_name
+from controller.buildrun.resources.taskrun import (
+    ANNOTATION_SC_PASSWD,
+    generate_taskrun,
+    taskrun_name,
+)
 from controller.runtime.errors import UserError
 from controller.shipwright.labels import LABEL_BUILDRUN_UID
 from tests.unit.buildrun.test_taskrun import (

@@ -11,10 +11,10 @@ import orjson
 import pytest
 
 from controller.buildrun.caches import owner_buildrun
-from controller.buildrun.config import ShipwrightConfig
+from controller.buildrun.resources.config import ShipwrightConfig
+from controller.buildrun.resources.taskrun import generate_taskrun
 from controller.buildrun.setup import slim_taskrun
 from controller.buildrun.status import outcome_from_taskrun, running_reason, taskrun_finished
-from controller.buildrun.taskrun import generate_taskrun
 from devtools.cluster import fixtures
 
 JSON = dict[str, Any]

@@ -1,6 +1,6 @@
-"""controller.buildrun.taskrun without a server: the TaskRun's name, each phase of Shipwright's
-generator on its own, and fuzzing over what the CRDs admit. (tests/oracle/ compares the
-whole TaskRun with Shipwright's own.)"""
+"""controller.buildrun.resources.taskrun without a server: the TaskRun's name, each phase of
+Shipwright's generator on its own, and fuzzing over what the CRDs admit. (tests/oracle/
+compares the whole TaskRun with Shipwright's own.)"""
 
 from __future__ import annotations
 
@@ -16,10 +16,14 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from controller.buildrun import reasons
-from controller.buildrun.config import ShipwrightConfig
+from controller.buildrun.resources.config import ShipwrightConfig
+from controller.buildrun.resources.steps import secret_volume_name
+from controller.buildrun.resources.taskrun import (
+    ANNOTATION_SC_PASSWD,
+    generate_taskrun,
+    taskrun_name,
+)
 from controller.buildrun.spec import effective_build
-from controller.buildrun.steps import secret_volume_name
-from controller.buildrun.taskrun import ANNOTATION_SC_PASSWD, generate_taskrun, taskrun_name
 from controller.runtime.errors import UserError
 from controller.shipwright.labels import (
     LABEL_BUILD,

@@ -234,7 +234,7 @@ def test_failures(spec: JSON, lookups: Lookups, reason: str, message: str) -> No
     verdict = validate(build(**spec), lookups)
     assert verdict.reason == reason
     assert not verdict.registered
-    if message:  # parameter messages are controller.buildrun.params.validate_params' own
+    if message:  # parameter messages are controller.shipwright.params.validate_params' own
         assert verdict.message == message
     else:
         assert verdict.message
@@ -366,7 +366,7 @@ def test_every_failure_reason_is_reachable() -> None:
     seen = {c[3] for c in CASES} | {reasons.BUILD_NAME_INVALID,
                                     reasons.REMOTE_REPOSITORY_UNREACHABLE}
     # Produced by the parameter check once it reads configMapValue/secretValue
-    # (controller/buildrun/params.py, being written on another branch).
+    # (controller/buildrun/resources/params.py, being written on another branch).
     not_yet = {reasons.INCOMPLETE_CONFIG_MAP_VALUE_PARAMETER_VALUES,
                reasons.INCOMPLETE_SECRET_VALUE_PARAMETER_VALUES}
     assert seen <= reasons.FAILURE_REASONS

@@ -23,24 +23,20 @@ import json
 import posixpath
 import re
 
-from controller.buildrun.config import ShipwrightConfig
-from controller.buildrun.image_processing import add_image_processing, setup_output_directory
-from controller.buildrun.params import apply_param_values
 from controller.buildrun.reasons import (
     TASK_RUN_GENERATION_FAILED,
     UNDEFINED_STEP_RESOURCE,
     UNDEFINED_VOLUME,
     VOLUME_NOT_OVERRIDABLE,
 )
-from controller.buildrun.sources import add_source
-from controller.buildrun.status import (
-    RESULT_ERROR_MESSAGE,
-    RESULT_ERROR_REASON,
-    RESULT_IMAGE_DIGEST,
-    RESULT_IMAGE_SIZE,
-    RESULT_IMAGE_VULNERABILITIES,
+from controller.buildrun.resources.config import ShipwrightConfig
+from controller.buildrun.resources.image_processing import (
+    add_image_processing,
+    setup_output_directory,
 )
-from controller.buildrun.steps import (
+from controller.buildrun.resources.params import apply_param_values
+from controller.buildrun.resources.sources import add_source
+from controller.buildrun.resources.steps import (
     HASH_LENGTH,
     JSON,
     LABEL_MAX,
@@ -52,6 +48,13 @@ from controller.buildrun.steps import (
     SOURCE_ROOT,
     WORKSPACE_SOURCE,
     merge_maps,
+)
+from controller.buildrun.status import (
+    RESULT_ERROR_MESSAGE,
+    RESULT_ERROR_REASON,
+    RESULT_IMAGE_DIGEST,
+    RESULT_IMAGE_SIZE,
+    RESULT_IMAGE_VULNERABILITIES,
 )
 from controller.runtime.errors import UserError
 from controller.shipwright.labels import (

@@ -32,16 +32,16 @@ PipelineRun" lists where we differ on purpose.
 
 from __future__ import annotations
 
-from controller.buildrun.config import ShipwrightConfig
-from controller.buildrun.image_processing import (
+from controller.buildrun.reasons import TASK_RUN_GENERATION_FAILED
+from controller.buildrun.resources.config import ShipwrightConfig
+from controller.buildrun.resources.image_processing import (
     add_image_processing_step,
     image_processing_args,
     image_timestamp,
 )
-from controller.buildrun.params import add_param_values, references_param
-from controller.buildrun.reasons import TASK_RUN_GENERATION_FAILED
-from controller.buildrun.sources import add_source
-from controller.buildrun.steps import (
+from controller.buildrun.resources.params import add_param_values, references_param
+from controller.buildrun.resources.sources import add_source
+from controller.buildrun.resources.steps import (
     JSON,
     PARAM_OUTPUT_DIRECTORY,
     PARAM_OUTPUT_IMAGE,
@@ -51,7 +51,7 @@ from controller.buildrun.steps import (
     SOURCE_ROOT,
     WORKSPACE_SOURCE,
 )
-from controller.buildrun.taskrun import (
+from controller.buildrun.resources.taskrun import (
     add_strategy_steps,
     apply_security_context,
     base_task_spec,
