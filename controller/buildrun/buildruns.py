@@ -7,7 +7,7 @@ from __future__ import annotations
 import datetime
 import re
 
-from controller.buildrun.resources.taskrun import taskrun_name
+from controller.buildrun.resources.phases import taskrun_name
 from controller.buildrun.spec import parse_duration
 from controller.buildrun.states import Phase
 from controller.buildrun.status import succeeded_condition

@@ -2,7 +2,7 @@
 executor generates (pkg/reconciler/buildrun/resources: GeneratePipelineRun,
 pipelinerun_generator.go, resource_builders.go).
 
-The same phases as the TaskRun (taskrun.py), each in a pipeline task of its own
+The same phases as the TaskRun (phases.py), each in a pipeline task of its own
 instead of steps of one task, sharing the `source` workspace (a 1Gi ReadWriteOnce
 volume claim template, since the tasks run in different pods):
 
@@ -40,18 +40,7 @@ from controller.buildrun.resources.image_processing import (
     image_timestamp,
 )
 from controller.buildrun.resources.params import add_param_values, references_param
-from controller.buildrun.resources.sources import add_source
-from controller.buildrun.resources.steps import (
-    JSON,
-    PARAM_OUTPUT_DIRECTORY,
-    PARAM_OUTPUT_IMAGE,
-    PARAM_OUTPUT_INSECURE,
-    PARAM_SOURCE_CONTEXT,
-    PARAM_SOURCE_ROOT,
-    SOURCE_ROOT,
-    WORKSPACE_SOURCE,
-)
-from controller.buildrun.resources.taskrun import (
+from controller.buildrun.resources.phases import (
     add_strategy_steps,
     apply_security_context,
     base_task_spec,
@@ -65,6 +54,17 @@ from controller.buildrun.resources.taskrun import (
     strategy_param_specs,
     system_param_values,
     taskrun_name,
+)
+from controller.buildrun.resources.sources import add_source
+from controller.buildrun.resources.steps import (
+    JSON,
+    PARAM_OUTPUT_DIRECTORY,
+    PARAM_OUTPUT_IMAGE,
+    PARAM_OUTPUT_INSECURE,
+    PARAM_SOURCE_CONTEXT,
+    PARAM_SOURCE_ROOT,
+    SOURCE_ROOT,
+    WORKSPACE_SOURCE,
 )
 from controller.runtime.errors import UserError
 

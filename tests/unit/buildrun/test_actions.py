@@ -23,7 +23,7 @@ from controller.buildrun.actions import TASKRUN_CANCELLED
 from controller.buildrun.caches import UNWATCHED_POLL, Caches
 from controller.buildrun.reconciler import BuildRunReconciler
 from controller.buildrun.resources.config import ShipwrightConfig
-from controller.buildrun.resources.taskrun import taskrun_name
+from controller.buildrun.resources.phases import taskrun_name
 from controller.buildrun.status import succeeded_condition
 from controller.runtime.errors import RetryableError, classify
 from controller.runtime.events import EventRecorder

@@ -15,17 +15,14 @@ from hypothesis import strategies as st
 
 from controller.buildrun import reasons
 from controller.buildrun.resources.config import ShipwrightConfig
+from controller.buildrun.resources.phases import ANNOTATION_SC_PASSWD, taskrun_name
 from controller.buildrun.resources.pipelinerun import (
     PIPELINE_OUTPUT_DIRECTORY,
     SOURCE_TIMESTAMP_REFUSED,
     generate_pipelinerun,
     pipelinerun_name,
 )
-from controller.buildrun.resources.taskrun import (
-    ANNOTATION_SC_PASSWD,
-    generate_taskrun,
-    taskrun_name,
-)
+from controller.buildrun.resources.taskrun import generate_taskrun
 from controller.runtime.errors import UserError
 from controller.shipwright.labels import LABEL_BUILDRUN_UID
 from tests.unit.buildrun.test_taskrun import (

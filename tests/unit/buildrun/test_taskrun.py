@@ -17,12 +17,9 @@ from hypothesis import strategies as st
 
 from controller.buildrun import reasons
 from controller.buildrun.resources.config import ShipwrightConfig
+from controller.buildrun.resources.phases import ANNOTATION_SC_PASSWD, taskrun_name
 from controller.buildrun.resources.steps import secret_volume_name
-from controller.buildrun.resources.taskrun import (
-    ANNOTATION_SC_PASSWD,
-    generate_taskrun,
-    taskrun_name,
-)
+from controller.buildrun.resources.taskrun import generate_taskrun
 from controller.buildrun.spec import effective_build
 from controller.runtime.errors import UserError
 from controller.shipwright.labels import (
