@@ -59,10 +59,10 @@ from typing import Any
 import aiohttp
 
 from controller.buildrun import reasons
-from controller.buildrun.status import succeeded_condition
 from controller.runtime.errors import is_already_exists
 from controller.runtime.kube import JSON, ApiError, Kube, load_api_client
 from controller.runtime.timestamps import format_time, now
+from controller.shipwright.conditions import succeeded_condition
 from controller.shipwright.labels import LABEL_BUILDRUN
 from controller.shipwright.resources import BUILDRUNS, TASKRUNS
 from devtools.cluster import fixtures

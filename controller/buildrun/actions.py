@@ -18,7 +18,7 @@ from controller.buildrun.executors import Executor
 from controller.buildrun.observe import Seen
 from controller.buildrun.plan import Plan
 from controller.buildrun.states import Action, Decision, decide
-from controller.buildrun.status import running_reason, succeeded_condition, taskrun_finished
+from controller.buildrun.status import running_reason, taskrun_finished
 from controller.buildrun.status_writes import finished, progressed, started, write_status
 from controller.runtime.conflict import retry_on_conflict
 from controller.runtime.errors import (
@@ -34,6 +34,7 @@ from controller.runtime.kube import JSON, PODS, SERVICEACCOUNTS, ApiError, Kube
 from controller.runtime.reconcile import DONE, Result
 from controller.runtime.timestamps import Clock, format_time, parse_time
 from controller.shipwright import metrics as shipwright_metrics
+from controller.shipwright.conditions import succeeded_condition
 from controller.shipwright.resources import BUILDRUNS
 
 log = logging.getLogger(__name__)

@@ -10,9 +10,9 @@ import re
 from controller.buildrun.resources.phases import taskrun_name
 from controller.buildrun.spec import parse_duration
 from controller.buildrun.states import Phase
-from controller.buildrun.status import succeeded_condition
 from controller.runtime.kube import JSON
 from controller.runtime.timestamps import parse_time
+from controller.shipwright.conditions import succeeded_condition
 from controller.shipwright.labels import LABEL_BUILD, LABEL_BUILD_GENERATION
 
 # spec.state of a BuildRun the user cancels (Shipwright spells the reason the same).

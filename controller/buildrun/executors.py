@@ -29,9 +29,9 @@ from controller.buildrun.status import (
     outcome_from_pipelinerun,
     outcome_from_taskrun,
     pipelinerun_pod_name,
-    succeeded_condition,
 )
 from controller.runtime.kube import JSON, Resource
+from controller.shipwright.conditions import succeeded_condition
 from controller.shipwright.resources import PIPELINERUNS, TASKRUNS
 
 # generate_taskrun's contract: (buildrun, build, strategy, service account, config).

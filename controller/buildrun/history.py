@@ -24,10 +24,10 @@ from typing import Any, TextIO
 import aiohttp
 import orjson
 
-from controller.buildrun.status import succeeded_condition
 from controller.runtime.errors import is_not_found
 from controller.runtime.kube import EVENTS, JSON, ApiError, ConfigError, Kube, load_api_client
 from controller.runtime.timestamps import format_time, parse_time
+from controller.shipwright.conditions import succeeded_condition
 from controller.shipwright.resources import BUILDRUNS
 
 PROG = "buildrun-controller history"

@@ -26,6 +26,7 @@ from controller.buildrun.reasons import (
 )
 from controller.buildrun.spec import go_duration, parse_duration
 from controller.runtime.text import truncate
+from controller.shipwright.conditions import CONDITION_SUCCEEDED, succeeded_condition
 from controller.shipwright.labels import LABEL_BUILDRUN
 
 # Limits from the BuildRun CRD schema: a longer value gets the whole status write rejected.
@@ -53,14 +54,6 @@ RESULT_SOURCE_IMAGE_DIGEST = "shp-source-default-image-digest"
 RESULT_SOURCE_TIMESTAMP = "shp-source-default-source-timestamp"
 
 
-def succeeded_condition(status: dict[str, Any] | None) -> dict[str, Any] | None:
-    """The Succeeded condition of a BuildRun's or TaskRun's status, if there is one."""
-    for condition in (status or {}).get("conditions") or []:
-        if condition.get("type") == SUCCEEDED:
-            return dict(condition)
-    return None
-
-
 def taskrun_finished(taskrun: dict[str, Any]) -> bool:
     """Whether Tekton has decided the TaskRun's (or PipelineRun's) outcome (Succeeded is
     True or False)."""
@@ -77,11 +70,12 @@ def with_condition(
     conventions), so repeated reconciles of a running BuildRun do not churn it.
     """
     conditions = list(status.get("conditions") or [])
-    index = next((i for i, c in enumerate(conditions) if c.get("type") == SUCCEEDED), None)
+    index = next((i for i, c in enumerate(conditions)
+                  if c.get("type") == CONDITION_SUCCEEDED), None)
     old = conditions[index] if index is not None else {}
     unchanged = old.get("status") == cond_status and old.get("lastTransitionTime")
     condition = {
-        "type": SUCCEEDED,
+        "type": CONDITION_SUCCEEDED,
         "status": cond_status,
         "reason": truncate(reason, REASON_MAX),
         "message": truncate(message, MESSAGE_MAX),
