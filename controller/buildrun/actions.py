@@ -30,7 +30,14 @@ from controller.runtime.errors import (
     is_too_large,
 )
 from controller.runtime.events import EventRecorder
-from controller.runtime.kube import JSON, PODS, SERVICEACCOUNTS, ApiError, Kube
+from controller.runtime.kube import (
+    JSON,
+    PODS,
+    SERVICEACCOUNTS,
+    STRATEGIC_MERGE_PATCH,
+    ApiError,
+    Kube,
+)
 from controller.runtime.reconcile import DONE, Result
 from controller.runtime.timestamps import Clock, format_time, parse_time
 from controller.shipwright import metrics as shipwright_metrics
@@ -175,7 +182,7 @@ class Actions:
         try:
             await self.kube.patch(SERVICEACCOUNTS, namespace, plan.service_account,
                                   serviceaccounts.secrets_patch(plan.add_secrets),
-                                  content_type=serviceaccounts.STRATEGIC_MERGE_PATCH)
+                                  content_type=STRATEGIC_MERGE_PATCH)
         except ApiError as exc:
             if not is_not_found(exc):
                 raise
