@@ -29,6 +29,18 @@ INCONSISTENT_PARAMETER_VALUES = "InconsistentParameterValues"
 EMPTY_ARRAY_ITEM_PARAMETER_VALUES = "EmptyArrayItemParameterValues"
 INCOMPLETE_CONFIG_MAP_VALUE_PARAMETER_VALUES = "IncompleteConfigMapValueParameterValues"
 INCOMPLETE_SECRET_VALUE_PARAMETER_VALUES = "IncompleteSecretValueParameterValues"
+# All of them: each domain's closed set of failure reasons includes these (the Build's
+# all but MISSING_PARAMETER_VALUES: a Build may leave a value to its BuildRuns).
+PARAMETER_REASONS: frozenset[str] = frozenset({
+    RESTRICTED_PARAMETERS_IN_USE,
+    UNDEFINED_PARAMETER,
+    WRONG_PARAMETER_VALUE_TYPE,
+    MISSING_PARAMETER_VALUES,
+    INCONSISTENT_PARAMETER_VALUES,
+    EMPTY_ARRAY_ITEM_PARAMETER_VALUES,
+    INCOMPLETE_CONFIG_MAP_VALUE_PARAMETER_VALUES,
+    INCOMPLETE_SECRET_VALUE_PARAMETER_VALUES,
+})
 
 RESERVED_PREFIX = "shp-"
 # Shipwright's fixed list of reserved names besides the prefix (IsSystemReservedParameter).

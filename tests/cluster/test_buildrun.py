@@ -19,6 +19,12 @@ from controller.buildrun.reconciler import BuildRunReconciler
 from controller.runtime.errors import RetryableError
 from controller.runtime.events import EventRecorder
 from controller.runtime.kube import EVENTS, JSON, ApiError, Kube
+from controller.shipwright.params import (
+    MISSING_PARAMETER_VALUES,
+    RESTRICTED_PARAMETERS_IN_USE,
+    UNDEFINED_PARAMETER,
+    WRONG_PARAMETER_VALUE_TYPE,
+)
 from controller.shipwright.resources import BUILDRUNS, BUILDS, BUILDSTRATEGIES, TASKRUNS
 from devtools.cluster.fates import results
 from devtools.cluster.localcluster import LocalCluster
@@ -163,11 +169,11 @@ USER_ERRORS: list[tuple[str, dict[str, Any], str | None, str]] = [
     ("missing-build", {}, "nope", reasons.BUILD_NOT_FOUND),
     ("missing-sa", {"serviceAccount": "ghost"}, "app", reasons.SERVICE_ACCOUNT_NOT_FOUND),
     ("undefined-param", {"paramValues": [{"name": "colour", "value": "red"}]}, "app",
-     reasons.UNDEFINED_PARAMETER),
+     UNDEFINED_PARAMETER),
     ("restricted-param", {"paramValues": [{"name": "shp-source-url", "value": "x"}]}, "app",
-     reasons.RESTRICTED_PARAMETERS_IN_USE),
+     RESTRICTED_PARAMETERS_IN_USE),
     ("wrong-type", {"paramValues": [{"name": "dockerfile", "values": [{"value": "a"}]}]}, "app",
-     reasons.WRONG_PARAMETER_VALUE_TYPE),
+     WRONG_PARAMETER_VALUE_TYPE),
     ("bad-timeout", {"timeout": "1 day"}, "app", reasons.INVALID_TIMEOUT),
     ("negative-timeout", {"timeout": "-5m"}, "app", reasons.INVALID_TIMEOUT),
     ("no-ref", {"build": {}}, None, reasons.BUILD_RUN_NO_REF_OR_SPEC),
@@ -200,7 +206,7 @@ async def test_user_errors_are_terminal_at_once(
     await world.strategy("needs-param", parameters=[{"name": "context", "description": "x",
                                                      "type": "string"}])
     await world.build("needs-param", strategy="needs-param")
-    cases = [*USER_ERRORS, ("missing-value", {}, "needs-param", reasons.MISSING_PARAMETER_VALUES)]
+    cases = [*USER_ERRORS, ("missing-value", {}, "needs-param", MISSING_PARAMETER_VALUES)]
     errors_before = reconciles("error")
     async with running_controller(controller_settings(cluster, world.ns)):
         for name, spec, build, _ in cases:

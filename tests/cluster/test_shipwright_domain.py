@@ -24,6 +24,7 @@ from controller.buildrun.reconciler import BuildRunReconciler
 from controller.runtime.events import EventRecorder
 from controller.runtime.kube import JSON, SERVICEACCOUNTS, ApiError, Kube, Resource
 from controller.runtime.reconcile import DONE
+from controller.shipwright.params import UNDEFINED_PARAMETER
 from controller.shipwright.resources import BUILDRUNS, BUILDS, CLUSTERBUILDSTRATEGIES, TASKRUNS
 from devtools.cluster import fixtures
 from devtools.cluster.localcluster import LocalCluster
@@ -291,7 +292,7 @@ async def test_a_buildrun_that_fails_before_it_starts_leaves_no_generated_servic
         await world.buildrun("bad", serviceAccount=".generate",
                              paramValues=[{"name": "nope", "value": "x"}])
         bad = await world.finished("bad")
-    assert condition(bad)["reason"] == reasons.UNDEFINED_PARAMETER
+    assert condition(bad)["reason"] == UNDEFINED_PARAMETER
     assert await kube.get_or_none(SERVICEACCOUNTS, world.ns, "bad") is None
 
 

@@ -30,6 +30,7 @@ from controller.runtime.kube import JSON, PODS, SERVICEACCOUNTS, ApiError, Resou
 from controller.runtime.reconcile import DONE, Result
 from controller.runtime.timestamps import format_time
 from controller.shipwright.conditions import succeeded_condition
+from controller.shipwright.params import UNDEFINED_PARAMETER
 from controller.shipwright.resources import (
     BUILDRUNS,
     BUILDS,
@@ -283,7 +284,7 @@ async def test_row_7_a_cancel_stops_a_taskrun_an_earlier_try_never_recorded(
     ({"serviceAccount": "nobody"}, reasons.SERVICE_ACCOUNT_NOT_FOUND,
      [LABEL_WRITE, STATUS_WRITE]),
     ({"timeout": "soon"}, reasons.INVALID_TIMEOUT, [LABEL_WRITE, STATUS_WRITE]),
-    ({"paramValues": [{"name": "nope", "value": "x"}]}, reasons.UNDEFINED_PARAMETER,
+    ({"paramValues": [{"name": "nope", "value": "x"}]}, UNDEFINED_PARAMETER,
      [LABEL_WRITE, STATUS_WRITE]),
 ], ids=["missing-build", "failed-build", "missing-sa", "bad-timeout", "unknown-param"])
 async def test_row_8_a_user_error_is_terminal_at_once(
