@@ -22,8 +22,8 @@ from prometheus_client import REGISTRY
 
 from controller.app import App
 from controller.buildrun.status import taskrun_finished
+from controller.runtime.controller import Result
 from controller.runtime.kube import JSON, PODS, ApiError, Kube
-from controller.runtime.reconcile import Result
 from controller.settings import QueueSettings, RetryBudget, Settings
 from controller.shipwright.labels import LABEL_BUILDRUN
 from controller.shipwright.resources import BUILDRUNS, BUILDS, BUILDSTRATEGIES, TASKRUNS

@@ -21,6 +21,7 @@ from controller.buildrun.states import Action, Decision, decide
 from controller.buildrun.status import running_reason, taskrun_finished
 from controller.buildrun.status_writes import finished, progressed, started, write_status
 from controller.runtime.conflict import retry_on_conflict
+from controller.runtime.controller import DONE, Result
 from controller.runtime.errors import (
     UserError,
     is_already_exists,
@@ -38,7 +39,6 @@ from controller.runtime.kube import (
     ApiError,
     Kube,
 )
-from controller.runtime.reconcile import DONE, Result
 from controller.runtime.timestamps import Clock, format_time, parse_time
 from controller.shipwright import metrics as shipwright_metrics
 from controller.shipwright.conditions import succeeded_condition

@@ -28,10 +28,10 @@ from controller.buildrun.observe import Observer
 from controller.buildrun.plan import Planner
 from controller.buildrun.resources.config import ShipwrightConfig
 from controller.buildrun.states import Phase, decide
+from controller.runtime.controller import DONE, Result
 from controller.runtime.errors import RetryableError
 from controller.runtime.events import EventRecorder
 from controller.runtime.kube import Kube, split_key
-from controller.runtime.reconcile import DONE, Result
 from controller.runtime.timestamps import Clock, now
 from controller.shipwright.resources import BUILDRUNS
 

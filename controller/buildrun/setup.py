@@ -13,11 +13,11 @@ from controller.buildrun.caches import EXECUTOR_INDEXERS, Caches, owner_buildrun
 from controller.buildrun.reconciler import BuildRunReconciler
 from controller.buildrun.resources.config import PIPELINERUN_EXECUTOR, ShipwrightConfig
 from controller.buildrun.states import Phase
+from controller.runtime.controller import Controller, controller_queue
 from controller.runtime.errors import ERROR_CLASSES, RetryableError
 from controller.runtime.events import EventRecorder
 from controller.runtime.informers import EventType, Informer, InformerFactory
 from controller.runtime.kube import JSON, SERVICEACCOUNTS, Kube, key_of
-from controller.runtime.reconcile import Controller, controller_queue
 from controller.runtime.store import Store
 from controller.settings import Settings
 from controller.shipwright.conditions import succeeded_condition

@@ -18,9 +18,9 @@ import pytest
 
 from controller.app import App
 from controller.buildrun import reasons
+from controller.runtime.controller import Result
 from controller.runtime.errors import RetryableError
 from controller.runtime.kube import JSON, ApiError, Kube
-from controller.runtime.reconcile import Result
 from controller.shipwright.params import (
     EMPTY_ARRAY_ITEM_PARAMETER_VALUES,
     INCONSISTENT_PARAMETER_VALUES,

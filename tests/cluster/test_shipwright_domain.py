@@ -21,9 +21,9 @@ import pytest
 from controller.buildrun import reasons
 from controller.buildrun.caches import Caches
 from controller.buildrun.reconciler import BuildRunReconciler
+from controller.runtime.controller import DONE
 from controller.runtime.events import EventRecorder
 from controller.runtime.kube import JSON, SERVICEACCOUNTS, ApiError, Kube, Resource
-from controller.runtime.reconcile import DONE
 from controller.shipwright.params import UNDEFINED_PARAMETER
 from controller.shipwright.resources import BUILDRUNS, BUILDS, CLUSTERBUILDSTRATEGIES, TASKRUNS
 from devtools.cluster import fixtures

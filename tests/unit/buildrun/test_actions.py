@@ -24,10 +24,10 @@ from controller.buildrun.caches import UNWATCHED_POLL, Caches
 from controller.buildrun.reconciler import BuildRunReconciler
 from controller.buildrun.resources.config import ShipwrightConfig
 from controller.buildrun.resources.phases import taskrun_name
+from controller.runtime.controller import DONE, Result
 from controller.runtime.errors import RetryableError, classify
 from controller.runtime.events import EventRecorder
 from controller.runtime.kube import JSON, PODS, SERVICEACCOUNTS, ApiError, Resource, key_of
-from controller.runtime.reconcile import DONE, Result
 from controller.runtime.timestamps import format_time
 from controller.shipwright.conditions import succeeded_condition
 from controller.shipwright.params import UNDEFINED_PARAMETER

@@ -1,4 +1,5 @@
-"""Workers, reconcile results, and the one place that decides what they mean.
+"""The Controller: its workers, the reconcile results, and the one place that decides what
+they mean.
 
 Reconcilers never touch the queue. They return a `Result` or raise one of
 the errors in `controller.runtime.errors`; `Controller._handle` alone turns that into

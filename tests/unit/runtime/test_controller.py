@@ -1,4 +1,4 @@
-"""The result handler, row by row (see controller/runtime/reconcile.py's table), on a
+"""The result handler, row by row (see controller/runtime/controller.py's table), on a
 real workqueue with a FakeClock and a scripted reconciler; each row checks the queue
 and the controller-runtime metrics. Loop time is virtual (reconcile timeouts)."""
 
@@ -12,8 +12,8 @@ from collections.abc import Callable
 from typing import Any
 
 from controller.runtime import logs
+from controller.runtime.controller import DONE, Controller, Result
 from controller.runtime.errors import RetryableError, TerminalError, UserError
-from controller.runtime.reconcile import DONE, Controller, Result
 from controller.settings import RetryBudget
 from tests.harness import metric
 from tests.virtualtime import run
@@ -282,7 +282,7 @@ def test_every_line_a_reconcile_writes_carries_its_reconcile_id() -> None:
 
     async def main() -> None:
         rig = Rig(Scripted(says_hello, RetryableError("timeout", "slow")))
-        for name in ("tests.a_reconciler", "controller.runtime.reconcile"):
+        for name in ("tests.a_reconciler", "controller.runtime.controller"):
             logging.getLogger(name).addHandler(handler)
         try:
             rig.controller.enqueue(KEY)
@@ -291,7 +291,7 @@ def test_every_line_a_reconcile_writes_carries_its_reconcile_id() -> None:
             await rig.turn()  # fails: the handler's "reconciled" line is a warning
             domain.warning("outside")
         finally:
-            for name in ("tests.a_reconciler", "controller.runtime.reconcile"):
+            for name in ("tests.a_reconciler", "controller.runtime.controller"):
                 logging.getLogger(name).removeHandler(handler)
         hello, other, failed, outside = lines
         assert (hello.controller, hello.key) == (rig.name, KEY)  # type: ignore[attr-defined]
