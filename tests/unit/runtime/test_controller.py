@@ -221,24 +221,51 @@ def test_an_unexpected_exception_is_a_panic_retried_with_backoff() -> None:
     run(main())
 
 
-def test_a_reconcile_over_its_timeout_is_cancelled_and_retried_as_a_timeout() -> None:
+def test_a_reconcile_over_its_timeout_is_cancelled_counted_and_retried() -> None:
+    """As controller-runtime: counted in reconcile_timeouts_total besides the error, and
+    retried as a "reconcile_timeout", not as an API request's "timeout"."""
     async def hang() -> Result:
         await asyncio.Event().wait()
         raise AssertionError("unreachable")
 
     async def main() -> None:
         rig = Rig(Scripted(hang), reconcile_timeout=5.0)
+        assert rig.count("controller_runtime_reconcile_timeouts_total") == 0  # a zero sample
         rig.queue.add(KEY)
         loop = asyncio.get_running_loop()
         started = loop.time()
         await rig.turn()
         assert loop.time() - started == 5.0
         assert rig.reconciler.cancelled == 1
-        assert rig.retried == ["timeout"]
+        assert rig.retried == ["reconcile_timeout"]
+        assert rig.count("controller_runtime_reconcile_timeouts_total") == 1
+        assert rig.count("controller_runtime_reconcile_errors_total") == 1
+        assert rig.results() == {"error": 1}
         assert rig.count("controller_runtime_reconcile_panics_total") == 0
         assert rig.due_after(BASE_DELAY)
         assert metric("controller_runtime_reconcile_time_seconds_count",
                       controller=rig.name) == 1
+
+    run(main())
+
+
+def test_a_request_timing_out_inside_a_reconcile_is_no_reconcile_timeout() -> None:
+    """A TimeoutError raised by the reconcile itself (an API request's own deadline)
+    before the reconcile timeout fires stays an API "timeout", whether or not a
+    reconcile timeout is set."""
+    async def request_times_out() -> Result:
+        await asyncio.sleep(1.0)
+        raise TimeoutError()
+
+    async def main() -> None:
+        for limit in (5.0, None):
+            rig = Rig(Scripted(request_times_out), reconcile_timeout=limit)
+            rig.queue.add(KEY)
+            await rig.turn()
+            assert rig.retried == ["timeout"]
+            assert rig.count("controller_runtime_reconcile_timeouts_total") == 0
+            assert rig.count("controller_runtime_reconcile_errors_total") == 1
+            assert rig.reconciler.cancelled == 0
 
     run(main())
 
