@@ -41,6 +41,7 @@ def parser() -> argparse.ArgumentParser:
         "history instead.",
     )
     d, q, b = Settings(), QueueSettings(), RetryBudget()
+    lease = LeaderElectionSettings(namespace="")  # only its defaults are read here
     conn = p.add_argument_group("connection")
     conn.add_argument("--kubeconfig", help="kubeconfig file (default: in-cluster, else "
                       "$KUBECONFIG or ~/.kube/config)")
@@ -78,10 +79,13 @@ def parser() -> argparse.ArgumentParser:
     le.add_argument("--leader-elect", action="store_true")
     le.add_argument("--leader-election-namespace",
                     help="default: the pod's namespace in-cluster, else 'default'")
-    le.add_argument("--leader-election-id", default="buildrun-controller")
-    le.add_argument("--lease-duration", type=float, default=15.0, metavar="SECONDS")
-    le.add_argument("--renew-deadline", type=float, default=10.0, metavar="SECONDS")
-    le.add_argument("--retry-period", type=float, default=2.0, metavar="SECONDS")
+    le.add_argument("--leader-election-id", default=lease.name)
+    le.add_argument("--lease-duration", type=float, default=lease.lease_duration,
+                    metavar="SECONDS")
+    le.add_argument("--renew-deadline", type=float, default=lease.renew_deadline,
+                    metavar="SECONDS")
+    le.add_argument("--retry-period", type=float, default=lease.retry_period,
+                    metavar="SECONDS")
 
     out = p.add_argument_group("logging")
     out.add_argument("--log-level", default="info",
