@@ -1,8 +1,8 @@
 """`python -m controller` / `buildrun-controller`: flags in, one clear line out on bad setup.
 
 With no command it runs the controller; `history NAMESPACE/NAME` prints one
-BuildRun's history (controller/buildrun/history.py) instead, and `migrate-storage`
-rewrites Shipwright's objects as v1beta1 (controller/shipwright/migrate.py).
+BuildRun's history (controller/commands/history.py) instead, and `migrate-storage`
+rewrites Shipwright's objects as v1beta1 (controller/commands/migrate.py).
 """
 
 from __future__ import annotations
@@ -17,11 +17,10 @@ import uuid
 from pathlib import Path
 
 from controller import app
-from controller.buildrun import history
+from controller.commands import history, migrate, runner
 from controller.runtime import logs
 from controller.runtime.kube import ConfigError
 from controller.settings import LeaderElectionSettings, QueueSettings, RetryBudget, Settings
-from controller.shipwright import migrate
 
 log = logging.getLogger("controller")
 
@@ -144,9 +143,9 @@ def settings_from(args: argparse.Namespace) -> Settings:
 def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
     if args.command == "history":
-        return history.run(args)
+        return runner.run(history.history, args)
     if args.command == "migrate-storage":
-        return migrate.run(args)
+        return runner.run(migrate.command, args)
     logs.setup(args.log_level, args.log_format)
     try:
         settings = settings_from(args)  # refuses hostile durations with a ConfigError

@@ -6,10 +6,10 @@
   bench folders, which the wheel does not contain;
 - between the folders of `controller/`, imports go one way only (LAYERS): the runtime,
   then Shipwright's shared vocabulary, then the Build domain, the BuildRun domain and
-  the build-limit cleanup, then the process; a folder imports only the folders listed
-  below it, so no two folders can import each other (a folder-level cycle, which the
-  module rules above did not see: `controller/build` and `controller/buildrun` once
-  imported each other);
+  the build-limit cleanup, then the CLI's commands, then the process; a folder imports
+  only the folders listed below it, so no two folders can import each other (a
+  folder-level cycle, which the module rules above did not see: `controller/build` and
+  `controller/buildrun` once imported each other);
 - the run generators (`controller/buildrun/resources/`) import, of the BuildRun domain,
   only each other and the pure modules they share with it (RESOURCES_MAY_IMPORT), never
   the reconciler's observe/plan/act modules or its wiring.
@@ -62,6 +62,9 @@ LAYERS: dict[str, tuple[str, ...]] = {
                             "controller.settings"),
     "controller.buildlimit": ("controller.runtime", "controller.shipwright",
                               "controller.buildrun", "controller.settings"),
+    # The CLI's commands besides the controller (history, migrate-storage): clients of
+    # the API server that read Shipwright's objects, never a domain's reconciler.
+    "controller.commands": ("controller.runtime", "controller.shipwright"),
 }
 
 
