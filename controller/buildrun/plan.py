@@ -55,10 +55,10 @@ class Plan:
 
 
 class Planner:
-    def __init__(self, kube: Kube, caches: Caches, taskrun_config: ShipwrightConfig) -> None:
+    def __init__(self, kube: Kube, caches: Caches, config: ShipwrightConfig) -> None:
         self.kube = kube
         self.caches = caches
-        self.taskrun_config = taskrun_config
+        self.config = config
 
     async def validated_build(self, buildrun: JSON) -> tuple[JSON | None, bool]:
         """The referenced Build (None when spec.build.spec embeds one), and whether it
@@ -142,7 +142,7 @@ class Planner:
         snapshot = dict(effective.spec)
         if effective.retention:
             snapshot["retention"] = effective.retention
-        run = executor.generate(buildrun, build_obj, strategy, sa_name, self.taskrun_config)
+        run = executor.generate(buildrun, build_obj, strategy, sa_name, self.config)
         return Plan(run, snapshot, create_sa, sa_name, add_secrets)
 
     async def _embedded_verdict(self, namespace: str,

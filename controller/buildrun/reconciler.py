@@ -23,7 +23,7 @@ from dataclasses import replace
 from controller.buildrun.actions import Actions
 from controller.buildrun.buildruns import phase_of
 from controller.buildrun.caches import Caches
-from controller.buildrun.executors import EXECUTORS
+from controller.buildrun.executors import Executor
 from controller.buildrun.observe import Observer
 from controller.buildrun.plan import Planner
 from controller.buildrun.resources.config import ShipwrightConfig
@@ -43,14 +43,17 @@ class BuildRunReconciler:
         caches: Caches,
         recorder: EventRecorder,
         *,
+        executor: Executor,
         clock: Clock = now,
-        taskrun_config: ShipwrightConfig | None = None,
+        config: ShipwrightConfig | None = None,
     ) -> None:
+        """`executor` is what a new BuildRun runs as (setup.py resolves BUILDRUN_EXECUTOR
+        to it once); `config` the generators' settings, read from the environment
+        when not given."""
         self.kube = kube
         self.caches = caches
-        config = taskrun_config or ShipwrightConfig.from_env()
-        self.planner = Planner(kube, caches, config)
-        self.observer = Observer(kube, caches, self.planner, clock, EXECUTORS[config.executor])
+        self.planner = Planner(kube, caches, config or ShipwrightConfig.from_env())
+        self.observer = Observer(kube, caches, self.planner, clock, executor)
         self.actions = Actions(kube, recorder, clock)
 
     async def reconcile(self, key: str) -> Result:

@@ -15,6 +15,7 @@ import pytest
 from bench.e2e.common import apiserver_requests
 from controller.buildrun import reasons
 from controller.buildrun.caches import Caches
+from controller.buildrun.executors import TASKRUN
 from controller.buildrun.reconciler import BuildRunReconciler
 from controller.runtime.errors import RetryableError
 from controller.runtime.events import EventRecorder
@@ -53,7 +54,8 @@ async def taskrun_cancelled(kube: Kube, namespace: str, name: str) -> bool:
 async def unrecorded_taskrun(kube: Kube, buildrun: JSON) -> JSON:
     """Row 10's first half done by hand (prepare, create the TaskRun), then a "crash"
     before the status write: the TaskRun exists, the BuildRun does not know it."""
-    half = BuildRunReconciler(kube, Caches(), EventRecorder(kube, "t", "t"))
+    half = BuildRunReconciler(kube, Caches(), EventRecorder(kube, "t", "t"),
+                              executor=TASKRUN)
     build, _ = await half.planner.validated_build(buildrun)
     taskrun = (await half.planner.prepare(buildrun, build)).taskrun
     await kube.create(TASKRUNS, buildrun["metadata"]["namespace"], taskrun)
@@ -388,7 +390,8 @@ async def test_giving_up_takes_a_finished_unrecorded_taskruns_outcome(
     world.fate("br", results=results(**{"shp-image-digest": "sha256:" + "ef" * 32}))
     await unrecorded_taskrun(kube, await world.buildrun("br"))
     await tekton_verdict(world, "br")
-    reconciler = BuildRunReconciler(kube, Caches(), EventRecorder(kube, "t", "t"))
+    reconciler = BuildRunReconciler(kube, Caches(), EventRecorder(kube, "t", "t"),
+                                    executor=TASKRUN)
     await reconciler.give_up(f"{world.ns}/br", RetryableError("webhook", "failed calling"))
     done = await world.get("br")
     assert condition(done)["reason"] == reasons.SUCCEEDED
@@ -406,7 +409,8 @@ async def test_giving_up_finishes_new_and_running_buildruns_and_stops_their_task
         running = await world.taskrun_of("running")
     new = (await unrecorded_taskrun(kube, await world.buildrun("new")))["metadata"]["name"]
     exhausted_before = metric("buildrun_retry_exhausted_total")
-    reconciler = BuildRunReconciler(kube, Caches(), EventRecorder(kube, "t", "t"))
+    reconciler = BuildRunReconciler(kube, Caches(), EventRecorder(kube, "t", "t"),
+                                    executor=TASKRUN)
     for name in ("new", "running"):
         await reconciler.give_up(f"{world.ns}/{name}",
                                  RetryableError("server_error", "HTTP 500: etcd is sad"))

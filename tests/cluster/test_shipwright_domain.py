@@ -20,6 +20,7 @@ import pytest
 
 from controller.buildrun import reasons
 from controller.buildrun.caches import Caches
+from controller.buildrun.executors import TASKRUN
 from controller.buildrun.reconciler import BuildRunReconciler
 from controller.runtime.controller import DONE
 from controller.runtime.events import EventRecorder
@@ -192,7 +193,8 @@ async def test_a_buildrun_waits_for_its_builds_validation_without_a_status_or_a_
     await world.build()
     caches = Caches()
     caches.buildruns.upsert(created)
-    reconciler = BuildRunReconciler(kube, caches, EventRecorder(kube, "t", "t"))
+    reconciler = BuildRunReconciler(kube, caches, EventRecorder(kube, "t", "t"),
+                                    executor=TASKRUN)
     assert await reconciler.reconcile(f"{namespace}/early") == DONE
     assert await reconciler.reconcile(f"{namespace}/early") == DONE
     waiting = await world.get("early")

@@ -384,7 +384,8 @@ async def test_cancelling_a_taskrun_tekton_finished_meanwhile_is_not_an_error(
         await kube.patch(TASKRUNS, world.ns, stale["metadata"]["name"],
                          {"spec": {"status": "TaskRunCancelled"}})
     assert refused.value.status == 400, refused.value
-    reconciler = BuildRunReconciler(kube, Caches(), EventRecorder(kube, "t", "t"))
+    reconciler = BuildRunReconciler(kube, Caches(), EventRecorder(kube, "t", "t"),
+                                    executor=TASKRUN)
     await reconciler.actions.cancel(TASKRUN, stale)  # returns: nothing to cancel
     assert taskrun_finished(await taskrun(world, "raced"))
 

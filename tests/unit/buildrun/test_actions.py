@@ -21,6 +21,7 @@ import pytest
 from controller.buildrun import reasons, serviceaccounts
 from controller.buildrun.actions import TASKRUN_CANCELLED
 from controller.buildrun.caches import UNWATCHED_POLL, Caches
+from controller.buildrun.executors import EXECUTORS
 from controller.buildrun.reconciler import BuildRunReconciler
 from controller.buildrun.resources.config import ShipwrightConfig
 from controller.buildrun.resources.phases import taskrun_name
@@ -62,8 +63,8 @@ class Rig:
         recorder = EventRecorder(self.kube, "test", "test")  # type: ignore[arg-type]
         self.reconciler = BuildRunReconciler(
             self.kube, self.caches, recorder,  # type: ignore[arg-type]
-            clock=lambda: NOW,
-            taskrun_config=ShipwrightConfig.from_env({"BUILDRUN_EXECUTOR": executor}))
+            executor=EXECUTORS[executor], clock=lambda: NOW,
+            config=ShipwrightConfig.from_env({}))
         self.kube.add(BUILDSTRATEGIES, fixtures.strategy())
         self.kube.add(BUILDS, {**fixtures.build(), "status": {"registered": "True"}})
         self.kube.add(SERVICEACCOUNTS, {"metadata": {"name": "default"}})

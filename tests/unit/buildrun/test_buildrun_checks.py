@@ -19,6 +19,7 @@ from kubernetes_asyncio import client
 
 from controller.buildrun import reasons
 from controller.buildrun.caches import Caches
+from controller.buildrun.executors import TASKRUN
 from controller.buildrun.reconciler import BuildRunReconciler
 from controller.buildrun.resources.config import ShipwrightConfig
 from controller.buildrun.validation import check_nodes, validate_buildrun
@@ -430,7 +431,7 @@ async def _observed(run: JSON, spec: JSON) -> Any:
     kube = Kube(client.ApiClient(client.Configuration(host="http://127.0.0.1:9")))
     try:
         reconciler = BuildRunReconciler(kube, caches, EventRecorder(kube, "t", "t"),
-                                        taskrun_config=ShipwrightConfig.from_env({}))
+                                        executor=TASKRUN, config=ShipwrightConfig.from_env({}))
         return await reconciler.observer.observe(run)
     finally:
         await kube.close()
