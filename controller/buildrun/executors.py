@@ -66,6 +66,9 @@ class Executor:
     # The informer's transform for its kind: drops, in place, what nothing reads from the
     # cache (setup.py; an object read with a GET stays whole).
     slim: Callable[[JSON], JSON]
+    # Whether it runs a multi-arch build (spec.output.platforms): Shipwright builds one
+    # only as a PipelineRun, a task per platform (ValidateMultiArchPreflight).
+    multi_arch: bool
 
     def cancelled(self, obj: JSON) -> bool:
         """Whether the cancel was asked for already (spec.status)."""
@@ -132,6 +135,7 @@ TASKRUN = Executor(
     outcome=lambda taskrun, _, pod: outcome_from_taskrun(taskrun, pod),
     pod_name=lambda taskrun, _: str((taskrun.get("status") or {}).get("podName") or ""),
     slim=_slim_taskrun,
+    multi_arch=False,
 )
 
 PIPELINERUN = Executor(
@@ -146,6 +150,7 @@ PIPELINERUN = Executor(
     outcome=outcome_from_pipelinerun,
     pod_name=lambda _, children: pipelinerun_pod_name(children),
     slim=_slim_pipelinerun,
+    multi_arch=True,
 )
 
 EXECUTORS: dict[str, Executor] = {e.kind: e for e in (TASKRUN, PIPELINERUN)}

@@ -134,7 +134,7 @@ class Planner:
         validate_params((build_obj.get("spec") or {}).get("paramValues") or [],
                         spec_of(buildrun).get("paramValues") or [],
                         (strategy.get("spec") or {}).get("parameters") or [])
-        platforms = validate_buildrun(buildrun, build_spec, strategy, executor.kind)
+        platforms = validate_buildrun(buildrun, build_spec, strategy, executor)
         if platforms:
             # As Shipwright: listed at each multi-arch start, only after the preflight.
             nodes = (await self.kube.list(NODES, None)).get("items") or []

@@ -1,4 +1,4 @@
-"""controller.buildrun.reconciler.validate_buildrun without a server: the checks Shipwright's
+"""controller.buildrun.validation.validate_buildrun without a server: the checks Shipwright's
 BuildRun reconciler makes of a BuildRun's own fields before it generates the TaskRun
 (pkg/reconciler/buildrun/buildrun.go, v0.20.13), each field alone, then their order, then
 that the reconciler's preparation of a new BuildRun runs them (from warm caches, so no
@@ -19,7 +19,7 @@ from kubernetes_asyncio import client
 
 from controller.buildrun import reasons
 from controller.buildrun.caches import Caches
-from controller.buildrun.executors import TASKRUN
+from controller.buildrun.executors import PIPELINERUN, TASKRUN
 from controller.buildrun.reconciler import BuildRunReconciler
 from controller.buildrun.resources.config import ShipwrightConfig
 from controller.buildrun.validation import check_nodes, validate_buildrun
@@ -268,11 +268,11 @@ def test_platforms_valid_with_pipelineruns_go_on_to_the_node_check() -> None:
     returned for the Node check (Shipwright lists Nodes only then); none without them,
     and the preflight's own refusals still come first."""
     spec = build_spec(output={"image": "i", "platforms": PLATFORMS})
-    assert validate_buildrun(buildrun(), spec, STRATEGY, "PipelineRun") == PLATFORMS
-    assert validate_buildrun(buildrun(), BUILD_SPEC, STRATEGY, "PipelineRun") == []
+    assert validate_buildrun(buildrun(), spec, STRATEGY, PIPELINERUN) == PLATFORMS
+    assert validate_buildrun(buildrun(), BUILD_SPEC, STRATEGY, PIPELINERUN) == []
     with pytest.raises(UserError) as conflict:
         validate_buildrun(buildrun(nodeSelector={"kubernetes.io/os": "linux"}), spec,
-                          STRATEGY, "PipelineRun")
+                          STRATEGY, PIPELINERUN)
     assert conflict.value.reason == reasons.NODE_SELECTOR_PLATFORM_CONFLICT
 
 
