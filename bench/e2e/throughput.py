@@ -103,7 +103,7 @@ from bench.e2e.common import (
     write_results,
 )
 from controller.buildrun import serviceaccounts
-from controller.buildrun.buildruns import EXECUTOR_KIND, build_link
+from controller.buildrun.buildruns import build_link
 from controller.buildrun.resources.config import ShipwrightConfig
 from controller.buildrun.resources.taskrun import generate_taskrun
 from controller.buildrun.spec import effective_build
@@ -150,7 +150,7 @@ def started_status(buildrun: JSON, build: JSON, taskrun: JSON) -> JSON:
     at = now_text()
     name = taskrun["metadata"]["name"]
     status = {"startTime": at, "taskRunName": name,
-              "executor": {"kind": EXECUTOR_KIND, "name": name}, "buildSpec": snapshot}
+              "executor": {"kind": TASKRUNS.kind, "name": name}, "buildSpec": snapshot}
     return with_condition(status, "Unknown", *running_reason(taskrun), at)
 
 

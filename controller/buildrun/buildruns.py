@@ -14,12 +14,10 @@ from controller.runtime.kube import JSON
 from controller.runtime.timestamps import parse_time
 from controller.shipwright.conditions import succeeded_condition
 from controller.shipwright.labels import LABEL_BUILD, LABEL_BUILD_GENERATION
+from controller.shipwright.resources import TASKRUNS
 
 # spec.state of a BuildRun the user cancels (Shipwright spells the reason the same).
 CANCELED = "BuildRunCanceled"
-# status.executor.kind of a BuildRun that recorded only taskRunName (written before
-# executor existed): a TaskRun. executors.py has both kinds.
-EXECUTOR_KIND = "TaskRun"
 _LABEL_VALUE = re.compile(r"(?:[A-Za-z0-9](?:[-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?)?")
 
 
@@ -100,7 +98,8 @@ def with_executor(status: JSON) -> JSON:
     status = dict(status)
     name = status.get("taskRunName")
     if name and not status.get("executor"):
-        status["executor"] = {"kind": EXECUTOR_KIND, "name": name}
+        # Recorded only as taskRunName (written before executor existed): a TaskRun.
+        status["executor"] = {"kind": TASKRUNS.kind, "name": name}
     return status
 
 

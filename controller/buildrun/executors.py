@@ -17,11 +17,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from controller.buildrun.resources.config import (
-    PIPELINERUN_EXECUTOR,
-    TASKRUN_EXECUTOR,
-    ShipwrightConfig,
-)
+from controller.buildrun.resources.config import ShipwrightConfig
 from controller.buildrun.resources.pipelinerun import generate_pipelinerun
 from controller.buildrun.resources.taskrun import generate_taskrun
 from controller.buildrun.status import (
@@ -46,7 +42,6 @@ PIPELINERUN_CANCELLED = "Cancelled"
 
 @dataclass(frozen=True)
 class Executor:
-    kind: str
     resource: Resource
     generate: Generate
     # The merge patch that cancels it: spec.status as Tekton spells it for the kind
@@ -69,6 +64,11 @@ class Executor:
     # Whether it runs a multi-arch build (spec.output.platforms): Shipwright builds one
     # only as a PipelineRun, a task per platform (ValidateMultiArchPreflight).
     multi_arch: bool
+
+    @property
+    def kind(self) -> str:
+        """What status.executor.kind and the messages call it: its resource's kind."""
+        return self.resource.kind
 
     def cancelled(self, obj: JSON) -> bool:
         """Whether the cancel was asked for already (spec.status)."""
@@ -124,7 +124,6 @@ def _pod_of_failed(taskrun: JSON | None) -> str | None:
 
 
 TASKRUN = Executor(
-    kind=TASKRUN_EXECUTOR,
     resource=TASKRUNS,
     generate=generate_taskrun,
     cancel_patch={"spec": {"status": TASKRUN_CANCELLED,
@@ -139,7 +138,6 @@ TASKRUN = Executor(
 )
 
 PIPELINERUN = Executor(
-    kind=PIPELINERUN_EXECUTOR,
     resource=PIPELINERUNS,
     generate=generate_pipelinerun,
     # Tekton's PipelineRunSpecStatusCancelled, as Shipwright's Cancel sets it.

@@ -46,6 +46,7 @@ from dataclasses import dataclass, replace
 from controller.buildrun import reasons
 from controller.buildrun.status import Outcome
 from controller.runtime.errors import RetryableError, UserError
+from controller.shipwright.resources import TASKRUNS
 
 
 class Phase(enum.Enum):
@@ -96,7 +97,7 @@ class Observation:
     # NEW/RUNNING: the retry budget is spent; the last system error, for the message.
     retries_exhausted: RetryableError | None = None
     # What the BuildRun runs as ("TaskRun" or "PipelineRun"), for the messages only.
-    executor_kind: str = "TaskRun"
+    executor_kind: str = TASKRUNS.kind
 
 
 @dataclass(frozen=True)

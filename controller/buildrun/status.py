@@ -28,6 +28,7 @@ from controller.buildrun.spec import go_duration, parse_duration
 from controller.runtime.text import truncate
 from controller.shipwright.conditions import CONDITION_SUCCEEDED, succeeded_condition
 from controller.shipwright.labels import LABEL_BUILDRUN
+from controller.shipwright.resources import TASKRUNS
 
 # Limits from the BuildRun CRD schema: a longer value gets the whole status write rejected.
 MESSAGE_MAX = 32768
@@ -236,7 +237,7 @@ def running_reason(taskrun: dict[str, Any]) -> tuple[str, str]:
     """(reason, message) for a BuildRun whose TaskRun (or PipelineRun) has not finished yet."""
     condition = succeeded_condition(taskrun.get("status"))
     name = (taskrun.get("metadata") or {}).get("name") or ""
-    kind = taskrun.get("kind") or "TaskRun"
+    kind = taskrun.get("kind") or TASKRUNS.kind
     if condition is None:
         return PENDING, f"{kind} {name} has not started yet"
     if condition.get("status") == "Unknown" and condition.get("reason") == "Running":
@@ -301,7 +302,7 @@ def child_taskrun_names(pipelinerun: dict[str, Any]) -> list[str]:
     """The PipelineRun's TaskRuns, in Tekton's order (status.childReferences), as
     Shipwright's GetUnderlyingTaskRuns and GetResults read them."""
     return [ref["name"] for ref in (pipelinerun.get("status") or {}).get("childReferences") or []
-            if ref.get("kind") == "TaskRun" and isinstance(ref.get("name"), str)]
+            if ref.get("kind") == TASKRUNS.kind and isinstance(ref.get("name"), str)]
 
 
 def failed_child(children: list[dict[str, Any]]) -> dict[str, Any] | None:

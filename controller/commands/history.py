@@ -26,7 +26,7 @@ from controller.runtime.errors import is_not_found
 from controller.runtime.kube import EVENTS, JSON, ApiError, Kube
 from controller.runtime.timestamps import format_time, parse_time
 from controller.shipwright.conditions import succeeded_condition
-from controller.shipwright.resources import BUILDRUNS
+from controller.shipwright.resources import BUILDRUNS, TASKRUNS
 
 PROG = "buildrun-controller history"
 DESCRIPTION = "Print a BuildRun's status and its Events (and its TaskRun's) in time order."
@@ -95,8 +95,8 @@ def _executor(status: JSON) -> tuple[str, str]:
     """(kind, name) of what the BuildRun runs as: status.executor, else taskRunName."""
     executor = status.get("executor") or {}
     if executor.get("name"):
-        return str(executor.get("kind") or "TaskRun"), str(executor["name"])
-    return "TaskRun", str(status.get("taskRunName") or "")
+        return str(executor.get("kind") or TASKRUNS.kind), str(executor["name"])
+    return TASKRUNS.kind, str(status.get("taskRunName") or "")
 
 
 _FAR_PAST = datetime.datetime.min.replace(tzinfo=datetime.UTC)

@@ -67,6 +67,7 @@ from controller.buildrun.resources.steps import (
     WORKSPACE_SOURCE,
 )
 from controller.runtime.errors import UserError
+from controller.shipwright.resources import PIPELINERUNS
 
 TASK_SOURCE = "source-acquisition"
 TASK_STRATEGY = "build-strategy"
@@ -126,8 +127,8 @@ def generate_pipelinerun(
         ],
     }
     pipelinerun: JSON = {
-        "apiVersion": "tekton.dev/v1",
-        "kind": "PipelineRun",
+        "apiVersion": PIPELINERUNS.api_version,
+        "kind": PIPELINERUNS.kind,
         "metadata": executor_metadata(buildrun, build, pipelinerun_name(buildrun)),
         "spec": {
             "pipelineSpec": pipeline_spec,

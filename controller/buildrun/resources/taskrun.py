@@ -40,6 +40,7 @@ from controller.buildrun.resources.phases import (
 )
 from controller.buildrun.resources.sources import add_source
 from controller.buildrun.resources.steps import JSON, SOURCE_ROOT, WORKSPACE_SOURCE
+from controller.shipwright.resources import TASKRUNS
 
 
 def generate_taskrun(
@@ -61,8 +62,8 @@ def generate_taskrun(
     strategy_spec = strategy.get("spec") or {}
     task_spec = base_task_spec()
     taskrun: JSON = {
-        "apiVersion": "tekton.dev/v1",
-        "kind": "TaskRun",
+        "apiVersion": TASKRUNS.api_version,
+        "kind": TASKRUNS.kind,
         "metadata": executor_metadata(buildrun, build, taskrun_name(buildrun)),
         "spec": {
             "serviceAccountName": service_account,
