@@ -7,7 +7,7 @@ from __future__ import annotations
 import datetime
 import re
 
-from controller.buildrun.resources.phases import taskrun_name
+from controller.buildrun.resources.phases import run_name
 from controller.buildrun.spec import parse_duration
 from controller.buildrun.states import Phase
 from controller.runtime.kube import JSON
@@ -48,7 +48,7 @@ def canceled(buildrun: JSON) -> bool:
 def recorded_executor_name(buildrun: JSON) -> str:
     """The executor's recorded name, else the deterministic name (a TaskRun or PipelineRun
     created by a try whose status write was lost)."""
-    return recorded_executor(buildrun.get("status") or {}) or taskrun_name(buildrun)
+    return recorded_executor(buildrun.get("status") or {}) or run_name(buildrun)
 
 
 def run_timeout(buildrun: JSON) -> float | None:

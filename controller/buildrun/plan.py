@@ -40,7 +40,7 @@ class Plan:
     """What row 10 (START) creates and records, worked out while observing a NEW BuildRun."""
 
     # The TaskRun or PipelineRun to create (its kind is the observed Executor's).
-    taskrun: JSON
+    run: JSON
     snapshot: JSON  # status.buildSpec: the effective Build spec, with its retention
     # The ServiceAccount to create (`.generate`), or the existing one's name and the
     # secrets it lacks (serviceaccounts.py).
@@ -49,9 +49,10 @@ class Plan:
     add_secrets: list[str]
 
     def adopting(self, name: str) -> Plan:
-        """The same plan for a TaskRun of the BuildRun that exists as `name`."""
-        taskrun = {**self.taskrun, "metadata": {**self.taskrun["metadata"], "name": name}}
-        return replace(self, taskrun=taskrun)
+        """The same plan for a run (TaskRun, PipelineRun) of the BuildRun that exists as
+        `name`."""
+        run = {**self.run, "metadata": {**self.run["metadata"], "name": name}}
+        return replace(self, run=run)
 
 
 class Planner:

@@ -68,7 +68,7 @@ def buildrun_wakes(kind: EventType, obj: JSON, old: JSON | None) -> bool:
     )
 
 
-def taskrun_wakes(kind: EventType, obj: JSON, old: JSON | None) -> bool:
+def run_wakes(kind: EventType, obj: JSON, old: JSON | None) -> bool:
     """Which TaskRun (and PipelineRun) events queue its BuildRun: Shipwright's predTaskRun
     (its predPipelineRun is the same), plus resyncs.
     Every creation; a deletion before the TaskRun completed (row 13: TaskRunIsMissing);
@@ -159,8 +159,8 @@ def _wire(controller: Controller, buildruns: Informer, builds: Informer,
         if owner:
             enqueue(owner)
 
-    def on_taskrun(kind: EventType, obj: JSON, old: JSON | None) -> None:
-        if taskrun_wakes(kind, obj, old):
+    def on_run(kind: EventType, obj: JSON, old: JSON | None) -> None:
+        if run_wakes(kind, obj, old):
             on_owned(kind, obj, old)
 
     def on_build(_: EventType, obj: JSON, __: JSON | None) -> None:
@@ -172,7 +172,7 @@ def _wire(controller: Controller, buildruns: Informer, builds: Informer,
 
     buildruns.add_handler(on_buildrun)
     for informer in runs:
-        informer.add_handler(on_taskrun)
+        informer.add_handler(on_run)
     # A generated ServiceAccount's arrival in the cache may come after its BuildRun is
     # done: the BuildRun is looked at again then (state table row 3 deletes it).
     service_accounts.add_handler(on_owned)

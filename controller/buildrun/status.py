@@ -55,10 +55,10 @@ RESULT_SOURCE_IMAGE_DIGEST = "shp-source-default-image-digest"
 RESULT_SOURCE_TIMESTAMP = "shp-source-default-source-timestamp"
 
 
-def taskrun_finished(taskrun: dict[str, Any]) -> bool:
+def run_finished(run: dict[str, Any]) -> bool:
     """Whether Tekton has decided the TaskRun's (or PipelineRun's) outcome (Succeeded is
     True or False)."""
-    cond = succeeded_condition(taskrun.get("status"))
+    cond = succeeded_condition(run.get("status"))
     return cond is not None and cond.get("status") in ("True", "False")
 
 
@@ -233,11 +233,11 @@ def source_from_results(results: dict[str, str]) -> dict[str, Any] | None:
     return source or None
 
 
-def running_reason(taskrun: dict[str, Any]) -> tuple[str, str]:
+def running_reason(run: dict[str, Any]) -> tuple[str, str]:
     """(reason, message) for a BuildRun whose TaskRun (or PipelineRun) has not finished yet."""
-    condition = succeeded_condition(taskrun.get("status"))
-    name = (taskrun.get("metadata") or {}).get("name") or ""
-    kind = taskrun.get("kind") or TASKRUNS.kind
+    condition = succeeded_condition(run.get("status"))
+    name = (run.get("metadata") or {}).get("name") or ""
+    kind = run.get("kind") or TASKRUNS.kind
     if condition is None:
         return PENDING, f"{kind} {name} has not started yet"
     if condition.get("status") == "Unknown" and condition.get("reason") == "Running":

@@ -57,7 +57,7 @@ async def unrecorded_taskrun(kube: Kube, buildrun: JSON) -> JSON:
     half = BuildRunReconciler(kube, Caches(), EventRecorder(kube, "t", "t"),
                               executor=TASKRUN)
     build, _ = await half.planner.validated_build(buildrun)
-    taskrun = (await half.planner.prepare(buildrun, build)).taskrun
+    taskrun = (await half.planner.prepare(buildrun, build)).run
     await kube.create(TASKRUNS, buildrun["metadata"]["namespace"], taskrun)
     return taskrun
 

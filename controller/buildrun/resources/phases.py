@@ -66,9 +66,11 @@ _UNPROPAGATED_PREFIXES = (
 _LAST_APPLIED = "kubectl.kubernetes.io/last-applied-configuration"
 
 
-def taskrun_name(buildrun: JSON) -> str:
-    """The TaskRun's name: derived from the BuildRun alone, so a restarted controller finds the
-    TaskRun it already created and a racing create gets AlreadyExists.
+def run_name(buildrun: JSON) -> str:
+    """The TaskRun's or PipelineRun's name: derived from the BuildRun alone, so a
+    restarted controller finds the run it already created and a racing create gets
+    AlreadyExists. A TaskRun and a PipelineRun are different kinds, so they never meet
+    under it.
 
     The uid hash keeps names apart when truncation makes two BuildRun names alike, and
     when a BuildRun is recreated under the same name while its old TaskRun is still

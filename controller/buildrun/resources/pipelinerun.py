@@ -49,11 +49,11 @@ from controller.buildrun.resources.phases import (
     executor_metadata,
     pod_template,
     propagated_annotations,
+    run_name,
     source_context_dir,
     strategy_labels,
     strategy_param_specs,
     system_param_values,
-    taskrun_name,
 )
 from controller.buildrun.resources.sources import add_source
 from controller.buildrun.resources.steps import (
@@ -95,14 +95,6 @@ _SYSTEM_PARAMS = (PARAM_OUTPUT_IMAGE, PARAM_OUTPUT_INSECURE, PARAM_SOURCE_ROOT,
                   PARAM_SOURCE_CONTEXT)
 
 
-def pipelinerun_name(buildrun: JSON) -> str:
-    """The PipelineRun's name: the one taskrun_name derives from the BuildRun (name and uid
-    hash), for the same reasons: a restarted controller finds the PipelineRun it already
-    created and a racing create gets AlreadyExists. A TaskRun and a PipelineRun are
-    different kinds, so they never meet under it."""
-    return taskrun_name(buildrun)
-
-
 def generate_pipelinerun(
     buildrun: JSON,
     build: JSON,
@@ -129,7 +121,7 @@ def generate_pipelinerun(
     pipelinerun: JSON = {
         "apiVersion": PIPELINERUNS.api_version,
         "kind": PIPELINERUNS.kind,
-        "metadata": executor_metadata(buildrun, build, pipelinerun_name(buildrun)),
+        "metadata": executor_metadata(buildrun, build, run_name(buildrun)),
         "spec": {
             "pipelineSpec": pipeline_spec,
             "taskRunTemplate": {"serviceAccountName": service_account},

@@ -32,11 +32,11 @@ from controller.buildrun.resources.phases import (
     executor_metadata,
     pod_template,
     propagated_annotations,
+    run_name,
     source_context_dir,
     strategy_labels,
     strategy_param_specs,
     system_param_values,
-    taskrun_name,
 )
 from controller.buildrun.resources.sources import add_source
 from controller.buildrun.resources.steps import JSON, SOURCE_ROOT, WORKSPACE_SOURCE
@@ -64,7 +64,7 @@ def generate_taskrun(
     taskrun: JSON = {
         "apiVersion": TASKRUNS.api_version,
         "kind": TASKRUNS.kind,
-        "metadata": executor_metadata(buildrun, build, taskrun_name(buildrun)),
+        "metadata": executor_metadata(buildrun, build, run_name(buildrun)),
         "spec": {
             "serviceAccountName": service_account,
             "taskSpec": task_spec,

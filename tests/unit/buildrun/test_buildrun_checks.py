@@ -440,7 +440,7 @@ async def _observed(run: JSON, spec: JSON) -> Any:
 async def test_platforms_and_tolerations_of_a_new_buildrun_fail_it_before_any_taskrun() -> None:
     seen = await _observed(buildrun(), build_spec())
     assert seen.observation.user_error is None and seen.plan is not None, "the control case"
-    assert seen.plan.taskrun["spec"]["taskSpec"]["steps"]
+    assert seen.plan.run["spec"]["taskSpec"]["steps"]
 
     seen = await _observed(buildrun(), build_spec(output={"image": "i", "platforms": PLATFORMS}))
     assert seen.plan is None, "a TaskRun was planned for a multi-arch BuildRun"

@@ -15,7 +15,7 @@ from controller.buildrun.caches import owner_buildrun
 from controller.buildrun.executors import PIPELINERUN, TASKRUN
 from controller.buildrun.resources.config import ShipwrightConfig
 from controller.buildrun.resources.taskrun import generate_taskrun
-from controller.buildrun.status import outcome_from_taskrun, running_reason, taskrun_finished
+from controller.buildrun.status import outcome_from_taskrun, run_finished, running_reason
 from devtools.cluster import fixtures
 
 JSON = dict[str, Any]
@@ -78,7 +78,7 @@ def test_the_taskrun_slim_copy_reads_the_same(how: str) -> None:
         whole["spec"]["statusMessage"] = "the BuildRun finished before its TaskRun did"
     slim = TASKRUN.slim(copy.deepcopy(whole))
 
-    assert taskrun_finished(slim) == taskrun_finished(whole)
+    assert run_finished(slim) == run_finished(whole)
     assert outcome_from_taskrun(slim) == outcome_from_taskrun(whole)
     assert running_reason(slim) == running_reason(whole)
     assert owner_buildrun(slim) == owner_buildrun(whole) == "ns/br-1"

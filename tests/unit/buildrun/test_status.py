@@ -17,8 +17,8 @@ from controller.buildrun.status import (
     failed_child,
     outcome_from_pipelinerun,
     outcome_from_taskrun,
+    run_finished,
     running_reason,
-    taskrun_finished,
     with_condition,
 )
 from controller.runtime.text import truncate
@@ -317,7 +317,7 @@ def test_running_reason(tr: dict[str, Any], expected: tuple[str, str]) -> None:
     ({"conditions": [{"type": "Ready", "status": "True"}]}, False),
 ])
 def test_taskrun_finished(status: dict[str, Any] | None, finished: bool) -> None:
-    assert taskrun_finished({"status": status}) is finished
+    assert run_finished({"status": status}) is finished
 
 
 # --- results -> status.output and status.source
