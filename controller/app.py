@@ -18,11 +18,11 @@ from dataclasses import dataclass
 from controller.buildlimit import setup as buildlimit_setup
 from controller.buildrun import setup as buildrun_setup
 from controller.builds import setup as build_setup
+from controller.runtime.controller import Controller
 from controller.runtime.events import EventRecorder
 from controller.runtime.informers import InformerFactory
 from controller.runtime.kube import ConfigError, Kube, load_api_client
 from controller.runtime.leader import LeaderElector, LeadershipLost
-from controller.runtime.reconcile import Controller
 from controller.runtime.server import Endpoints
 from controller.settings import Settings
 from controller.shipwright import crds

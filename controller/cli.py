@@ -1,8 +1,8 @@
 """`python -m controller` / `buildrun-controller`: flags in, one clear line out on bad setup.
 
 With no command it runs the controller; `history NAMESPACE/NAME` prints one
-BuildRun's history (controller/buildrun/history.py) instead, and `migrate-storage`
-rewrites Shipwright's objects as v1beta1 (controller/shipwright/migrate.py).
+BuildRun's history (controller/commands/history.py) instead, and `migrate-storage`
+rewrites Shipwright's objects as v1beta1 (controller/commands/migrate.py).
 """
 
 from __future__ import annotations
@@ -17,11 +17,10 @@ import uuid
 from pathlib import Path
 
 from controller import app
-from controller.buildrun import history
+from controller.commands import history, migrate, runner
 from controller.runtime import logs
 from controller.runtime.kube import ConfigError
 from controller.settings import LeaderElectionSettings, QueueSettings, RetryBudget, Settings
-from controller.shipwright import migrate
 
 log = logging.getLogger("controller")
 
@@ -41,6 +40,7 @@ def parser() -> argparse.ArgumentParser:
         "history instead.",
     )
     d, q, b = Settings(), QueueSettings(), RetryBudget()
+    lease = LeaderElectionSettings(namespace="")  # only its defaults are read here
     conn = p.add_argument_group("connection")
     conn.add_argument("--kubeconfig", help="kubeconfig file (default: in-cluster, else "
                       "$KUBECONFIG or ~/.kube/config)")
@@ -78,10 +78,13 @@ def parser() -> argparse.ArgumentParser:
     le.add_argument("--leader-elect", action="store_true")
     le.add_argument("--leader-election-namespace",
                     help="default: the pod's namespace in-cluster, else 'default'")
-    le.add_argument("--leader-election-id", default="buildrun-controller")
-    le.add_argument("--lease-duration", type=float, default=15.0, metavar="SECONDS")
-    le.add_argument("--renew-deadline", type=float, default=10.0, metavar="SECONDS")
-    le.add_argument("--retry-period", type=float, default=2.0, metavar="SECONDS")
+    le.add_argument("--leader-election-id", default=lease.name)
+    le.add_argument("--lease-duration", type=float, default=lease.lease_duration,
+                    metavar="SECONDS")
+    le.add_argument("--renew-deadline", type=float, default=lease.renew_deadline,
+                    metavar="SECONDS")
+    le.add_argument("--retry-period", type=float, default=lease.retry_period,
+                    metavar="SECONDS")
 
     out = p.add_argument_group("logging")
     out.add_argument("--log-level", default="info",
@@ -140,9 +143,9 @@ def settings_from(args: argparse.Namespace) -> Settings:
 def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
     if args.command == "history":
-        return history.run(args)
+        return runner.run(history.history, args)
     if args.command == "migrate-storage":
-        return migrate.run(args)
+        return runner.run(migrate.command, args)
     logs.setup(args.log_level, args.log_format)
     try:
         settings = settings_from(args)  # refuses hostile durations with a ConfigError

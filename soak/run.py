@@ -59,11 +59,12 @@ from typing import Any
 import aiohttp
 
 from controller.buildrun import reasons
-from controller.buildrun.status import succeeded_condition
 from controller.runtime.errors import is_already_exists
 from controller.runtime.kube import JSON, ApiError, Kube, load_api_client
 from controller.runtime.timestamps import format_time, now
+from controller.shipwright.conditions import succeeded_condition
 from controller.shipwright.labels import LABEL_BUILDRUN
+from controller.shipwright.params import UNDEFINED_PARAMETER
 from controller.shipwright.resources import BUILDRUNS, TASKRUNS
 from devtools.cluster import fixtures
 from devtools.cluster.fates import FateWebhook, fate_annotations, results
@@ -101,7 +102,7 @@ USER_ERRORS: dict[str, tuple[JSON, str]] = {
                    reasons.SERVICE_ACCOUNT_NOT_FOUND),
     "undefined-param": ({"build": {"name": fixtures.BUILD},
                          "paramValues": [{"name": "colour", "value": "red"}]},
-                        reasons.UNDEFINED_PARAMETER),
+                        UNDEFINED_PARAMETER),
     # The API server admits it (format: duration); Go's time.ParseDuration does not.
     "bad-timeout": ({"build": {"name": fixtures.BUILD}, "timeout": "1 day"},
                     reasons.INVALID_TIMEOUT),

@@ -33,8 +33,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from controller.buildrun.serviceaccounts import STRATEGIC_MERGE_PATCH
-from controller.runtime.kube import JSON, MERGE_PATCH, ApiError, Resource
+from controller.runtime.kube import JSON, MERGE_PATCH, STRATEGIC_MERGE_PATCH, ApiError, Resource
 
 CREATED = "2026-12-04T00:00:00Z"
 

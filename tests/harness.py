@@ -21,9 +21,9 @@ import aiohttp
 from prometheus_client import REGISTRY
 
 from controller.app import App
-from controller.buildrun.status import taskrun_finished
+from controller.buildrun.status import run_finished
+from controller.runtime.controller import Result
 from controller.runtime.kube import JSON, PODS, ApiError, Kube
-from controller.runtime.reconcile import Result
 from controller.settings import QueueSettings, RetryBudget, Settings
 from controller.shipwright.labels import LABEL_BUILDRUN
 from controller.shipwright.resources import BUILDRUNS, BUILDS, BUILDSTRATEGIES, TASKRUNS
@@ -143,7 +143,7 @@ async def tekton_verdict(w: World, buildrun: str) -> JSON:
     stopped TaskRun's pod first and writes the status when that reconcile ends, so the
     pod can be gone a moment before the condition says why."""
     async def decided() -> bool:
-        return taskrun_finished(await taskrun(w, buildrun))
+        return run_finished(await taskrun(w, buildrun))
     await wait_for(decided, 30, 0.1, what=f"Tekton to decide the TaskRun of {buildrun}")
     return condition(await taskrun(w, buildrun))
 

@@ -26,7 +26,7 @@ subprocess and the script records:
 The controller is stopped (SIGTERM) before the next size. --analyze N then decodes the
 first N BuildRuns (and TaskRuns, if any) as the informers do (orjson, strip_noise,
 Store.upsert with the 'build' index; for TaskRuns the informer's transform,
-buildrun.setup.slim_taskrun) in this process under tracemalloc, and reports bytes per
+buildrun.executors: TASKRUN.slim) in this process under tracemalloc, and reports bytes per
 object as stored, and for comparison BuildRuns without strip_noise's string interning
 and TaskRuns whole (no transform).
 Raw figures go to bench/results/e2e-memory-<time>.json.
@@ -62,7 +62,7 @@ from bench.e2e.common import (
 )
 from bench.e2e.peer import add_service_account
 from bench.e2e.throughput import controller_taskrun, finished_status, label_patch, started_status
-from controller.buildrun.setup import slim_taskrun
+from controller.buildrun.executors import TASKRUN
 from controller.runtime.informers import strip_noise
 from controller.runtime.kube import JSON, Kube, Resource
 from controller.runtime.store import Indexer, Store
@@ -265,7 +265,7 @@ async def analyze(kube: Kube, n: int) -> dict[str, Any]:
                 sum(map(len, raw_taskruns)) / len(raw_taskruns)),
             "tracemalloc_bytes_per_object": {
                 "as_informer_stores": round(_store_bytes(
-                    raw_taskruns, TASKRUNS, {}, lambda o: strip_noise(slim_taskrun(o)))),
+                    raw_taskruns, TASKRUNS, {}, lambda o: strip_noise(TASKRUN.slim(o)))),
                 "whole": round(_store_bytes(raw_taskruns, TASKRUNS, {}, strip_noise)),
             },
         }

@@ -103,11 +103,11 @@ from bench.e2e.common import (
     write_results,
 )
 from controller.buildrun import serviceaccounts
-from controller.buildrun.buildruns import EXECUTOR_KIND, build_link
-from controller.buildrun.config import ShipwrightConfig
+from controller.buildrun.buildruns import build_link
+from controller.buildrun.resources.config import ShipwrightConfig
+from controller.buildrun.resources.taskrun import generate_taskrun
 from controller.buildrun.spec import effective_build
 from controller.buildrun.status import outcome_from_taskrun, running_reason, with_condition
-from controller.buildrun.taskrun import generate_taskrun
 from controller.runtime.kube import EVENTS, JSON, PODS, Kube
 from controller.runtime.timestamps import format_time, now
 from controller.shipwright.resources import BUILDRUNS, TASKRUNS
@@ -150,7 +150,7 @@ def started_status(buildrun: JSON, build: JSON, taskrun: JSON) -> JSON:
     at = now_text()
     name = taskrun["metadata"]["name"]
     status = {"startTime": at, "taskRunName": name,
-              "executor": {"kind": EXECUTOR_KIND, "name": name}, "buildSpec": snapshot}
+              "executor": {"kind": TASKRUNS.kind, "name": name}, "buildSpec": snapshot}
     return with_condition(status, "Unknown", *running_reason(taskrun), at)
 
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from controller.buildrun.status import succeeded_condition
+from controller.shipwright.conditions import succeeded_condition
 
 Kind = Literal["succeeded", "failed"]
 

@@ -16,10 +16,10 @@ import logging
 from prometheus_client import Counter
 
 from controller.buildlimit.limits import Kind, Limits, limits_of, victims
+from controller.runtime.controller import DONE, Result
 from controller.runtime.errors import RetryableError, is_not_found
 from controller.runtime.events import EventRecorder
 from controller.runtime.kube import JSON, ApiError, Kube
-from controller.runtime.reconcile import DONE, Result
 from controller.runtime.store import Store
 from controller.shipwright.indexes import BY_BUILD
 from controller.shipwright.resources import BUILDRUNS

@@ -11,10 +11,10 @@ from __future__ import annotations
 
 from controller.buildlimit.limits import finished_kind, limits_of
 from controller.buildlimit.reconciler import BuildLimitReconciler
+from controller.runtime.controller import Controller, controller_queue
 from controller.runtime.events import EventRecorder
 from controller.runtime.informers import EventType, InformerFactory
 from controller.runtime.kube import JSON, Kube, key_of
-from controller.runtime.reconcile import Controller, controller_queue
 from controller.settings import Settings
 from controller.shipwright.indexes import BUILDRUN_INDEXERS, build_names
 from controller.shipwright.resources import BUILDRUNS, BUILDS

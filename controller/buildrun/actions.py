@@ -13,14 +13,14 @@ from typing import assert_never
 
 from controller.buildrun import metrics, reasons, serviceaccounts
 from controller.buildrun.buildruns import build_link, timeout_left, ttl_left
-from controller.buildrun.executors import TASKRUN_CANCELLED as TASKRUN_CANCELLED
 from controller.buildrun.executors import Executor
 from controller.buildrun.observe import Seen
 from controller.buildrun.plan import Plan
 from controller.buildrun.states import Action, Decision, decide
-from controller.buildrun.status import running_reason, succeeded_condition, taskrun_finished
+from controller.buildrun.status import run_finished, running_reason
 from controller.buildrun.status_writes import finished, progressed, started, write_status
 from controller.runtime.conflict import retry_on_conflict
+from controller.runtime.controller import DONE, Result
 from controller.runtime.errors import (
     UserError,
     is_already_exists,
@@ -30,10 +30,17 @@ from controller.runtime.errors import (
     is_too_large,
 )
 from controller.runtime.events import EventRecorder
-from controller.runtime.kube import JSON, PODS, SERVICEACCOUNTS, ApiError, Kube
-from controller.runtime.reconcile import DONE, Result
+from controller.runtime.kube import (
+    JSON,
+    PODS,
+    SERVICEACCOUNTS,
+    STRATEGIC_MERGE_PATCH,
+    ApiError,
+    Kube,
+)
 from controller.runtime.timestamps import Clock, format_time, parse_time
 from controller.shipwright import metrics as shipwright_metrics
+from controller.shipwright.conditions import succeeded_condition
 from controller.shipwright.resources import BUILDRUNS
 
 log = logging.getLogger(__name__)
@@ -51,7 +58,7 @@ class Actions:
         match decision.action:
             case Action.NOTHING:
                 return _requeue_at(ttl_left(buildrun, self.clock()))  # row 2, when due
-            case Action.STOP_TASKRUN:
+            case Action.STOP_RUN:
                 assert run is not None
                 await self.cancel(executor, run)
                 return _requeue_at(ttl_left(buildrun, self.clock()))
@@ -101,11 +108,11 @@ class Actions:
         namespace = buildrun["metadata"]["namespace"]
         await self._ready_service_account(namespace, plan)
         try:
-            created = await self.kube.create(executor.resource, namespace, plan.taskrun)
+            created = await self.kube.create(executor.resource, namespace, plan.run)
         except ApiError as exc:
             if is_already_exists(exc):
                 created = await self._adopt(buildrun, executor,
-                                            plan.taskrun["metadata"]["name"])
+                                            plan.run["metadata"]["name"])
             elif is_invalid(exc):
                 # Its own validation (CRD schema or Tekton's webhook) refused what the
                 # user asked for: retrying cannot change the answer. Shipwright's reason
@@ -174,7 +181,7 @@ class Actions:
         try:
             await self.kube.patch(SERVICEACCOUNTS, namespace, plan.service_account,
                                   serviceaccounts.secrets_patch(plan.add_secrets),
-                                  content_type=serviceaccounts.STRATEGIC_MERGE_PATCH)
+                                  content_type=STRATEGIC_MERGE_PATCH)
         except ApiError as exc:
             if not is_not_found(exc):
                 raise
@@ -223,8 +230,8 @@ class Actions:
         log.info("deleted the ServiceAccount generated for the BuildRun",
                  extra={"key": f"{meta['namespace']}/{meta['name']}"})
 
-    async def _progress(self, buildrun: JSON, taskrun: JSON) -> JSON | None:
-        reason, message = running_reason(taskrun)
+    async def _progress(self, buildrun: JSON, run: JSON) -> JSON | None:
+        reason, message = running_reason(run)
         current = succeeded_condition(buildrun.get("status")) or {}
         if current.get("reason") == reason and current.get("message") == message:
             return None
@@ -258,10 +265,10 @@ class Actions:
             buildrun, "Normal" if decision.succeeded == "True" else "Warning",
             decision.reason, decision.message or decision.reason,
         )
-        if run is not None and not taskrun_finished(run):
+        if run is not None and not run_finished(run):
             await self.cancel(executor, run)
         pod_name = executor.pod_name(run, list(seen.children)) if run is not None else ""
-        if run is not None and pod_name and taskrun_finished(run):
+        if run is not None and pod_name and run_finished(run):
             # Shipwright's pod ramp-up metrics, read (as Shipwright does) from a finished
             # TaskRun's pod (a PipelineRun's first TaskRun's); last, so nothing above
             # waits for this extra GET.
@@ -289,7 +296,7 @@ class Actions:
             if is_invalid(exc):
                 current = await self.kube.get_or_none(executor.resource, meta["namespace"],
                                                       meta["name"])
-                if current is None or taskrun_finished(current):
+                if current is None or run_finished(current):
                     return
             raise
 

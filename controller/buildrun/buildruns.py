@@ -7,19 +7,17 @@ from __future__ import annotations
 import datetime
 import re
 
+from controller.buildrun.resources.phases import run_name
 from controller.buildrun.spec import parse_duration
 from controller.buildrun.states import Phase
-from controller.buildrun.status import succeeded_condition
-from controller.buildrun.taskrun import taskrun_name
 from controller.runtime.kube import JSON
 from controller.runtime.timestamps import parse_time
+from controller.shipwright.conditions import succeeded_condition
 from controller.shipwright.labels import LABEL_BUILD, LABEL_BUILD_GENERATION
+from controller.shipwright.resources import TASKRUNS
 
 # spec.state of a BuildRun the user cancels (Shipwright spells the reason the same).
 CANCELED = "BuildRunCanceled"
-# status.executor.kind of a BuildRun that recorded only taskRunName (written before
-# executor existed): a TaskRun. executors.py has both kinds.
-EXECUTOR_KIND = "TaskRun"
 _LABEL_VALUE = re.compile(r"(?:[A-Za-z0-9](?:[-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?)?")
 
 
@@ -50,7 +48,7 @@ def canceled(buildrun: JSON) -> bool:
 def recorded_executor_name(buildrun: JSON) -> str:
     """The executor's recorded name, else the deterministic name (a TaskRun or PipelineRun
     created by a try whose status write was lost)."""
-    return recorded_executor(buildrun.get("status") or {}) or taskrun_name(buildrun)
+    return recorded_executor(buildrun.get("status") or {}) or run_name(buildrun)
 
 
 def run_timeout(buildrun: JSON) -> float | None:
@@ -100,7 +98,8 @@ def with_executor(status: JSON) -> JSON:
     status = dict(status)
     name = status.get("taskRunName")
     if name and not status.get("executor"):
-        status["executor"] = {"kind": EXECUTOR_KIND, "name": name}
+        # Recorded only as taskRunName (written before executor existed): a TaskRun.
+        status["executor"] = {"kind": TASKRUNS.kind, "name": name}
     return status
 
 

@@ -2,12 +2,14 @@
 BUILDRUN_EXECUTOR=PipelineRun, a Tekton PipelineRun (Shipwright's ImageBuildRunner and its
 two wrappers, pkg/reconciler/buildrun/imagebuildrunner.go and pipelinerun_runner.go).
 
-One `Executor` per kind holds all that differs between the two; observe, act, the status
-writes and the wiring ask it and never test the kind themselves. Pure: the I/O it
-describes (which TaskRuns and pod to read) is done by `observe.py`.
+One `Executor` per kind holds all that differs between the two (how it is generated,
+cancelled, read for an outcome, and trimmed in the informer's cache); observe, act, the
+status writes and the wiring ask it and never test the kind themselves. Pure: the I/O
+it describes (which TaskRuns and pod to read) is done by `observe.py`.
 
-A new BuildRun runs as the configured kind; one already started keeps the kind its
-status names (`executor_of`), so changing BUILDRUN_EXECUTOR never orphans a running one.
+setup.py resolves BUILDRUN_EXECUTOR to one, once, and passes it in: a new BuildRun runs
+as that kind; one already started keeps the kind its status names (`executor_of`), so
+changing BUILDRUN_EXECUTOR never orphans a running one.
 """
 
 from __future__ import annotations
@@ -15,12 +17,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from controller.buildrun.config import (
-    PIPELINERUN_EXECUTOR,
-    TASKRUN_EXECUTOR,
-    ShipwrightConfig,
-)
-from controller.buildrun.pipelinerun import generate_pipelinerun
+from controller.buildrun.resources.config import ShipwrightConfig
+from controller.buildrun.resources.pipelinerun import generate_pipelinerun
+from controller.buildrun.resources.taskrun import generate_taskrun
 from controller.buildrun.status import (
     Outcome,
     child_taskrun_names,
@@ -28,10 +27,9 @@ from controller.buildrun.status import (
     outcome_from_pipelinerun,
     outcome_from_taskrun,
     pipelinerun_pod_name,
-    succeeded_condition,
 )
-from controller.buildrun.taskrun import generate_taskrun
 from controller.runtime.kube import JSON, Resource
+from controller.shipwright.conditions import succeeded_condition
 from controller.shipwright.resources import PIPELINERUNS, TASKRUNS
 
 # generate_taskrun's contract: (buildrun, build, strategy, service account, config).
@@ -44,7 +42,6 @@ PIPELINERUN_CANCELLED = "Cancelled"
 
 @dataclass(frozen=True)
 class Executor:
-    kind: str
     resource: Resource
     generate: Generate
     # The merge patch that cancels it: spec.status as Tekton spells it for the kind
@@ -61,10 +58,63 @@ class Executor:
     # The pod Shipwright's ramp-up metrics read (GetPodName, or for a PipelineRun its
     # first TaskRun's, as buildrun.go does).
     pod_name: Callable[[JSON, list[JSON]], str]
+    # The informer's transform for its kind: drops, in place, what nothing reads from the
+    # cache (setup.py; an object read with a GET stays whole).
+    slim: Callable[[JSON], JSON]
+    # Whether it runs a multi-arch build (spec.output.platforms): Shipwright builds one
+    # only as a PipelineRun, a task per platform (ValidateMultiArchPreflight).
+    multi_arch: bool
+
+    @property
+    def kind(self) -> str:
+        """What status.executor.kind and the messages call it: its resource's kind."""
+        return self.resource.kind
 
     def cancelled(self, obj: JSON) -> bool:
         """Whether the cancel was asked for already (spec.status)."""
         return bool((obj.get("spec") or {}).get("status") == self.cancel_patch["spec"]["status"])
+
+
+# What the controller reads of a cached TaskRun (reconciler.py, status.py, metrics.py):
+# its metadata, these fields of its spec (cancel, timeout message) and its status but for
+# the two copies Tekton keeps there. A reader of more must add it here.
+TASKRUN_SPEC_READ = ("status", "statusMessage", "timeout")
+TASKRUN_STATUS_UNREAD = ("taskSpec", "provenance")
+
+
+def _slim_taskrun(taskrun: JSON) -> JSON:
+    """TASKRUN.slim, the TaskRun informer's transform: drops, in place, the spec's task (the steps,
+    parameters and volumes we generated: about 4 KB of the 4.3 KB a parity TaskRun is
+    as JSON), Tekton's copy of it in status.taskSpec and its status.provenance. Nothing
+    reads them from the cache; an object read with a GET stays whole."""
+    return _slim(taskrun, TASKRUN_SPEC_READ, TASKRUN_STATUS_UNREAD)
+
+
+# What the controller reads of a cached PipelineRun: its metadata, these fields of its spec
+# (cancel, timeout message) and its status but for Tekton's copy of the pipeline and the
+# provenance. Its TaskRuns are read from the TaskRun informer.
+PIPELINERUN_SPEC_READ = ("status", "timeouts")
+PIPELINERUN_STATUS_UNREAD = ("pipelineSpec", "provenance")
+
+
+def _slim_pipelinerun(pipelinerun: JSON) -> JSON:
+    """PIPELINERUN.slim, the PipelineRun informer's transform, as TASKRUN.slim: drops, in
+    place, the generated pipeline (spec.pipelineSpec, every task's steps), Tekton's copy
+    of it in status.pipelineSpec and its provenance."""
+    return _slim(pipelinerun, PIPELINERUN_SPEC_READ, PIPELINERUN_STATUS_UNREAD)
+
+
+def _slim(obj: JSON, spec_read: tuple[str, ...], status_unread: tuple[str, ...]) -> JSON:
+    """Keeps only `spec_read` of the spec and drops `status_unread` from the status, in
+    place (an informer's transform)."""
+    spec = obj.get("spec")
+    if isinstance(spec, dict):
+        obj["spec"] = {k: spec[k] for k in spec_read if k in spec}
+    status = obj.get("status")
+    if isinstance(status, dict):
+        for key in status_unread:
+            status.pop(key, None)
+    return obj
 
 
 def _pod_of_failed(taskrun: JSON | None) -> str | None:
@@ -74,7 +124,6 @@ def _pod_of_failed(taskrun: JSON | None) -> str | None:
 
 
 TASKRUN = Executor(
-    kind=TASKRUN_EXECUTOR,
     resource=TASKRUNS,
     generate=generate_taskrun,
     cancel_patch={"spec": {"status": TASKRUN_CANCELLED,
@@ -84,10 +133,11 @@ TASKRUN = Executor(
     failed_pod=lambda taskrun, _: _pod_of_failed(taskrun),
     outcome=lambda taskrun, _, pod: outcome_from_taskrun(taskrun, pod),
     pod_name=lambda taskrun, _: str((taskrun.get("status") or {}).get("podName") or ""),
+    slim=_slim_taskrun,
+    multi_arch=False,
 )
 
 PIPELINERUN = Executor(
-    kind=PIPELINERUN_EXECUTOR,
     resource=PIPELINERUNS,
     generate=generate_pipelinerun,
     # Tekton's PipelineRunSpecStatusCancelled, as Shipwright's Cancel sets it.
@@ -97,6 +147,8 @@ PIPELINERUN = Executor(
     failed_pod=lambda _, children: _pod_of_failed(failed_child(children)),
     outcome=outcome_from_pipelinerun,
     pod_name=lambda _, children: pipelinerun_pod_name(children),
+    slim=_slim_pipelinerun,
+    multi_arch=True,
 )
 
 EXECUTORS: dict[str, Executor] = {e.kind: e for e in (TASKRUN, PIPELINERUN)}

@@ -23,7 +23,7 @@ from controller.buildrun.caches import BY_BUILDRUN, UNWATCHED_POLL, Caches
 from controller.buildrun.executors import TASKRUN, Executor, executor_of
 from controller.buildrun.plan import Plan, Planner
 from controller.buildrun.states import Observation, Phase
-from controller.buildrun.status import Outcome, taskrun_finished, timeout_message
+from controller.buildrun.status import Outcome, run_finished, timeout_message
 from controller.runtime.errors import UserError
 from controller.runtime.kube import JSON, PODS, Kube
 from controller.runtime.timestamps import Clock
@@ -79,7 +79,7 @@ class Observer:
             service_account = self._generated_service_account(buildrun)
             observation = Observation(
                 phase=phase,
-                taskrun_running=run is not None and not taskrun_finished(run),
+                run_running=run is not None and not run_finished(run),
                 ttl_passed=ttl_left(buildrun, self.clock()) == 0.0,
                 generated_sa_left=service_account is not None,
                 executor_kind=executor.kind,
@@ -95,8 +95,8 @@ class Observer:
             timeout_message=timeout_message(buildrun["metadata"]["name"],
                                             run_timeout(buildrun) or 0.0)
             if deadline_passed else "",
-            taskrun_missing=seen.run is None,
-            taskrun_running=seen.run is not None and not taskrun_finished(seen.run),
+            run_missing=seen.run is None,
+            run_running=seen.run is not None and not run_finished(seen.run),
         )
         return replace(seen, observation=observation)
 
@@ -147,7 +147,7 @@ class Observer:
                                      recorded_executor_name(buildrun))
         observation = Observation(phase_of(buildrun), executor_kind=executor.kind)
         poll = UNWATCHED_POLL if executor.resource in self.caches.unwatched else None
-        if run is None or not taskrun_finished(run):
+        if run is None or not run_finished(run):
             return Seen(buildrun, observation, run, executor=executor, poll=poll)
         children = [child for name in executor.children(run)
                     if (child := await self.caches.read(self.kube, TASKRUNS, namespace,

@@ -13,8 +13,8 @@ from dataclasses import dataclass, replace
 from controller.buildrun import reasons, serviceaccounts
 from controller.buildrun.buildruns import spec_of, without_service_account
 from controller.buildrun.caches import Caches
-from controller.buildrun.config import ShipwrightConfig
 from controller.buildrun.executors import TASKRUN, Executor
+from controller.buildrun.resources.config import ShipwrightConfig
 from controller.buildrun.spec import build_name, effective_build
 from controller.buildrun.validation import (
     BUILD_STRATEGY,
@@ -40,7 +40,7 @@ class Plan:
     """What row 10 (START) creates and records, worked out while observing a NEW BuildRun."""
 
     # The TaskRun or PipelineRun to create (its kind is the observed Executor's).
-    taskrun: JSON
+    run: JSON
     snapshot: JSON  # status.buildSpec: the effective Build spec, with its retention
     # The ServiceAccount to create (`.generate`), or the existing one's name and the
     # secrets it lacks (serviceaccounts.py).
@@ -49,16 +49,17 @@ class Plan:
     add_secrets: list[str]
 
     def adopting(self, name: str) -> Plan:
-        """The same plan for a TaskRun of the BuildRun that exists as `name`."""
-        taskrun = {**self.taskrun, "metadata": {**self.taskrun["metadata"], "name": name}}
-        return replace(self, taskrun=taskrun)
+        """The same plan for a run (TaskRun, PipelineRun) of the BuildRun that exists as
+        `name`."""
+        run = {**self.run, "metadata": {**self.run["metadata"], "name": name}}
+        return replace(self, run=run)
 
 
 class Planner:
-    def __init__(self, kube: Kube, caches: Caches, taskrun_config: ShipwrightConfig) -> None:
+    def __init__(self, kube: Kube, caches: Caches, config: ShipwrightConfig) -> None:
         self.kube = kube
         self.caches = caches
-        self.taskrun_config = taskrun_config
+        self.config = config
 
     async def validated_build(self, buildrun: JSON) -> tuple[JSON | None, bool]:
         """The referenced Build (None when spec.build.spec embeds one), and whether it
@@ -134,7 +135,7 @@ class Planner:
         validate_params((build_obj.get("spec") or {}).get("paramValues") or [],
                         spec_of(buildrun).get("paramValues") or [],
                         (strategy.get("spec") or {}).get("parameters") or [])
-        platforms = validate_buildrun(buildrun, build_spec, strategy, executor.kind)
+        platforms = validate_buildrun(buildrun, build_spec, strategy, executor)
         if platforms:
             # As Shipwright: listed at each multi-arch start, only after the preflight.
             nodes = (await self.kube.list(NODES, None)).get("items") or []
@@ -142,7 +143,7 @@ class Planner:
         snapshot = dict(effective.spec)
         if effective.retention:
             snapshot["retention"] = effective.retention
-        run = executor.generate(buildrun, build_obj, strategy, sa_name, self.taskrun_config)
+        run = executor.generate(buildrun, build_obj, strategy, sa_name, self.config)
         return Plan(run, snapshot, create_sa, sa_name, add_secrets)
 
     async def _embedded_verdict(self, namespace: str,

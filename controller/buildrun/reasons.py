@@ -5,33 +5,12 @@ Users and tooling match on these strings, so each value is part of the API.
 
 from __future__ import annotations
 
-# The parameter reasons are shared with the other domain (controller.shipwright.params).
-from controller.shipwright.params import (
-    EMPTY_ARRAY_ITEM_PARAMETER_VALUES as EMPTY_ARRAY_ITEM_PARAMETER_VALUES,
-)
-from controller.shipwright.params import (
-    INCOMPLETE_CONFIG_MAP_VALUE_PARAMETER_VALUES as INCOMPLETE_CONFIG_MAP_VALUE_PARAMETER_VALUES,
-)
-from controller.shipwright.params import (
-    INCOMPLETE_SECRET_VALUE_PARAMETER_VALUES as INCOMPLETE_SECRET_VALUE_PARAMETER_VALUES,
-)
-from controller.shipwright.params import (
-    INCONSISTENT_PARAMETER_VALUES as INCONSISTENT_PARAMETER_VALUES,
-)
-from controller.shipwright.params import (
-    MISSING_PARAMETER_VALUES as MISSING_PARAMETER_VALUES,
-)
-from controller.shipwright.params import (
-    RESTRICTED_PARAMETERS_IN_USE as RESTRICTED_PARAMETERS_IN_USE,
-)
-from controller.shipwright.params import (
-    UNDEFINED_PARAMETER as UNDEFINED_PARAMETER,
-)
-from controller.shipwright.params import (
-    WRONG_PARAMETER_VALUE_TYPE as WRONG_PARAMETER_VALUE_TYPE,
-)
+# The parameter reasons are Shipwright's for Builds and BuildRuns alike: they are named
+# in controller.shipwright.params, and USER_ERROR_REASONS includes them all.
+from controller.shipwright.params import PARAMETER_REASONS
 
-# Both the condition type and the reason of a successful BuildRun (as in Shipwright).
+# The reason of a successful BuildRun, as in Shipwright (its condition type is spelled
+# the same: controller.shipwright.conditions.CONDITION_SUCCEEDED).
 SUCCEEDED = "Succeeded"
 
 FAILED = "Failed"
@@ -96,26 +75,18 @@ USER_ERROR_REASONS: frozenset[str] = frozenset(
         BUILD_RUN_AMBIGUOUS_BUILD,
         BUILD_RUN_NO_REF_OR_SPEC,
         BUILD_RUN_BUILD_FIELD_OVERRIDE_FORBIDDEN,
-        UNDEFINED_PARAMETER,
-        RESTRICTED_PARAMETERS_IN_USE,
-        INCONSISTENT_PARAMETER_VALUES,
-        WRONG_PARAMETER_VALUE_TYPE,
-        MISSING_PARAMETER_VALUES,
-        EMPTY_ARRAY_ITEM_PARAMETER_VALUES,
         INVALID_TIMEOUT,
         INVALID_RETENTION,
         INVALID_REFERENCE,
         BUILD_RUN_TOO_LARGE,
         TASK_RUN_GENERATION_FAILED,
-        INCOMPLETE_CONFIG_MAP_VALUE_PARAMETER_VALUES,
-        INCOMPLETE_SECRET_VALUE_PARAMETER_VALUES,
         UNDEFINED_VOLUME,
         VOLUME_NOT_OVERRIDABLE,
         UNDEFINED_STEP_RESOURCE,
         SPEC_ENV_NAME_CAN_NOT_BE_BLANK,
         SPEC_ENV_ONLY_ONE_OF_VALUE_OR_VALUE_FROM_MUST_BE_SPECIFIED,
     }
-)
+) | PARAMETER_REASONS
 
 # Shipwright's reasons for a strategy of the other kind, a kind it does not know, and a
 # Build that failed validation (pkg/reconciler/buildrun/resources/conditions.go); all

@@ -12,7 +12,8 @@ same three steps, each in a module of its own:
   completionTime is set, re-reading it on conflict.
 
 How specs, TaskRuns and statuses are shaped lives in the pure modules beside these
-(`buildruns.py`, `spec.py`, `validation.py`, `taskrun.py`, `status.py`).
+(`buildruns.py`, `spec.py`, `validation.py`, `status.py`), and the TaskRun or
+PipelineRun generated in `resources/`.
 """
 
 from __future__ import annotations
@@ -22,15 +23,15 @@ from dataclasses import replace
 from controller.buildrun.actions import Actions
 from controller.buildrun.buildruns import phase_of
 from controller.buildrun.caches import Caches
-from controller.buildrun.config import ShipwrightConfig
-from controller.buildrun.executors import EXECUTORS
+from controller.buildrun.executors import Executor
 from controller.buildrun.observe import Observer
 from controller.buildrun.plan import Planner
+from controller.buildrun.resources.config import ShipwrightConfig
 from controller.buildrun.states import Phase, decide
+from controller.runtime.controller import DONE, Result
 from controller.runtime.errors import RetryableError
 from controller.runtime.events import EventRecorder
 from controller.runtime.kube import Kube, split_key
-from controller.runtime.reconcile import DONE, Result
 from controller.runtime.timestamps import Clock, now
 from controller.shipwright.resources import BUILDRUNS
 
@@ -42,14 +43,17 @@ class BuildRunReconciler:
         caches: Caches,
         recorder: EventRecorder,
         *,
+        executor: Executor,
         clock: Clock = now,
-        taskrun_config: ShipwrightConfig | None = None,
+        config: ShipwrightConfig | None = None,
     ) -> None:
+        """`executor` is what a new BuildRun runs as (setup.py resolves BUILDRUN_EXECUTOR
+        to it once); `config` the generators' settings, read from the environment
+        when not given."""
         self.kube = kube
         self.caches = caches
-        config = taskrun_config or ShipwrightConfig.from_env()
-        self.planner = Planner(kube, caches, config)
-        self.observer = Observer(kube, caches, self.planner, clock, EXECUTORS[config.executor])
+        self.planner = Planner(kube, caches, config or ShipwrightConfig.from_env())
+        self.observer = Observer(kube, caches, self.planner, clock, executor)
         self.actions = Actions(kube, recorder, clock)
 
     async def reconcile(self, key: str) -> Result:

@@ -26,9 +26,6 @@ GENERATE = ".generate"
 PIPELINE = "pipeline"  # OpenShift's default ServiceAccount for builds
 DEFAULT = "default"  # every Kubernetes namespace's
 
-# The patch type that merges `secrets` by name (core/v1 ServiceAccount.secrets carries
-# patchStrategy=merge, patchMergeKey=name), so adding one never drops another writer's.
-STRATEGIC_MERGE_PATCH = "application/strategic-merge-patch+json"
 
 
 @dataclass(frozen=True)
@@ -76,7 +73,9 @@ def missing_secrets(service_account: JSON | None, push_secret: str | None) -> li
 
 
 def secrets_patch(names: list[str]) -> JSON:
-    """A strategic merge patch adding `names` to a ServiceAccount's secrets."""
+    """A strategic merge patch (runtime.kube.STRATEGIC_MERGE_PATCH) adding `names` to a
+    ServiceAccount's secrets: core/v1 ServiceAccount.secrets carries patchStrategy=merge,
+    patchMergeKey=name, so adding one never drops another writer's."""
     return {"secrets": [{"name": name} for name in names]}
 
 

@@ -10,17 +10,18 @@ from __future__ import annotations
 from controller.buildrun import metrics as buildrun_metrics
 from controller.buildrun.buildruns import phase_of
 from controller.buildrun.caches import EXECUTOR_INDEXERS, Caches, owner_buildrun
-from controller.buildrun.config import PIPELINERUN_EXECUTOR, ShipwrightConfig
+from controller.buildrun.executors import EXECUTORS, TASKRUN
 from controller.buildrun.reconciler import BuildRunReconciler
+from controller.buildrun.resources.config import ShipwrightConfig
 from controller.buildrun.states import Phase
-from controller.buildrun.status import succeeded_condition
+from controller.runtime.controller import Controller, controller_queue
 from controller.runtime.errors import ERROR_CLASSES, RetryableError
 from controller.runtime.events import EventRecorder
 from controller.runtime.informers import EventType, Informer, InformerFactory
 from controller.runtime.kube import JSON, SERVICEACCOUNTS, Kube, key_of
-from controller.runtime.reconcile import Controller, controller_queue
 from controller.runtime.store import Store
 from controller.settings import Settings
+from controller.shipwright.conditions import succeeded_condition
 from controller.shipwright.indexes import BUILDRUN_INDEXERS, BY_BUILD
 from controller.shipwright.resources import (
     BUILDRUNS,
@@ -67,7 +68,7 @@ def buildrun_wakes(kind: EventType, obj: JSON, old: JSON | None) -> bool:
     )
 
 
-def taskrun_wakes(kind: EventType, obj: JSON, old: JSON | None) -> bool:
+def run_wakes(kind: EventType, obj: JSON, old: JSON | None) -> bool:
     """Which TaskRun (and PipelineRun) events queue its BuildRun: Shipwright's predTaskRun
     (its predPipelineRun is the same), plus resyncs.
     Every creation; a deletion before the TaskRun completed (row 13: TaskRunIsMissing);
@@ -95,80 +96,43 @@ def _completion(obj: JSON) -> object:
     return (obj.get("status") or {}).get("completionTime")
 
 
-# What the controller reads of a cached TaskRun (reconciler.py, status.py, metrics.py):
-# its metadata, these fields of its spec (cancel, timeout message) and its status but for
-# the two copies Tekton keeps there. A reader of more must add it here.
-TASKRUN_SPEC_READ = ("status", "statusMessage", "timeout")
-TASKRUN_STATUS_UNREAD = ("taskSpec", "provenance")
-
-
-def slim_taskrun(taskrun: JSON) -> JSON:
-    """The TaskRun informer's transform: drops, in place, the spec's task (the steps,
-    parameters and volumes we generated: about 4 KB of the 4.3 KB a parity TaskRun is
-    as JSON), Tekton's copy of it in status.taskSpec and its status.provenance. Nothing
-    reads them from the cache; an object read with a GET stays whole."""
-    return _slim(taskrun, TASKRUN_SPEC_READ, TASKRUN_STATUS_UNREAD)
-
-
-# What the controller reads of a cached PipelineRun: its metadata, these fields of its spec
-# (cancel, timeout message) and its status but for Tekton's copy of the pipeline and the
-# provenance. Its TaskRuns are read from the TaskRun informer.
-PIPELINERUN_SPEC_READ = ("status", "timeouts")
-PIPELINERUN_STATUS_UNREAD = ("pipelineSpec", "provenance")
-
-
-def slim_pipelinerun(pipelinerun: JSON) -> JSON:
-    """The PipelineRun informer's transform, as slim_taskrun: drops, in place, the
-    generated pipeline (spec.pipelineSpec, every task's steps), Tekton's copy of it in
-    status.pipelineSpec and its provenance."""
-    return _slim(pipelinerun, PIPELINERUN_SPEC_READ, PIPELINERUN_STATUS_UNREAD)
-
-
-def _slim(obj: JSON, spec_read: tuple[str, ...], status_unread: tuple[str, ...]) -> JSON:
-    """Keeps only `spec_read` of the spec and drops `status_unread` from the status, in
-    place (an informer's transform)."""
-    spec = obj.get("spec")
-    if isinstance(spec, dict):
-        obj["spec"] = {k: spec[k] for k in spec_read if k in spec}
-    status = obj.get("status")
-    if isinstance(status, dict):
-        for key in status_unread:
-            status.pop(key, None)
-    return obj
-
-
 def setup(kube: Kube, settings: Settings, recorder: EventRecorder,
           informers: InformerFactory) -> Controller:
     """The BuildRun controller, on the process's informers: it asks `informers` for the
-    six kinds it reads (the TaskRuns' transform, slim_taskrun, is its own), and with
-    BUILDRUN_EXECUTOR=PipelineRun a seventh, PipelineRuns (slim_pipelinerun): their
-    TaskRuns are read from the TaskRun informer, whose events wake the BuildRun too
-    (Tekton copies the BuildRun label onto them)."""
+    six kinds it reads (the TaskRuns trimmed by TASKRUN.slim), and when the configured
+    executor runs as another kind (BUILDRUN_EXECUTOR=PipelineRun) a seventh, that kind,
+    trimmed by its own `slim`: a PipelineRun's TaskRuns are read from the TaskRun
+    informer, whose events wake the BuildRun too (Tekton copies the BuildRun label onto
+    them)."""
     config = ShipwrightConfig.from_env()  # a bad BUILDRUN_EXECUTOR stops the start here
+    executor = EXECUTORS[config.executor]  # resolved once, here
     buildruns = informers.informer(BUILDRUNS, indexers=BUILDRUN_INDEXERS)
     builds = informers.informer(BUILDS)
     # Read when a BuildRun starts; a BuildRun never waits on a strategy, so no handler.
     strategies = informers.informer(BUILDSTRATEGIES)
     # Cluster-scoped: watched whole even with --namespace.
     cluster_strategies = informers.informer(CLUSTERBUILDSTRATEGIES)
-    taskruns = informers.informer(TASKRUNS, transform=slim_taskrun, indexers=EXECUTOR_INDEXERS)
-    # Only when configured: a cluster may have no PipelineRun CRD, and the informer's list
-    # would then fail for ever (and /readyz with it).
-    pipelineruns = (informers.informer(PIPELINERUNS, transform=slim_pipelinerun,
-                                       indexers=EXECUTOR_INDEXERS)
-                    if config.executor == PIPELINERUN_EXECUTOR else None)
+    runs = {TASKRUNS: informers.informer(TASKRUNS, transform=TASKRUN.slim,
+                                         indexers=EXECUTOR_INDEXERS)}
+    if executor.resource not in runs:
+        # Only when configured: a cluster may have no PipelineRun CRD, and the informer's
+        # list would then fail for ever (and /readyz with it).
+        runs[executor.resource] = informers.informer(
+            executor.resource, transform=executor.slim, indexers=EXECUTOR_INDEXERS)
     # Which ServiceAccount a BuildRun runs as, and whether its generated one is left.
     service_accounts = informers.informer(SERVICEACCOUNTS)
     queue = controller_queue(NAME, settings.queue)
     reconciler = BuildRunReconciler(
         kube,
-        Caches(buildruns=buildruns.store, taskruns=taskruns.store, builds=builds.store,
+        Caches(buildruns=buildruns.store, taskruns=runs[TASKRUNS].store, builds=builds.store,
                strategies=strategies.store, cluster_strategies=cluster_strategies.store,
                service_accounts=service_accounts.store,
-               pipelineruns=pipelineruns.store if pipelineruns else Store(EXECUTOR_INDEXERS),
-               unwatched=frozenset() if pipelineruns else frozenset({PIPELINERUNS})),
+               pipelineruns=(runs[PIPELINERUNS].store if PIPELINERUNS in runs
+                             else Store(EXECUTOR_INDEXERS)),
+               unwatched=frozenset(e.resource for e in EXECUTORS.values()) - runs.keys()),
         recorder,
-        taskrun_config=config,
+        executor=executor,
+        config=config,
     )
     controller = Controller(
         NAME, reconciler, queue,
@@ -178,13 +142,12 @@ def setup(kube: Kube, settings: Settings, recorder: EventRecorder,
         on_retry=_count_retry,
     )
     _zero_retry_series()
-    _wire(controller, buildruns, builds, taskruns, service_accounts, pipelineruns)
+    _wire(controller, buildruns, builds, list(runs.values()), service_accounts)
     return controller
 
 
 def _wire(controller: Controller, buildruns: Informer, builds: Informer,
-          taskruns: Informer, service_accounts: Informer,
-          pipelineruns: Informer | None) -> None:
+          runs: list[Informer], service_accounts: Informer) -> None:
     enqueue = controller.enqueue
 
     def on_buildrun(kind: EventType, obj: JSON, old: JSON | None) -> None:
@@ -196,8 +159,8 @@ def _wire(controller: Controller, buildruns: Informer, builds: Informer,
         if owner:
             enqueue(owner)
 
-    def on_taskrun(kind: EventType, obj: JSON, old: JSON | None) -> None:
-        if taskrun_wakes(kind, obj, old):
+    def on_run(kind: EventType, obj: JSON, old: JSON | None) -> None:
+        if run_wakes(kind, obj, old):
             on_owned(kind, obj, old)
 
     def on_build(_: EventType, obj: JSON, __: JSON | None) -> None:
@@ -208,9 +171,8 @@ def _wire(controller: Controller, buildruns: Informer, builds: Informer,
                 enqueue(key_of(buildrun))
 
     buildruns.add_handler(on_buildrun)
-    taskruns.add_handler(on_taskrun)
-    if pipelineruns is not None:
-        pipelineruns.add_handler(on_taskrun)
+    for informer in runs:
+        informer.add_handler(on_run)
     # A generated ServiceAccount's arrival in the cache may come after its BuildRun is
     # done: the BuildRun is looked at again then (state table row 3 deletes it).
     service_accounts.add_handler(on_owned)

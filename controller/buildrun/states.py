@@ -46,6 +46,7 @@ from dataclasses import dataclass, replace
 from controller.buildrun import reasons
 from controller.buildrun.status import Outcome
 from controller.runtime.errors import RetryableError, UserError
+from controller.shipwright.resources import TASKRUNS
 
 
 class Phase(enum.Enum):
@@ -56,7 +57,7 @@ class Phase(enum.Enum):
 
 class Action(enum.Enum):
     NOTHING = "nothing"
-    STOP_TASKRUN = "cancel the TaskRun if it still runs; status unchanged"
+    STOP_RUN = "cancel the TaskRun if it still runs; status unchanged"
     DELETE = "delete the BuildRun (retention TTL), preconditioned on uid and resourceVersion"
     START = ("create the TaskRun (adopt it on AlreadyExists), write its Pending/Running "
              "condition, requeue at deadline")
@@ -87,8 +88,8 @@ class Observation:
     # TaskRun; in NEW that of a TaskRun an earlier try created but never recorded
     # (the reconciler looks for one only when giving up).
     outcome: Outcome | None = None
-    taskrun_missing: bool = False
-    taskrun_running: bool = False
+    run_missing: bool = False
+    run_running: bool = False
     # DONE: the retention TTL (ttlAfterSucceeded/ttlAfterFailed) has run out.
     ttl_passed: bool = False
     # DONE: the ServiceAccount generated for the BuildRun (`.generate`) still exists.
@@ -96,7 +97,7 @@ class Observation:
     # NEW/RUNNING: the retry budget is spent; the last system error, for the message.
     retries_exhausted: RetryableError | None = None
     # What the BuildRun runs as ("TaskRun" or "PipelineRun"), for the messages only.
-    executor_kind: str = "TaskRun"
+    executor_kind: str = TASKRUNS.kind
 
 
 @dataclass(frozen=True)
@@ -165,8 +166,8 @@ def _budget_spent(o: Observation) -> bool:
 
 
 TABLE: tuple[Row, ...] = (
-    Row(1, Phase.DONE, "TaskRun still running", lambda o: o.taskrun_running,
-        _just(Action.STOP_TASKRUN)),
+    Row(1, Phase.DONE, "TaskRun still running", lambda o: o.run_running,
+        _just(Action.STOP_RUN)),
     Row(2, Phase.DONE, "retention TTL ran out", lambda o: o.ttl_passed,
         _just(Action.DELETE)),
     # As Shipwright: the generated ServiceAccount goes once the TaskRun has stopped.
@@ -192,7 +193,7 @@ TABLE: tuple[Row, ...] = (
     Row(11, Phase.RUNNING, "TaskRun finished", _finished, _finish_with_outcome),
     Row(12, Phase.RUNNING, "retry budget spent", _budget_spent, _give_up),
     # TaskRunIsMissing for a PipelineRun too, as Shipwright (VerifyRequestName).
-    Row(13, Phase.RUNNING, "TaskRun deleted before it finished", lambda o: o.taskrun_missing,
+    Row(13, Phase.RUNNING, "TaskRun deleted before it finished", lambda o: o.run_missing,
         _executor_missing),
     Row(14, Phase.RUNNING, "spec.state is BuildRunCanceled", lambda o: o.canceled,
         _finish(reasons.BUILD_RUN_CANCELED, "the BuildRun was canceled")),

@@ -26,7 +26,9 @@ from controller.buildrun.reasons import (
 )
 from controller.buildrun.spec import go_duration, parse_duration
 from controller.runtime.text import truncate
+from controller.shipwright.conditions import CONDITION_SUCCEEDED, succeeded_condition
 from controller.shipwright.labels import LABEL_BUILDRUN
+from controller.shipwright.resources import TASKRUNS
 
 # Limits from the BuildRun CRD schema: a longer value gets the whole status write rejected.
 MESSAGE_MAX = 32768
@@ -53,18 +55,10 @@ RESULT_SOURCE_IMAGE_DIGEST = "shp-source-default-image-digest"
 RESULT_SOURCE_TIMESTAMP = "shp-source-default-source-timestamp"
 
 
-def succeeded_condition(status: dict[str, Any] | None) -> dict[str, Any] | None:
-    """The Succeeded condition of a BuildRun's or TaskRun's status, if there is one."""
-    for condition in (status or {}).get("conditions") or []:
-        if condition.get("type") == SUCCEEDED:
-            return dict(condition)
-    return None
-
-
-def taskrun_finished(taskrun: dict[str, Any]) -> bool:
+def run_finished(run: dict[str, Any]) -> bool:
     """Whether Tekton has decided the TaskRun's (or PipelineRun's) outcome (Succeeded is
     True or False)."""
-    cond = succeeded_condition(taskrun.get("status"))
+    cond = succeeded_condition(run.get("status"))
     return cond is not None and cond.get("status") in ("True", "False")
 
 
@@ -77,11 +71,12 @@ def with_condition(
     conventions), so repeated reconciles of a running BuildRun do not churn it.
     """
     conditions = list(status.get("conditions") or [])
-    index = next((i for i, c in enumerate(conditions) if c.get("type") == SUCCEEDED), None)
+    index = next((i for i, c in enumerate(conditions)
+                  if c.get("type") == CONDITION_SUCCEEDED), None)
     old = conditions[index] if index is not None else {}
     unchanged = old.get("status") == cond_status and old.get("lastTransitionTime")
     condition = {
-        "type": SUCCEEDED,
+        "type": CONDITION_SUCCEEDED,
         "status": cond_status,
         "reason": truncate(reason, REASON_MAX),
         "message": truncate(message, MESSAGE_MAX),
@@ -238,11 +233,11 @@ def source_from_results(results: dict[str, str]) -> dict[str, Any] | None:
     return source or None
 
 
-def running_reason(taskrun: dict[str, Any]) -> tuple[str, str]:
+def running_reason(run: dict[str, Any]) -> tuple[str, str]:
     """(reason, message) for a BuildRun whose TaskRun (or PipelineRun) has not finished yet."""
-    condition = succeeded_condition(taskrun.get("status"))
-    name = (taskrun.get("metadata") or {}).get("name") or ""
-    kind = taskrun.get("kind") or "TaskRun"
+    condition = succeeded_condition(run.get("status"))
+    name = (run.get("metadata") or {}).get("name") or ""
+    kind = run.get("kind") or TASKRUNS.kind
     if condition is None:
         return PENDING, f"{kind} {name} has not started yet"
     if condition.get("status") == "Unknown" and condition.get("reason") == "Running":
@@ -307,7 +302,7 @@ def child_taskrun_names(pipelinerun: dict[str, Any]) -> list[str]:
     """The PipelineRun's TaskRuns, in Tekton's order (status.childReferences), as
     Shipwright's GetUnderlyingTaskRuns and GetResults read them."""
     return [ref["name"] for ref in (pipelinerun.get("status") or {}).get("childReferences") or []
-            if ref.get("kind") == "TaskRun" and isinstance(ref.get("name"), str)]
+            if ref.get("kind") == TASKRUNS.kind and isinstance(ref.get("name"), str)]
 
 
 def failed_child(children: list[dict[str, Any]]) -> dict[str, Any] | None:

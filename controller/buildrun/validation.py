@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from controller.buildrun import reasons
 from controller.buildrun.buildruns import spec_of
-from controller.buildrun.config import PIPELINERUN_EXECUTOR, TASKRUN_EXECUTOR
+from controller.buildrun.executors import TASKRUN, Executor
 from controller.builds import validation as build_validation
 from controller.runtime.errors import UserError
 from controller.runtime.kube import JSON
@@ -43,11 +43,11 @@ def strategy_kind(ref: JSON) -> str:
 
 
 def validate_buildrun(buildrun: JSON, build_spec: JSON, strategy: JSON,
-                      executor: str = TASKRUN_EXECUTOR) -> list[JSON]:
+                      executor: Executor = TASKRUN) -> list[JSON]:
     """What Shipwright's BuildRun reconciler checks after the parameters and before it
     generates the executor (buildrun.go), in its order; raises the first failure as a
     UserError with its reason and words. `build_spec` is the referenced Build's spec or
-    the embedded one; `executor` the kind the BuildRun would run as (BUILDRUN_EXECUTOR).
+    the embedded one; `executor` what the BuildRun would run as (BUILDRUN_EXECUTOR).
 
     Returns the platforms whose Nodes must be checked next (`check_nodes`, on the Nodes
     the caller lists, as Shipwright lists them only then): empty without platforms.
@@ -59,9 +59,9 @@ def validate_buildrun(buildrun: JSON, build_spec: JSON, strategy: JSON,
     when the effective spec.output.platforms is non-empty (the BuildRun's if it gives
     any, else the Build's or the embedded spec's), ValidateMultiArchPreflight on the
     Build's nodeSelector merged with the BuildRun's: the platforms, their nodeSelector,
-    and the executor, which must be a PipelineRun: with TaskRuns (Shipwright's default) a
-    BuildRun with valid platforms ends ExecutorNotPipelineRun instead of silently
-    building one arch.
+    and the executor, which must build multi-arch (`Executor.multi_arch`: a PipelineRun):
+    with TaskRuns (Shipwright's default) a BuildRun with valid platforms ends
+    ExecutorNotPipelineRun instead of silently building one arch.
     """
     run = spec_of(buildrun)
     strategy_spec = strategy.get("spec") or {}
@@ -86,10 +86,10 @@ def validate_buildrun(buildrun: JSON, build_spec: JSON, strategy: JSON,
     preflight = build_validation.platforms_verdict(platforms, node_selector)
     _refuse(reasons.INVALID_PLATFORM, preflight)
     _refuse(reasons.NODE_SELECTOR_PLATFORM_CONFLICT, preflight)
-    if executor != PIPELINERUN_EXECUTOR:
+    if not executor.multi_arch:
         raise UserError(reasons.EXECUTOR_NOT_PIPELINE_RUN,
                         "multi-arch builds require PipelineRun executor mode, current "
-                        f'executor mode: "{executor}"')
+                        f'executor mode: "{executor.kind}"')
     return list(platforms)
 
 

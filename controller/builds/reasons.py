@@ -7,31 +7,9 @@ so each value is part of the API.
 
 from __future__ import annotations
 
-# The parameter reasons are shared with the other domain (controller.shipwright.params).
-from controller.shipwright.params import (
-    EMPTY_ARRAY_ITEM_PARAMETER_VALUES as EMPTY_ARRAY_ITEM_PARAMETER_VALUES,
-)
-from controller.shipwright.params import (
-    INCOMPLETE_CONFIG_MAP_VALUE_PARAMETER_VALUES as INCOMPLETE_CONFIG_MAP_VALUE_PARAMETER_VALUES,
-)
-from controller.shipwright.params import (
-    INCOMPLETE_SECRET_VALUE_PARAMETER_VALUES as INCOMPLETE_SECRET_VALUE_PARAMETER_VALUES,
-)
-from controller.shipwright.params import (
-    INCONSISTENT_PARAMETER_VALUES as INCONSISTENT_PARAMETER_VALUES,
-)
-from controller.shipwright.params import (
-    MISSING_PARAMETER_VALUES as MISSING_PARAMETER_VALUES,
-)
-from controller.shipwright.params import (
-    RESTRICTED_PARAMETERS_IN_USE as RESTRICTED_PARAMETERS_IN_USE,
-)
-from controller.shipwright.params import (
-    UNDEFINED_PARAMETER as UNDEFINED_PARAMETER,
-)
-from controller.shipwright.params import (
-    WRONG_PARAMETER_VALUE_TYPE as WRONG_PARAMETER_VALUE_TYPE,
-)
+# The parameter reasons are Shipwright's for Builds and BuildRuns alike: they are named
+# in controller.shipwright.params, and FAILURE_REASONS includes them (but one).
+from controller.shipwright.params import MISSING_PARAMETER_VALUES, PARAMETER_REASONS
 
 # status.registered, a corev1.ConditionStatus.
 REGISTERED_TRUE = "True"
@@ -104,13 +82,6 @@ FAILURE_REASONS: frozenset[str] = frozenset(
         MULTIPLE_SECRET_REF_NOT_FOUND,
         SPEC_ENV_NAME_CAN_NOT_BE_BLANK,
         SPEC_ENV_ONLY_ONE_OF_VALUE_OR_VALUE_FROM_MUST_BE_SPECIFIED,
-        RESTRICTED_PARAMETERS_IN_USE,
-        UNDEFINED_PARAMETER,
-        WRONG_PARAMETER_VALUE_TYPE,
-        INCONSISTENT_PARAMETER_VALUES,
-        EMPTY_ARRAY_ITEM_PARAMETER_VALUES,
-        INCOMPLETE_CONFIG_MAP_VALUE_PARAMETER_VALUES,
-        INCOMPLETE_SECRET_VALUE_PARAMETER_VALUES,
         REMOTE_REPOSITORY_UNREACHABLE,
         BUILD_NAME_INVALID,
         UNDEFINED_VOLUME,
@@ -130,4 +101,4 @@ FAILURE_REASONS: frozenset[str] = frozenset(
         SCHEDULER_NAME_NOT_VALID,
         RUNTIME_CLASS_NAME_NOT_VALID,
     }
-)
+) | (PARAMETER_REASONS - {MISSING_PARAMETER_VALUES})

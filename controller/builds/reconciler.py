@@ -25,9 +25,9 @@ from controller.builds.validation import (
     strategy_ref,
     validate,
 )
+from controller.runtime.controller import DONE, Result
 from controller.runtime.errors import RetryableError, is_not_found
 from controller.runtime.kube import JSON, SECRETS, ApiError, Kube
-from controller.runtime.reconcile import DONE, Result
 from controller.runtime.store import Store
 from controller.shipwright import metrics
 from controller.shipwright.indexes import BY_BUILD

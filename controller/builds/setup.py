@@ -14,9 +14,9 @@ from __future__ import annotations
 
 from controller.builds.reconciler import BuildReconciler
 from controller.builds.validation import secret_refs
+from controller.runtime.controller import Controller, controller_queue
 from controller.runtime.informers import EventType, InformerFactory
 from controller.runtime.kube import JSON, SECRETS, Kube, key_of
-from controller.runtime.reconcile import Controller, controller_queue
 from controller.runtime.store import Indexer
 from controller.settings import Settings
 from controller.shipwright.indexes import BUILDRUN_INDEXERS

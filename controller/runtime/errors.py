@@ -19,8 +19,11 @@ import aiohttp
 from controller.runtime.kube import ApiError
 
 # Low-cardinality labels for RetryableError, used as a metrics label: keep it closed.
+# "timeout" is an API request's (the API server's 504, or no answer in time);
+# "reconcile_timeout" a whole reconcile that outlived its own limit (controller.py).
 ERROR_CLASSES = (
     "timeout",
+    "reconcile_timeout",
     "connection",
     "server_error",
     "throttled",

@@ -24,7 +24,11 @@ from yarl import URL
 
 JSON = dict[str, Any]
 
+# The patch types `Kube.patch` sends: a JSON merge patch (RFC 7386, the default: a list is
+# replaced whole), or Kubernetes' strategic merge patch, for built-in kinds only, which
+# merges a list by the key its schema names (patchMergeKey).
 MERGE_PATCH = "application/merge-patch+json"
+STRATEGIC_MERGE_PATCH = "application/strategic-merge-patch+json"
 # What a metadata-only list and watch ask for (client-go's metadata client, which
 # controller-runtime's builder.OnlyMetadata uses): each object as a PartialObjectMetadata,
 # its metadata and nothing else, so a Secret's data never reaches the process. No plain

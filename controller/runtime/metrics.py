@@ -29,6 +29,13 @@ RECONCILE_PANICS = Counter(
     "Total number of reconciliation panics (unexpected exceptions) per controller",
     ["controller"],
 )
+# controller-runtime's since v0.23: reconciles cancelled by the reconcile timeout (ours,
+# --reconcile-timeout), counted when that limit fired, not an API request's timeout.
+RECONCILE_TIMEOUTS = Counter(
+    "controller_runtime_reconcile_timeouts_total",
+    "Total number of reconciliation timeouts per controller",
+    ["controller"],
+)
 RECONCILE_TIME = Histogram(
     "controller_runtime_reconcile_time_seconds",
     "Length of time per reconciliation per controller",

@@ -1,2 +1,2 @@
 """Shipwright's vocabulary that the Build and BuildRun domains share: resources, labels,
-parameter checks and the build_* metrics."""
+the Succeeded condition, parameter checks and the build_* metrics."""

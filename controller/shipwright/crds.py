@@ -37,7 +37,7 @@ def crd_name(kind: Resource) -> str:
 
 NAMES = tuple(crd_name(kind) for kind in KINDS)
 SERVED = "v1beta1"
-# What to run, named in the refusal (controller/shipwright/migrate.py).
+# What to run, named in the refusal (controller/commands/migrate.py).
 MIGRATE = "buildrun-controller migrate-storage"
 _HOW = "docs/v1alpha1.md"
 

@@ -2,7 +2,7 @@
 checks them (pkg/validate/params.go): for a Build by its Build controller, which may
 leave values to its BuildRuns, and for a BuildRun by its reconciler, with the Build's
 values overridden by the BuildRun's. Both domains use it; how the values then reach the
-TaskRun is `controller.buildrun.params`.
+TaskRun is `controller.buildrun.resources.params`.
 
 A value is `{name, value}`, `{name, configMapValue}`, `{name, secretValue}` (a single
 value) or `{name, values: [...]}` whose items are `{value | configMapValue |
@@ -29,6 +29,18 @@ INCONSISTENT_PARAMETER_VALUES = "InconsistentParameterValues"
 EMPTY_ARRAY_ITEM_PARAMETER_VALUES = "EmptyArrayItemParameterValues"
 INCOMPLETE_CONFIG_MAP_VALUE_PARAMETER_VALUES = "IncompleteConfigMapValueParameterValues"
 INCOMPLETE_SECRET_VALUE_PARAMETER_VALUES = "IncompleteSecretValueParameterValues"
+# All of them: each domain's closed set of failure reasons includes these (the Build's
+# all but MISSING_PARAMETER_VALUES: a Build may leave a value to its BuildRuns).
+PARAMETER_REASONS: frozenset[str] = frozenset({
+    RESTRICTED_PARAMETERS_IN_USE,
+    UNDEFINED_PARAMETER,
+    WRONG_PARAMETER_VALUE_TYPE,
+    MISSING_PARAMETER_VALUES,
+    INCONSISTENT_PARAMETER_VALUES,
+    EMPTY_ARRAY_ITEM_PARAMETER_VALUES,
+    INCOMPLETE_CONFIG_MAP_VALUE_PARAMETER_VALUES,
+    INCOMPLETE_SECRET_VALUE_PARAMETER_VALUES,
+})
 
 RESERVED_PREFIX = "shp-"
 # Shipwright's fixed list of reserved names besides the prefix (IsSystemReservedParameter).

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 
 import aiohttp
 
-from controller.buildrun.status import taskrun_finished
+from controller.buildrun.status import run_finished
 from controller.runtime.kube import JSON, ApiError, Kube
 from controller.shipwright.labels import LABEL_BUILDRUN
 from controller.shipwright.resources import TASKRUNS
@@ -88,7 +88,7 @@ class SimulatedTekton:
 
     def _observe(self, taskrun: JSON) -> None:
         name = taskrun["metadata"]["name"]
-        finished = taskrun_finished(taskrun)
+        finished = run_finished(taskrun)
         run = self._runs.get(name)
         if run is None:
             if finished:

@@ -1,7 +1,7 @@
 """Every deliberate difference between our CRDs (manifests/crds/) and Shipwright's
 (deploy/crds/ at devtools.shipwright.source.VERSION), with the reason for it.
 
-tests/unit/test_crd_schema.py compares the two field path by field path and fails on
+tests/unit/devtools/test_crd_schema.py compares the two field path by field path and fails on
 any difference not listed here, and on any entry here that no longer matches a
 difference. docs/shipwright-api.md's "Shipwright's API" shows this list as a table.
 

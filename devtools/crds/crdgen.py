@@ -11,8 +11,8 @@ cache), so they are exactly Kubernetes' own.
 
 Our additions (CEL rules, length bounds, enums) are marked where they are made;
 devtools/crds/crd_differences.py lists every place our schemas differ from Shipwright's
-and why, and tests/unit/test_crd_schema.py holds the two to that list.
-tests/unit/test_crdgen.py checks that manifests/crds/ is this module's output.
+and why, and tests/unit/devtools/test_crd_schema.py holds the two to that list.
+tests/unit/devtools/test_crdgen.py checks that manifests/crds/ is this module's output.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """What this controller does with every field of Shipwright's v1beta1 API, and the tests
 that show it: one row per field path, covering that path and every path below it.
 
-tests/unit/test_field_sweep.py walks every field path of Shipwright's own v1beta1 CRDs
+tests/unit/devtools/test_field_sweep.py walks every field path of Shipwright's own v1beta1 CRDs
 (deploy/crds/ in the pinned module) and fails for:
 - a path no row covers and our CRD does not refuse (a field admitted and then ignored);
 - a row that covers no path of Shipwright's schema (a stale row);
@@ -231,7 +231,7 @@ FIELDS: list[Field] = [
     Field(RUN, ".spec.state", "`BuildRunCanceled` cancels the TaskRun and ends the BuildRun "
           "BuildRunCanceled; the one spec change allowed after creation (our CEL rule)",
           (_BR + "test_cancel_before_start_and_while_running",
-           "tests/unit/test_crdgen.py::test_every_buildrun_spec_field_but_state_is_immutable")),
+           "tests/unit/devtools/test_crdgen.py::test_every_buildrun_spec_field_but_state_is_immutable")),
     Field(RUN, ".spec.stepResources", "replaces the named strategy step's resources; a step "
           "the strategy lacks ends UndefinedStepResource",
           (_TR + "test_step_resources_for_an_unknown_step_are_refused",), oracle=True),
@@ -253,7 +253,7 @@ FIELDS: list[Field] = [
           (_TR + "test_strategy_security_context_forces_shipwright_steps_and_names_the_user",),
           oracle=True),
     Field(STRATEGIES, ".status", "nothing: Shipwright's strategies have a status with no "
-          "fields, and so do ours", ("tests/unit/test_crd_schema.py::"
+          "fields, and so do ours", ("tests/unit/devtools/test_crd_schema.py::"
                                      "test_a_strategys_status_has_no_fields_as_in_shipwright",)),
 
     # Statuses: written by this controller, read by users, `shp` and dashboards.

@@ -21,8 +21,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from controller.buildrun.status import succeeded_condition
 from controller.runtime.kube import JSON, Kube
+from controller.shipwright.conditions import succeeded_condition
 from controller.shipwright.resources import BUILDRUNS
 from devtools.cluster import fixtures
 from devtools.cluster.fates import fate_annotations, results

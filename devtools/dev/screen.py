@@ -17,9 +17,9 @@ from typing import TextIO
 
 from prometheus_client import REGISTRY
 
-from controller.buildrun.status import succeeded_condition
 from controller.runtime.kube import JSON
 from controller.runtime.timestamps import parse_time
+from controller.shipwright.conditions import succeeded_condition
 
 # The label of the dev tool's own lines (the others: devtools.dev.tektonlog.TEKTON,
 # devtools.dev.samples.WEBHOOK).

@@ -11,9 +11,9 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from controller.buildrun.status import succeeded_condition
 from controller.runtime.informers import EventType, Informer
 from controller.runtime.kube import JSON, Kube
+from controller.shipwright.conditions import succeeded_condition
 from controller.shipwright.labels import LABEL_BUILDRUN
 from controller.shipwright.resources import TASKRUNS
 

@@ -18,9 +18,15 @@ import pytest
 
 from controller.app import App
 from controller.buildrun import reasons
+from controller.runtime.controller import Result
 from controller.runtime.errors import RetryableError
 from controller.runtime.kube import JSON, ApiError, Kube
-from controller.runtime.reconcile import Result
+from controller.shipwright.params import (
+    EMPTY_ARRAY_ITEM_PARAMETER_VALUES,
+    INCONSISTENT_PARAMETER_VALUES,
+    UNDEFINED_PARAMETER,
+    WRONG_PARAMETER_VALUE_TYPE,
+)
 from controller.shipwright.resources import BUILDRUNS, BUILDS
 from devtools.cluster import fixtures
 from devtools.cluster.fixtures import API
@@ -118,19 +124,19 @@ CORPUS: list[Case] = [
     # -- wrong shapes the schema lets through ---------------------------------------------
     Case("value-and-values", params({"name": "dockerfile", "value": "a",
                                      "values": [{"value": "b"}]}),
-         reasons.WRONG_PARAMETER_VALUE_TYPE,  # Shipwright checks type first, in its words
+         WRONG_PARAMETER_VALUE_TYPE,  # Shipwright checks type first, in its words
          "The values for the following parameters are using the wrong type: dockerfile"),
     Case("values-for-string", params({"name": "dockerfile", "values": [{"value": "a"}]}),
-         reasons.WRONG_PARAMETER_VALUE_TYPE,
+         WRONG_PARAMETER_VALUE_TYPE,
          "The values for the following parameters are using the wrong type: dockerfile"),
     Case("value-for-array", params({"name": "flags", "value": "-v"}),
-         reasons.WRONG_PARAMETER_VALUE_TYPE,
+         WRONG_PARAMETER_VALUE_TYPE,
          "The values for the following parameters are using the wrong type: flags"),
     Case("empty-array-item", params({"name": "flags", "values": [{"value": "-v"}, {}]}),
-         reasons.EMPTY_ARRAY_ITEM_PARAMETER_VALUES, "are set: flags"),
+         EMPTY_ARRAY_ITEM_PARAMETER_VALUES, "are set: flags"),
     Case("param-twice", params({"name": "dockerfile", "value": "a"},
                                {"name": "dockerfile", "value": "b"}),
-         reasons.INCONSISTENT_PARAMETER_VALUES, "more than once"),
+         INCONSISTENT_PARAMETER_VALUES, "more than once"),
     Case("zero-timeout", {**APP, "timeout": "0s"}, reasons.INVALID_TIMEOUT, "must be positive"),
     # Durations the API server's format check lets through (it wraps on overflow and
     # knows days) but Go's time.ParseDuration, and so Tekton, does not.
@@ -146,7 +152,7 @@ CORPUS: list[Case] = [
     Case("sa-253", {**APP, "serviceAccount": LONG_NAME}, reasons.SERVICE_ACCOUNT_NOT_FOUND),
     Case("unknown-64x253", params(*({"name": f"{i:02d}" + "u" * 251, "value": "v"}
                                     for i in range(64))),
-         reasons.UNDEFINED_PARAMETER, "and 54 more"),
+         UNDEFINED_PARAMETER, "and 54 more"),
     # -- references elsewhere, circular and ambiguous ---------------------------------------
     Case("build-in-kube-system", {"build": {"name": "kube-system/app"}},
          reasons.INVALID_REFERENCE, "may only use objects in its own namespace"),
@@ -180,7 +186,7 @@ CORPUS: list[Case] = [
     # -- unicode ----------------------------------------------------------------------------
     Case("unicode-build", {"build": {"name": "äpp"}}, reasons.INVALID_REFERENCE, "'äpp'"),
     Case("unicode-param-name", params({"name": "größe", "value": "1"}),
-         reasons.UNDEFINED_PARAMETER,
+         UNDEFINED_PARAMETER,
          "The following parameters are not defined in the build strategy: größe"),
     # -- valid, however odd: these must run and succeed ---------------------------------------
     Case(LONG_NAME, APP, succeeds=True),

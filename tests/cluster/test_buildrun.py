@@ -15,10 +15,17 @@ import pytest
 from bench.e2e.common import apiserver_requests
 from controller.buildrun import reasons
 from controller.buildrun.caches import Caches
+from controller.buildrun.executors import TASKRUN
 from controller.buildrun.reconciler import BuildRunReconciler
 from controller.runtime.errors import RetryableError
 from controller.runtime.events import EventRecorder
 from controller.runtime.kube import EVENTS, JSON, ApiError, Kube
+from controller.shipwright.params import (
+    MISSING_PARAMETER_VALUES,
+    RESTRICTED_PARAMETERS_IN_USE,
+    UNDEFINED_PARAMETER,
+    WRONG_PARAMETER_VALUE_TYPE,
+)
 from controller.shipwright.resources import BUILDRUNS, BUILDS, BUILDSTRATEGIES, TASKRUNS
 from devtools.cluster.fates import results
 from devtools.cluster.localcluster import LocalCluster
@@ -47,9 +54,10 @@ async def taskrun_cancelled(kube: Kube, namespace: str, name: str) -> bool:
 async def unrecorded_taskrun(kube: Kube, buildrun: JSON) -> JSON:
     """Row 10's first half done by hand (prepare, create the TaskRun), then a "crash"
     before the status write: the TaskRun exists, the BuildRun does not know it."""
-    half = BuildRunReconciler(kube, Caches(), EventRecorder(kube, "t", "t"))
+    half = BuildRunReconciler(kube, Caches(), EventRecorder(kube, "t", "t"),
+                              executor=TASKRUN)
     build, _ = await half.planner.validated_build(buildrun)
-    taskrun = (await half.planner.prepare(buildrun, build)).taskrun
+    taskrun = (await half.planner.prepare(buildrun, build)).run
     await kube.create(TASKRUNS, buildrun["metadata"]["namespace"], taskrun)
     return taskrun
 
@@ -163,11 +171,11 @@ USER_ERRORS: list[tuple[str, dict[str, Any], str | None, str]] = [
     ("missing-build", {}, "nope", reasons.BUILD_NOT_FOUND),
     ("missing-sa", {"serviceAccount": "ghost"}, "app", reasons.SERVICE_ACCOUNT_NOT_FOUND),
     ("undefined-param", {"paramValues": [{"name": "colour", "value": "red"}]}, "app",
-     reasons.UNDEFINED_PARAMETER),
+     UNDEFINED_PARAMETER),
     ("restricted-param", {"paramValues": [{"name": "shp-source-url", "value": "x"}]}, "app",
-     reasons.RESTRICTED_PARAMETERS_IN_USE),
+     RESTRICTED_PARAMETERS_IN_USE),
     ("wrong-type", {"paramValues": [{"name": "dockerfile", "values": [{"value": "a"}]}]}, "app",
-     reasons.WRONG_PARAMETER_VALUE_TYPE),
+     WRONG_PARAMETER_VALUE_TYPE),
     ("bad-timeout", {"timeout": "1 day"}, "app", reasons.INVALID_TIMEOUT),
     ("negative-timeout", {"timeout": "-5m"}, "app", reasons.INVALID_TIMEOUT),
     ("no-ref", {"build": {}}, None, reasons.BUILD_RUN_NO_REF_OR_SPEC),
@@ -200,7 +208,7 @@ async def test_user_errors_are_terminal_at_once(
     await world.strategy("needs-param", parameters=[{"name": "context", "description": "x",
                                                      "type": "string"}])
     await world.build("needs-param", strategy="needs-param")
-    cases = [*USER_ERRORS, ("missing-value", {}, "needs-param", reasons.MISSING_PARAMETER_VALUES)]
+    cases = [*USER_ERRORS, ("missing-value", {}, "needs-param", MISSING_PARAMETER_VALUES)]
     errors_before = reconciles("error")
     async with running_controller(controller_settings(cluster, world.ns)):
         for name, spec, build, _ in cases:
@@ -382,7 +390,8 @@ async def test_giving_up_takes_a_finished_unrecorded_taskruns_outcome(
     world.fate("br", results=results(**{"shp-image-digest": "sha256:" + "ef" * 32}))
     await unrecorded_taskrun(kube, await world.buildrun("br"))
     await tekton_verdict(world, "br")
-    reconciler = BuildRunReconciler(kube, Caches(), EventRecorder(kube, "t", "t"))
+    reconciler = BuildRunReconciler(kube, Caches(), EventRecorder(kube, "t", "t"),
+                                    executor=TASKRUN)
     await reconciler.give_up(f"{world.ns}/br", RetryableError("webhook", "failed calling"))
     done = await world.get("br")
     assert condition(done)["reason"] == reasons.SUCCEEDED
@@ -400,7 +409,8 @@ async def test_giving_up_finishes_new_and_running_buildruns_and_stops_their_task
         running = await world.taskrun_of("running")
     new = (await unrecorded_taskrun(kube, await world.buildrun("new")))["metadata"]["name"]
     exhausted_before = metric("buildrun_retry_exhausted_total")
-    reconciler = BuildRunReconciler(kube, Caches(), EventRecorder(kube, "t", "t"))
+    reconciler = BuildRunReconciler(kube, Caches(), EventRecorder(kube, "t", "t"),
+                                    executor=TASKRUN)
     for name in ("new", "running"):
         await reconciler.give_up(f"{world.ns}/{name}",
                                  RetryableError("server_error", "HTTP 500: etcd is sad"))

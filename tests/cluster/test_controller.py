@@ -14,9 +14,9 @@ import pytest
 
 from controller.app import App
 from controller.buildrun import reasons
+from controller.runtime.controller import Result
 from controller.runtime.informers import Informer
 from controller.runtime.kube import LEASES, ApiError, Kube, key_of
-from controller.runtime.reconcile import Result
 from controller.settings import LeaderElectionSettings
 from controller.shipwright.resources import BUILDRUNS
 from devtools.cluster.localcluster import LocalCluster

@@ -1,4 +1,4 @@
-"""`history NAMESPACE/NAME` (controller/buildrun/history.py) against the real API server."""
+"""`history NAMESPACE/NAME` (controller/commands/history.py) against the real API server."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from controller import cli
-from controller.buildrun.history import event_time, history, parser
+from controller.commands.history import event_time, history, parser
 from controller.runtime.kube import EVENTS, Kube
 from devtools.cluster.localcluster import LocalCluster
 from tests.harness import World, controller_settings, running_controller, wait_for
@@ -81,8 +81,8 @@ ENTRY_POINTS = {
     "python -m controller": [sys.executable, "-m", "controller", "history"],
     "buildrun-controller": [str(Path(sys.executable).with_name("buildrun-controller")),
                             "history"],
-    "python -m controller.buildrun.history": [sys.executable, "-m",
-                                              "controller.buildrun.history"],
+    "python -m controller.commands.history": [sys.executable, "-m",
+                                              "controller.commands.history"],
 }
 
 

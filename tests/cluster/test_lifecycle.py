@@ -11,6 +11,7 @@ import pytest
 
 from controller.buildrun import reasons
 from controller.buildrun.caches import Caches
+from controller.buildrun.executors import TASKRUN
 from controller.buildrun.reconciler import BuildRunReconciler
 from controller.runtime.events import EventRecorder
 from controller.runtime.kube import ApiError, Kube
@@ -98,7 +99,8 @@ async def test_deletion_never_hits_a_recreated_namesake(kube: Kube, world: World
     old = await world.buildrun("br", build_ref="missing")
     await kube.delete(BUILDRUNS, world.ns, "br")
     await world.buildrun("br", build_ref="missing")
-    reconciler = BuildRunReconciler(kube, Caches(), EventRecorder(kube, "t", "t"))
+    reconciler = BuildRunReconciler(kube, Caches(), EventRecorder(kube, "t", "t"),
+                                    executor=TASKRUN)
     with pytest.raises(ApiError) as err:
         await reconciler.actions.delete(old)
     assert err.value.status == 409

@@ -308,7 +308,7 @@ async def test_a_taskrun_create_delivered_after_the_lease_was_lost_is_never_a_se
 ) -> None:
     """Issue 26.3: a leader sends a BuildRun's TaskRun create into a partition, loses its
     Lease and exits; the create reaches the API server only later. The TaskRun's name is
-    derived from the BuildRun (taskrun.taskrun_name), so whichever create lands second
+    derived from the BuildRun (phases.run_name), so whichever create lands second
     meets AlreadyExists: landed first, a's TaskRun is adopted by the new leader (its
     owner is the BuildRun's uid); landed after b's, it is refused. Either way: one
     TaskRun, the BuildRun ends once with its pod's outcome, and nothing changes after.

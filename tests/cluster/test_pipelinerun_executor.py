@@ -22,8 +22,8 @@ import pytest
 
 from controller.app import App
 from controller.buildrun import reasons
-from controller.buildrun.config import PIPELINERUN_EXECUTOR
-from controller.buildrun.status import taskrun_finished
+from controller.buildrun.resources.config import PIPELINERUN_EXECUTOR
+from controller.buildrun.status import run_finished
 from controller.runtime.kube import JSON, SERVICEACCOUNTS, Resource
 from controller.shipwright.labels import LABEL_BUILDRUN
 from controller.shipwright.resources import BUILDRUNS, PIPELINERUNS
@@ -70,7 +70,7 @@ async def pipelinerun_of(w: World, name: str) -> JSON:
 async def pipelinerun_finished(w: World, name: str) -> JSON:
     async def decided() -> JSON | None:
         pr = await w.kube.get(PIPELINERUNS, w.ns, name)
-        return pr if taskrun_finished(pr) else None
+        return pr if run_finished(pr) else None
     result: JSON = await wait_for(decided, 60, 0.2, what=f"Tekton to decide PipelineRun {name}")
     return result
 

@@ -20,8 +20,8 @@ from typing import Any
 import pytest
 
 from controller.buildrun import reasons
+from controller.runtime.controller import Result
 from controller.runtime.errors import RetryableError
-from controller.runtime.reconcile import Result
 from controller.settings import QueueSettings, RetryBudget
 from controller.shipwright.resources import BUILDS
 from devtools.cluster.stack import TektonStack

@@ -20,10 +20,12 @@ import pytest
 
 from controller.buildrun import reasons
 from controller.buildrun.caches import Caches
+from controller.buildrun.executors import TASKRUN
 from controller.buildrun.reconciler import BuildRunReconciler
+from controller.runtime.controller import DONE
 from controller.runtime.events import EventRecorder
 from controller.runtime.kube import JSON, SERVICEACCOUNTS, ApiError, Kube, Resource
-from controller.runtime.reconcile import DONE
+from controller.shipwright.params import UNDEFINED_PARAMETER
 from controller.shipwright.resources import BUILDRUNS, BUILDS, CLUSTERBUILDSTRATEGIES, TASKRUNS
 from devtools.cluster import fixtures
 from devtools.cluster.localcluster import LocalCluster
@@ -191,7 +193,8 @@ async def test_a_buildrun_waits_for_its_builds_validation_without_a_status_or_a_
     await world.build()
     caches = Caches()
     caches.buildruns.upsert(created)
-    reconciler = BuildRunReconciler(kube, caches, EventRecorder(kube, "t", "t"))
+    reconciler = BuildRunReconciler(kube, caches, EventRecorder(kube, "t", "t"),
+                                    executor=TASKRUN)
     assert await reconciler.reconcile(f"{namespace}/early") == DONE
     assert await reconciler.reconcile(f"{namespace}/early") == DONE
     waiting = await world.get("early")
@@ -291,7 +294,7 @@ async def test_a_buildrun_that_fails_before_it_starts_leaves_no_generated_servic
         await world.buildrun("bad", serviceAccount=".generate",
                              paramValues=[{"name": "nope", "value": "x"}])
         bad = await world.finished("bad")
-    assert condition(bad)["reason"] == reasons.UNDEFINED_PARAMETER
+    assert condition(bad)["reason"] == UNDEFINED_PARAMETER
     assert await kube.get_or_none(SERVICEACCOUNTS, world.ns, "bad") is None
 
 

@@ -6,7 +6,7 @@ webhook; a cluster that ran Shipwright before v0.12 stored v1alpha1 too, and its
 still say so. We serve v1beta1 only (docs/v1alpha1.md says
 why), so: the API server refuses our CRDs over those, our controller refuses to start
 on them with one line, and after `buildrun-controller migrate-storage`
-(controller/shipwright/migrate.py: every object written back as v1beta1, v1alpha1
+(controller/commands/migrate.py: every object written back as v1beta1, v1alpha1
 dropped from storedVersions) both go through. What is stored is read from etcd itself.
 
 Shipwright's conversion webhook does not run here (its server reads its certificates

@@ -21,7 +21,7 @@ from controller.buildrun import reasons
 from controller.buildrun.caches import Caches
 from controller.buildrun.executors import TASKRUN
 from controller.buildrun.reconciler import BuildRunReconciler
-from controller.buildrun.status import taskrun_finished
+from controller.buildrun.status import run_finished
 from controller.runtime.events import EventRecorder
 from controller.runtime.kube import JSON, PODS, ApiError, Kube, Resource
 from controller.settings import RetryBudget
@@ -384,9 +384,10 @@ async def test_cancelling_a_taskrun_tekton_finished_meanwhile_is_not_an_error(
         await kube.patch(TASKRUNS, world.ns, stale["metadata"]["name"],
                          {"spec": {"status": "TaskRunCancelled"}})
     assert refused.value.status == 400, refused.value
-    reconciler = BuildRunReconciler(kube, Caches(), EventRecorder(kube, "t", "t"))
+    reconciler = BuildRunReconciler(kube, Caches(), EventRecorder(kube, "t", "t"),
+                                    executor=TASKRUN)
     await reconciler.actions.cancel(TASKRUN, stale)  # returns: nothing to cancel
-    assert taskrun_finished(await taskrun(world, "raced"))
+    assert run_finished(await taskrun(world, "raced"))
 
 
 # -- the stack's storage, for PipelineRuns -------------------------------------------------
@@ -419,7 +420,7 @@ async def test_a_pipelinerun_with_a_claim_template_workspace_binds_and_runs(
 
     async def finished() -> JSON | None:
         pr = await world.kube.get(pipelineruns, world.ns, "pr")
-        done = taskrun_finished(pr)  # a PipelineRun's Succeeded condition reads the same
+        done = run_finished(pr)  # a PipelineRun's Succeeded condition reads the same
         return pr if done else None
 
     pr = await wait_for(finished, 90, 0.5)

@@ -18,9 +18,9 @@ from typing import Any
 import yaml
 
 from controller.buildrun import reasons
-from controller.buildrun.config import ShipwrightConfig
-from controller.buildrun.pipelinerun import generate_pipelinerun
-from controller.buildrun.taskrun import generate_taskrun
+from controller.buildrun.resources.config import ShipwrightConfig
+from controller.buildrun.resources.pipelinerun import generate_pipelinerun
+from controller.buildrun.resources.taskrun import generate_taskrun
 from controller.buildrun.validation import validate_buildrun
 from controller.runtime.errors import UserError
 from controller.shipwright.labels import LABEL_BUILDRUN_UID

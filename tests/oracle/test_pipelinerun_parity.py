@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 from controller.buildrun import reasons
-from controller.buildrun.pipelinerun import SOURCE_TIMESTAMP_REFUSED
+from controller.buildrun.resources.pipelinerun import SOURCE_TIMESTAMP_REFUSED
 from controller.runtime.errors import UserError
 from tests.doctext import section
 from tests.oracle.parity import (

@@ -8,7 +8,6 @@ from collections.abc import Awaitable
 
 import pytest
 
-from controller.buildrun.serviceaccounts import STRATEGIC_MERGE_PATCH
 from controller.runtime.errors import (
     RetryableError,
     classify,
@@ -16,7 +15,7 @@ from controller.runtime.errors import (
     is_conflict,
     is_not_found,
 )
-from controller.runtime.kube import JSON, SERVICEACCOUNTS, ApiError
+from controller.runtime.kube import JSON, SERVICEACCOUNTS, STRATEGIC_MERGE_PATCH, ApiError
 from controller.shipwright.resources import BUILDRUNS, TASKRUNS
 from tests.fakekube import Call, FakeKube
 

@@ -6,10 +6,13 @@
   bench folders, which the wheel does not contain;
 - between the folders of `controller/`, imports go one way only (LAYERS): the runtime,
   then Shipwright's shared vocabulary, then the Build domain, the BuildRun domain and
-  the build-limit cleanup, then the process; a folder imports only the folders listed
-  below it, so no two folders can import each other (a folder-level cycle, which the
-  module rules above did not see: `controller/build` and `controller/buildrun` once
-  imported each other).
+  the build-limit cleanup, then the CLI's commands, then the process; a folder imports
+  only the folders listed below it, so no two folders can import each other (a
+  folder-level cycle, which the module rules above did not see: `controller/build` and
+  `controller/buildrun` once imported each other);
+- the run generators (`controller/buildrun/resources/`) import, of the BuildRun domain,
+  only each other and the pure modules they share with it (RESOURCES_MAY_IMPORT), never
+  the reconciler's observe/plan/act modules or its wiring.
 """
 
 from __future__ import annotations
@@ -59,6 +62,9 @@ LAYERS: dict[str, tuple[str, ...]] = {
                             "controller.settings"),
     "controller.buildlimit": ("controller.runtime", "controller.shipwright",
                               "controller.buildrun", "controller.settings"),
+    # The CLI's commands besides the controller (history, migrate-storage): clients of
+    # the API server that read Shipwright's objects, never a domain's reconciler.
+    "controller.commands": ("controller.runtime", "controller.shipwright"),
 }
 
 
@@ -103,13 +109,57 @@ def test_the_folder_rule_sees_a_cycle(tmp_path: Path) -> None:
     for folder in LAYERS:
         (tmp_path.joinpath(*folder.split("."))).mkdir(parents=True)
     (tmp_path / "controller" / "builds" / "validation.py").write_text(
-        "from controller.buildrun.params import validate_params\n")
+        "from controller.buildrun.resources.params import validate_params\n")
     (tmp_path / "controller" / "buildrun" / "reconciler.py").write_text(
         "from controller.builds import validation\n")
     found = folder_imports(tmp_path)
     assert found["controller.builds"] == {"controller.buildrun"}
     assert found["controller.buildrun"] == {"controller.builds"}
     assert "controller.buildrun" not in LAYERS["controller.builds"]
+
+
+# What controller/buildrun/resources/ may import of controller.buildrun besides itself:
+# the reasons, spec parsing and status result names the generators share with the
+# reconciler (as Shipwright's resources package shares its API types, never its reconciler).
+RESOURCES = "controller.buildrun.resources"
+RESOURCES_MAY_IMPORT = ("controller.buildrun.reasons", "controller.buildrun.spec",
+                        "controller.buildrun.status")
+
+
+def domain_imports_of_resources(root: Path = REPO) -> list[str]:
+    """`file imports name` for each import of controller.buildrun outside the generators'
+    folder and RESOURCES_MAY_IMPORT, by a module of that folder."""
+    folder = root.joinpath(*RESOURCES.split("."))
+    allowed = (RESOURCES, *RESOURCES_MAY_IMPORT)
+    return [
+        f"{path.relative_to(root)} imports {name}"
+        for path in sorted(folder.rglob("*.py"))
+        for name in imports_of(path, root)
+        if name.startswith("controller.buildrun")
+        and name != "controller.buildrun"
+        and not any(name == a or name.startswith(a + ".") for a in allowed)
+    ]
+
+
+def test_the_generators_import_no_reconciler_module() -> None:
+    assert (REPO.joinpath(*RESOURCES.split("."))).is_dir()
+    broken = domain_imports_of_resources()
+    assert not broken, "\n".join(broken)
+
+
+def test_the_generators_rule_sees_a_violation(tmp_path: Path) -> None:
+    module = tmp_path.joinpath(*RESOURCES.split("."), "taskrun.py")
+    module.parent.mkdir(parents=True)
+    module.write_text("from controller.buildrun.status import Outcome\n"
+                      "from controller.buildrun.resources.steps import JSON\n"
+                      "from controller.buildrun.plan import Plan\n"
+                      "from ..caches import Caches\n")
+    assert domain_imports_of_resources(tmp_path) == [
+        f"{module.relative_to(tmp_path)} imports controller.buildrun.plan",
+        f"{module.relative_to(tmp_path)} imports controller.buildrun.plan.Plan",
+        f"{module.relative_to(tmp_path)} imports controller.buildrun.caches",
+        f"{module.relative_to(tmp_path)} imports controller.buildrun.caches.Caches",
+    ]
 
 
 @pytest.mark.parametrize(("folder", "forbidden"), RULES, ids=[f"{f}-{b[0]}" for f, b in RULES])

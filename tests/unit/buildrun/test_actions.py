@@ -19,17 +19,18 @@ from typing import Any
 import pytest
 
 from controller.buildrun import reasons, serviceaccounts
-from controller.buildrun.actions import TASKRUN_CANCELLED
 from controller.buildrun.caches import UNWATCHED_POLL, Caches
-from controller.buildrun.config import ShipwrightConfig
+from controller.buildrun.executors import EXECUTORS, TASKRUN_CANCELLED
 from controller.buildrun.reconciler import BuildRunReconciler
-from controller.buildrun.status import succeeded_condition
-from controller.buildrun.taskrun import taskrun_name
+from controller.buildrun.resources.config import ShipwrightConfig
+from controller.buildrun.resources.phases import run_name
+from controller.runtime.controller import DONE, Result
 from controller.runtime.errors import RetryableError, classify
 from controller.runtime.events import EventRecorder
 from controller.runtime.kube import JSON, PODS, SERVICEACCOUNTS, ApiError, Resource, key_of
-from controller.runtime.reconcile import DONE, Result
 from controller.runtime.timestamps import format_time
+from controller.shipwright.conditions import succeeded_condition
+from controller.shipwright.params import UNDEFINED_PARAMETER
 from controller.shipwright.resources import (
     BUILDRUNS,
     BUILDS,
@@ -61,8 +62,8 @@ class Rig:
         recorder = EventRecorder(self.kube, "test", "test")  # type: ignore[arg-type]
         self.reconciler = BuildRunReconciler(
             self.kube, self.caches, recorder,  # type: ignore[arg-type]
-            clock=lambda: NOW,
-            taskrun_config=ShipwrightConfig.from_env({"BUILDRUN_EXECUTOR": executor}))
+            executor=EXECUTORS[executor], clock=lambda: NOW,
+            config=ShipwrightConfig.from_env({}))
         self.kube.add(BUILDSTRATEGIES, fixtures.strategy())
         self.kube.add(BUILDS, {**fixtures.build(), "status": {"registered": "True"}})
         self.kube.add(SERVICEACCOUNTS, {"metadata": {"name": "default"}})
@@ -229,7 +230,7 @@ async def test_row_4_nothing_but_a_wake_at_the_ttl_and_the_outcome_is_frozen(rig
 
 async def test_row_5_giving_up_finds_the_unrecorded_taskruns_outcome(rig: Rig) -> None:
     br = rig.buildrun()
-    rig.taskrun(br, taskrun_name(br), **succeeded())
+    rig.taskrun(br, run_name(br), **succeeded())
     await rig.give_up()
     assert (rig.condition()["status"], rig.condition()["reason"]) == ("True", reasons.SUCCEEDED)
     assert rig.stored()["status"]["output"]["digest"] == DIGEST
@@ -249,11 +250,11 @@ async def test_row_6_giving_up_in_new_ends_with_the_last_error(rig: Rig) -> None
 
 async def test_row_6_giving_up_in_new_stops_an_unrecorded_taskrun(rig: Rig) -> None:
     br = rig.buildrun()
-    rig.taskrun(br, taskrun_name(br), conditions=running("Pending"))
+    rig.taskrun(br, run_name(br), conditions=running("Pending"))
     await rig.give_up()
     assert rig.condition()["reason"] == reasons.RECONCILER_RETRIES_EXHAUSTED
-    assert rig.kube.writes() == [STATUS_WRITE, cancel(taskrun_name(br))]
-    assert canceled(rig.kube, taskrun_name(br))
+    assert rig.kube.writes() == [STATUS_WRITE, cancel(run_name(br))]
+    assert canceled(rig.kube, run_name(br))
 
 
 async def test_row_7_canceled_before_it_started(rig: Rig) -> None:
@@ -269,10 +270,10 @@ async def test_row_7_canceled_before_it_started(rig: Rig) -> None:
 async def test_row_7_a_cancel_stops_a_taskrun_an_earlier_try_never_recorded(
         rig: Rig) -> None:
     br = rig.buildrun(state="BuildRunCanceled")
-    rig.taskrun(br, taskrun_name(br), conditions=running("Pending"))
+    rig.taskrun(br, run_name(br), conditions=running("Pending"))
     assert await rig.reconcile() == DONE
     assert rig.condition()["reason"] == reasons.BUILD_RUN_CANCELED
-    assert rig.kube.writes() == [STATUS_WRITE, cancel(taskrun_name(br))]
+    assert rig.kube.writes() == [STATUS_WRITE, cancel(run_name(br))]
 
 
 # The Build's labels go on first when the Build resolved (Shipwright labels the BuildRun
@@ -283,7 +284,7 @@ async def test_row_7_a_cancel_stops_a_taskrun_an_earlier_try_never_recorded(
     ({"serviceAccount": "nobody"}, reasons.SERVICE_ACCOUNT_NOT_FOUND,
      [LABEL_WRITE, STATUS_WRITE]),
     ({"timeout": "soon"}, reasons.INVALID_TIMEOUT, [LABEL_WRITE, STATUS_WRITE]),
-    ({"paramValues": [{"name": "nope", "value": "x"}]}, reasons.UNDEFINED_PARAMETER,
+    ({"paramValues": [{"name": "nope", "value": "x"}]}, UNDEFINED_PARAMETER,
      [LABEL_WRITE, STATUS_WRITE]),
 ], ids=["missing-build", "failed-build", "missing-sa", "bad-timeout", "unknown-param"])
 async def test_row_8_a_user_error_is_terminal_at_once(
@@ -309,7 +310,7 @@ async def test_row_8_a_taskrun_tekton_refuses_is_the_users_to_fix(rig: Rig) -> N
     assert await rig.reconcile() == DONE
     assert rig.condition()["reason"] == reasons.TASK_RUN_GENERATION_FAILED
     assert "bad step" in rig.condition()["message"]
-    assert rig.kube.writes() == [LABEL_WRITE, ("create", "taskruns", taskrun_name(br), ""),
+    assert rig.kube.writes() == [LABEL_WRITE, ("create", "taskruns", run_name(br), ""),
                                  STATUS_WRITE]
     assert rig.taskruns() == []
 
@@ -324,7 +325,7 @@ async def test_row_9_waits_for_the_build_to_be_validated(rig: Rig) -> None:
 
 async def test_row_10_starts_labels_creates_and_records_in_one_status_write(rig: Rig) -> None:
     br = rig.buildrun(timeout="10m")
-    name = taskrun_name(br)
+    name = run_name(br)
     assert (await rig.reconcile()).requeue_after == pytest.approx(600.05)
     assert rig.kube.writes() == [("patch", "buildruns", "br", ""),
                                  ("create", "taskruns", name, ""), STATUS_WRITE]
@@ -347,7 +348,7 @@ async def test_row_10_without_a_timeout_nothing_to_wake_for(rig: Rig) -> None:
 async def test_row_10_creates_the_generated_service_account_before_the_taskrun(
         rig: Rig) -> None:
     br = rig.buildrun(serviceAccount=".generate")
-    name = taskrun_name(br)
+    name = run_name(br)
     assert await rig.reconcile() == DONE
     assert rig.kube.writes() == [LABEL_WRITE, ("create", "serviceaccounts", "br", ""),
                                  ("create", "taskruns", name, ""), STATUS_WRITE]
@@ -366,21 +367,21 @@ async def test_row_10_adds_the_push_secret_to_the_service_account_keeping_its_ow
     br = rig.buildrun(output={"image": fixtures.IMAGE, "pushSecret": "push"})
     assert await rig.reconcile() == DONE
     assert rig.kube.writes() == [LABEL_WRITE, ("patch", "serviceaccounts", "default", ""),
-                                 ("create", "taskruns", taskrun_name(br), ""), STATUS_WRITE]
+                                 ("create", "taskruns", run_name(br), ""), STATUS_WRITE]
     sa = rig.kube.stored(SERVICEACCOUNTS, "default")  # a strategic merge: theirs is kept
     assert sa is not None and sa["secrets"] == [{"name": "theirs"}, {"name": "push"}]
 
 
 async def test_row_10_adopts_its_own_taskrun_from_an_unrecorded_try(rig: Rig) -> None:
     br = rig.buildrun()
-    rig.taskrun(br, taskrun_name(br), conditions=running("Pending"))
+    rig.taskrun(br, run_name(br), conditions=running("Pending"))
     rig.sync()
-    rig.caches.taskruns.remove(f"ns/{taskrun_name(br)}")  # the watch has not said yet
+    rig.caches.taskruns.remove(f"ns/{run_name(br)}")  # the watch has not said yet
     assert await rig.reconcile(sync=False) == DONE
-    assert rig.kube.writes() == [LABEL_WRITE, ("create", "taskruns", taskrun_name(br), ""),
+    assert rig.kube.writes() == [LABEL_WRITE, ("create", "taskruns", run_name(br), ""),
                                  STATUS_WRITE]  # the create met AlreadyExists
-    assert rig.stored()["status"]["taskRunName"] == taskrun_name(br)
-    assert rig.taskruns() == [taskrun_name(br)]
+    assert rig.stored()["status"]["taskRunName"] == run_name(br)
+    assert rig.taskruns() == [run_name(br)]
 
 
 async def test_row_10_adopts_a_taskrun_shipwright_made_but_never_recorded(rig: Rig) -> None:
@@ -400,8 +401,8 @@ async def test_a_taskrun_another_buildrun_owns_is_not_adopted(rig: Rig) -> None:
     other = {**br, "metadata": {**br["metadata"], "uid": "another-uid"}}
     rig.taskrun(other, "br-x7k2p", conditions=running("Pending"))  # a namesake's, left over
     assert await rig.reconcile() == DONE
-    assert rig.stored()["status"]["taskRunName"] == taskrun_name(br)
-    assert rig.kube.writes() == [LABEL_WRITE, ("create", "taskruns", taskrun_name(br), ""),
+    assert rig.stored()["status"]["taskRunName"] == run_name(br)
+    assert rig.kube.writes() == [LABEL_WRITE, ("create", "taskruns", run_name(br), ""),
                                  STATUS_WRITE]
 
 
@@ -413,7 +414,7 @@ async def test_a_system_error_on_start_leaves_the_outcome_open(rig: Rig) -> None
     error = classify(raised.value)
     assert isinstance(error, RetryableError) and error.error_class == "webhook"
     assert rig.stored().get("status") is None
-    assert rig.kube.writes() == [LABEL_WRITE, ("create", "taskruns", taskrun_name(br), "")]
+    assert rig.kube.writes() == [LABEL_WRITE, ("create", "taskruns", run_name(br), "")]
 
 
 # -- RUNNING: rows 11-16 ------------------------------------------------------------------
@@ -625,7 +626,7 @@ PR_CANCEL: Call = ("patch", "pipelineruns", "pr", "")
 async def test_pipelinerun_row_10_creates_a_pipelinerun_and_names_it_as_shipwright(
         prig: Rig) -> None:
     br = prig.buildrun(timeout="10m")
-    name = taskrun_name(br)
+    name = run_name(br)
     assert (await prig.reconcile()).requeue_after == pytest.approx(600.05)
     assert prig.kube.writes() == [LABEL_WRITE, ("create", "pipelineruns", name, ""),
                                   STATUS_WRITE]
@@ -646,14 +647,14 @@ async def test_pipelinerun_row_10_creates_a_pipelinerun_and_names_it_as_shipwrig
 
 async def test_pipelinerun_row_10_adopts_its_own_from_an_unrecorded_try(prig: Rig) -> None:
     br = prig.buildrun()
-    add_pipelinerun(prig, br, taskrun_name(br), conditions=running("Started"))
+    add_pipelinerun(prig, br, run_name(br), conditions=running("Started"))
     prig.sync()
-    prig.caches.pipelineruns.remove(f"ns/{taskrun_name(br)}")  # the watch has not said yet
+    prig.caches.pipelineruns.remove(f"ns/{run_name(br)}")  # the watch has not said yet
     assert await prig.reconcile(sync=False) == DONE
-    assert prig.kube.writes() == [LABEL_WRITE, ("create", "pipelineruns", taskrun_name(br), ""),
+    assert prig.kube.writes() == [LABEL_WRITE, ("create", "pipelineruns", run_name(br), ""),
                                   STATUS_WRITE]  # AlreadyExists: adopted
-    assert prig.stored()["status"]["executor"]["name"] == taskrun_name(br)
-    assert pipelineruns(prig) == [taskrun_name(br)]
+    assert prig.stored()["status"]["executor"]["name"] == run_name(br)
+    assert pipelineruns(prig) == [run_name(br)]
 
 
 async def test_pipelinerun_row_10_adopts_one_shipwright_made_but_never_recorded(
@@ -669,13 +670,13 @@ async def test_pipelinerun_row_10_adopts_one_shipwright_made_but_never_recorded(
 async def test_pipelinerun_another_object_owns_is_not_adopted(prig: Rig) -> None:
     br = prig.buildrun()
     other = {**br, "metadata": {**br["metadata"], "uid": "another-uid"}}
-    add_pipelinerun(prig, other, taskrun_name(br))
+    add_pipelinerun(prig, other, run_name(br))
     prig.sync()
-    prig.caches.pipelineruns.remove(f"ns/{taskrun_name(br)}")
+    prig.caches.pipelineruns.remove(f"ns/{run_name(br)}")
     assert await prig.reconcile(sync=False) == DONE
     cond = prig.condition()
     assert cond["reason"] == reasons.TASK_RUN_GENERATION_FAILED
-    assert cond["message"] == (f"PipelineRun {taskrun_name(br)!r} exists but belongs to "
+    assert cond["message"] == (f"PipelineRun {run_name(br)!r} exists but belongs to "
                                "another object")
 
 
@@ -820,7 +821,7 @@ async def test_multi_arch_needs_the_pipelinerun_executor_and_a_node_per_platform
         {"os": "linux", "arch": "amd64"}, {"os": "linux", "arch": "arm64"}]})
     await rig.reconcile()
     assert rig.condition()["reason"] == reason
-    expected = [(v, p, n or taskrun_name(br), s) if p == "pipelineruns" else (v, p, n, s)
+    expected = [(v, p, n or run_name(br), s) if p == "pipelineruns" else (v, p, n, s)
                 for v, p, n, s in writes]
     assert rig.kube.writes() == expected
     # Nodes are listed only with PipelineRuns, after the preflight passed.

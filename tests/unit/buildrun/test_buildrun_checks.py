@@ -1,4 +1,4 @@
-"""controller.buildrun.reconciler.validate_buildrun without a server: the checks Shipwright's
+"""controller.buildrun.validation.validate_buildrun without a server: the checks Shipwright's
 BuildRun reconciler makes of a BuildRun's own fields before it generates the TaskRun
 (pkg/reconciler/buildrun/buildrun.go, v0.20.13), each field alone, then their order, then
 that the reconciler's preparation of a new BuildRun runs them (from warm caches, so no
@@ -19,8 +19,9 @@ from kubernetes_asyncio import client
 
 from controller.buildrun import reasons
 from controller.buildrun.caches import Caches
-from controller.buildrun.config import ShipwrightConfig
+from controller.buildrun.executors import PIPELINERUN, TASKRUN
 from controller.buildrun.reconciler import BuildRunReconciler
+from controller.buildrun.resources.config import ShipwrightConfig
 from controller.buildrun.validation import check_nodes, validate_buildrun
 from controller.builds import validation as build_validation
 from controller.runtime.errors import UserError
@@ -267,11 +268,11 @@ def test_platforms_valid_with_pipelineruns_go_on_to_the_node_check() -> None:
     returned for the Node check (Shipwright lists Nodes only then); none without them,
     and the preflight's own refusals still come first."""
     spec = build_spec(output={"image": "i", "platforms": PLATFORMS})
-    assert validate_buildrun(buildrun(), spec, STRATEGY, "PipelineRun") == PLATFORMS
-    assert validate_buildrun(buildrun(), BUILD_SPEC, STRATEGY, "PipelineRun") == []
+    assert validate_buildrun(buildrun(), spec, STRATEGY, PIPELINERUN) == PLATFORMS
+    assert validate_buildrun(buildrun(), BUILD_SPEC, STRATEGY, PIPELINERUN) == []
     with pytest.raises(UserError) as conflict:
         validate_buildrun(buildrun(nodeSelector={"kubernetes.io/os": "linux"}), spec,
-                          STRATEGY, "PipelineRun")
+                          STRATEGY, PIPELINERUN)
     assert conflict.value.reason == reasons.NODE_SELECTOR_PLATFORM_CONFLICT
 
 
@@ -430,7 +431,7 @@ async def _observed(run: JSON, spec: JSON) -> Any:
     kube = Kube(client.ApiClient(client.Configuration(host="http://127.0.0.1:9")))
     try:
         reconciler = BuildRunReconciler(kube, caches, EventRecorder(kube, "t", "t"),
-                                        taskrun_config=ShipwrightConfig.from_env({}))
+                                        executor=TASKRUN, config=ShipwrightConfig.from_env({}))
         return await reconciler.observer.observe(run)
     finally:
         await kube.close()
@@ -439,7 +440,7 @@ async def _observed(run: JSON, spec: JSON) -> Any:
 async def test_platforms_and_tolerations_of_a_new_buildrun_fail_it_before_any_taskrun() -> None:
     seen = await _observed(buildrun(), build_spec())
     assert seen.observation.user_error is None and seen.plan is not None, "the control case"
-    assert seen.plan.taskrun["spec"]["taskSpec"]["steps"]
+    assert seen.plan.run["spec"]["taskSpec"]["steps"]
 
     seen = await _observed(buildrun(), build_spec(output={"image": "i", "platforms": PLATFORMS}))
     assert seen.plan is None, "a TaskRun was planned for a multi-arch BuildRun"

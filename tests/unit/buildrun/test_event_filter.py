@@ -1,4 +1,4 @@
-"""Which watch events queue a BuildRun (setup.buildrun_wakes, setup.taskrun_wakes):
+"""Which watch events queue a BuildRun (setup.buildrun_wakes, setup.run_wakes):
 Shipwright's predBuildRun and predTaskRun, widened only where the README says why.
 Our own label and status writes must not queue the BuildRun: each would retry a failing
 key around its backoff (tests/cluster/test_retry_budget.py shows it on the server)."""
@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from controller.buildrun.setup import buildrun_wakes, taskrun_wakes
+from controller.buildrun.setup import buildrun_wakes, run_wakes
 
 JSON = dict[str, Any]
 
@@ -95,16 +95,16 @@ def test_taskrun_updates_pass_as_shipwright_lets_them(
         old_status: JSON, new_status: JSON, wakes: bool) -> None:
     old = taskrun(**old_status)
     new = taskrun("2", **new_status)
-    assert taskrun_wakes("MODIFIED", new, old) is wakes
+    assert run_wakes("MODIFIED", new, old) is wakes
 
 
 def test_taskrun_creation_resync_and_deletion_before_completion() -> None:
     running = taskrun(conditions=cond("Unknown", "Running"))
-    assert taskrun_wakes("ADDED", running, None)
-    assert taskrun_wakes("MODIFIED", running, running)
+    assert run_wakes("ADDED", running, None)
+    assert run_wakes("MODIFIED", running, running)
     canceled = copy.deepcopy(running)
     canceled["metadata"]["resourceVersion"] = "2"
     canceled["spec"] = {"status": "TaskRunCancelled"}  # our own cancel patch
-    assert not taskrun_wakes("MODIFIED", canceled, running)
-    assert taskrun_wakes("DELETED", running, running)  # row 13: TaskRunIsMissing
-    assert not taskrun_wakes("DELETED", taskrun(completionTime="t"), None)
+    assert not run_wakes("MODIFIED", canceled, running)
+    assert run_wakes("DELETED", running, running)  # row 13: TaskRunIsMissing
+    assert not run_wakes("DELETED", taskrun(completionTime="t"), None)

@@ -1,4 +1,4 @@
-"""BUILDRUN_EXECUTOR (controller/buildrun/config.py) and what a BuildRun runs as
+"""BUILDRUN_EXECUTOR (controller/buildrun/resources/config.py) and what a BuildRun runs as
 (controller/buildrun/executors.py), without a server."""
 
 from __future__ import annotations
@@ -8,8 +8,8 @@ from typing import Any
 import pytest
 
 from controller.buildrun import setup as buildrun_setup
-from controller.buildrun.config import ShipwrightConfig
 from controller.buildrun.executors import EXECUTORS, PIPELINERUN, TASKRUN, executor_of
+from controller.buildrun.resources.config import ShipwrightConfig
 from controller.runtime.informers import InformerFactory
 from controller.runtime.kube import ConfigError
 from controller.settings import Settings

@@ -1,4 +1,4 @@
-"""controller.buildrun.params: parameter values checked as Shipwright checks them (every
+"""controller.buildrun.resources.params: parameter values checked as Shipwright checks them (every
 reason it has, in its order) and put into the TaskRun as Shipwright puts them."""
 
 from __future__ import annotations
@@ -8,10 +8,21 @@ from typing import Any
 
 import pytest
 
-from controller.buildrun import reasons
-from controller.buildrun.params import apply_param_values, env_var_name, references_param
+from controller.buildrun.resources.params import apply_param_values, env_var_name, references_param
 from controller.runtime.errors import UserError
-from controller.shipwright.params import is_reserved, override_params, validate_params
+from controller.shipwright.params import (
+    EMPTY_ARRAY_ITEM_PARAMETER_VALUES,
+    INCOMPLETE_CONFIG_MAP_VALUE_PARAMETER_VALUES,
+    INCOMPLETE_SECRET_VALUE_PARAMETER_VALUES,
+    INCONSISTENT_PARAMETER_VALUES,
+    MISSING_PARAMETER_VALUES,
+    RESTRICTED_PARAMETERS_IN_USE,
+    UNDEFINED_PARAMETER,
+    WRONG_PARAMETER_VALUE_TYPE,
+    is_reserved,
+    override_params,
+    validate_params,
+)
 
 JSON = dict[str, Any]
 
@@ -31,7 +42,7 @@ def test_reserved_names(name: str) -> None:
     assert is_reserved(name)
     with pytest.raises(UserError) as exc:
         validate_params([{"name": name, "value": "1"}], [], [{"name": name}])
-    assert exc.value.reason == reasons.RESTRICTED_PARAMETERS_IN_USE
+    assert exc.value.reason == RESTRICTED_PARAMETERS_IN_USE
 
 
 def test_reserved_names_are_exact_or_prefix() -> None:
@@ -46,29 +57,29 @@ def test_valid_values_pass() -> None:
 
 
 @pytest.mark.parametrize(("build", "run", "reason"), [
-    ([{"name": "nope", "value": "1"}], [], reasons.UNDEFINED_PARAMETER),
-    ([], [{"name": "nope", "value": "1"}], reasons.UNDEFINED_PARAMETER),
-    ([{"name": "s", "values": [{"value": "1"}]}], [], reasons.WRONG_PARAMETER_VALUE_TYPE),
-    ([{"name": "a", "value": "1"}], [], reasons.WRONG_PARAMETER_VALUE_TYPE),
-    ([{"name": "s", "value": "1"}], [], reasons.MISSING_PARAMETER_VALUES),
-    ([{"name": "a", "values": []}], [], reasons.MISSING_PARAMETER_VALUES),
-    ([{"name": "s"}, {"name": "a", "values": []}], [], reasons.MISSING_PARAMETER_VALUES),
+    ([{"name": "nope", "value": "1"}], [], UNDEFINED_PARAMETER),
+    ([], [{"name": "nope", "value": "1"}], UNDEFINED_PARAMETER),
+    ([{"name": "s", "values": [{"value": "1"}]}], [], WRONG_PARAMETER_VALUE_TYPE),
+    ([{"name": "a", "value": "1"}], [], WRONG_PARAMETER_VALUE_TYPE),
+    ([{"name": "s", "value": "1"}], [], MISSING_PARAMETER_VALUES),
+    ([{"name": "a", "values": []}], [], MISSING_PARAMETER_VALUES),
+    ([{"name": "s"}, {"name": "a", "values": []}], [], MISSING_PARAMETER_VALUES),
     ([*REQUIRED, {"name": "d", "value": "1", "secretValue": SECRET}], [],
-     reasons.INCONSISTENT_PARAMETER_VALUES),
+     INCONSISTENT_PARAMETER_VALUES),
     ([*REQUIRED, {"name": "ad", "values": [{"value": "1", "configMapValue": CM}]}], [],
-     reasons.INCONSISTENT_PARAMETER_VALUES),
+     INCONSISTENT_PARAMETER_VALUES),
     ([*REQUIRED, {"name": "ad", "values": [{"value": "1"}, {}]}], [],
-     reasons.EMPTY_ARRAY_ITEM_PARAMETER_VALUES),
+     EMPTY_ARRAY_ITEM_PARAMETER_VALUES),
     ([*REQUIRED, {"name": "ad", "values": ["legacy-string"]}], [],
-     reasons.EMPTY_ARRAY_ITEM_PARAMETER_VALUES),
+     EMPTY_ARRAY_ITEM_PARAMETER_VALUES),
     ([*REQUIRED, {"name": "d", "configMapValue": {"name": "cm", "key": ""}}], [],
-     reasons.INCOMPLETE_CONFIG_MAP_VALUE_PARAMETER_VALUES),
+     INCOMPLETE_CONFIG_MAP_VALUE_PARAMETER_VALUES),
     ([*REQUIRED, {"name": "ad", "values": [{"configMapValue": {"key": "k"}}]}], [],
-     reasons.INCOMPLETE_CONFIG_MAP_VALUE_PARAMETER_VALUES),
+     INCOMPLETE_CONFIG_MAP_VALUE_PARAMETER_VALUES),
     ([*REQUIRED, {"name": "d", "secretValue": {"name": "", "key": "k"}}], [],
-     reasons.INCOMPLETE_SECRET_VALUE_PARAMETER_VALUES),
+     INCOMPLETE_SECRET_VALUE_PARAMETER_VALUES),
     ([*REQUIRED, {"name": "d", "value": "1"}, {"name": "d", "value": "2"}], [],
-     reasons.INCONSISTENT_PARAMETER_VALUES),
+     INCONSISTENT_PARAMETER_VALUES),
 ])
 def test_rejections(build: list[JSON], run: list[JSON], reason: str) -> None:
     with pytest.raises(UserError) as exc:
@@ -85,10 +96,10 @@ def test_restricted_is_checked_before_undefined_and_type_before_missing() -> Non
     with pytest.raises(UserError) as exc:
         validate_params([{"name": "shp-x", "value": "1"}, {"name": "nope", "value": "1"}], [],
                         PARAMS)
-    assert exc.value.reason == reasons.RESTRICTED_PARAMETERS_IN_USE
+    assert exc.value.reason == RESTRICTED_PARAMETERS_IN_USE
     with pytest.raises(UserError) as exc:
         validate_params([{"name": "s", "values": []}], [], PARAMS)
-    assert exc.value.reason == reasons.WRONG_PARAMETER_VALUE_TYPE
+    assert exc.value.reason == WRONG_PARAMETER_VALUE_TYPE
 
 
 def test_messages_are_bounded_for_hostile_input() -> None:

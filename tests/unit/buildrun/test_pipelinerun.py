@@ -1,4 +1,4 @@
-"""controller.buildrun.pipelinerun without a server: what the oracle cannot show (the
+"""controller.buildrun.resources.pipelinerun without a server: what the oracle cannot show (the
 name, the reasons and words of a refusal, purity, our own differences) and fuzzing over
 what the CRDs admit. (tests/oracle/test_pipelinerun_parity.py compares the whole
 PipelineRun with Shipwright's own.)"""
@@ -14,14 +14,14 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from controller.buildrun import reasons
-from controller.buildrun.config import ShipwrightConfig
-from controller.buildrun.pipelinerun import (
+from controller.buildrun.resources.config import ShipwrightConfig
+from controller.buildrun.resources.phases import ANNOTATION_SC_PASSWD, run_name
+from controller.buildrun.resources.pipelinerun import (
     PIPELINE_OUTPUT_DIRECTORY,
     SOURCE_TIMESTAMP_REFUSED,
     generate_pipelinerun,
-    pipelinerun_name,
 )
-from controller.buildrun.taskrun import ANNOTATION_SC_PASSWD, generate_taskrun, taskrun_name
+from controller.buildrun.resources.taskrun import generate_taskrun
 from controller.runtime.errors import UserError
 from controller.shipwright.labels import LABEL_BUILDRUN_UID
 from tests.unit.buildrun.test_taskrun import (
@@ -83,11 +83,12 @@ def test_the_name_is_the_taskruns_derived_from_the_buildrun() -> None:
     pipelinerun = generate()
     assert pipelinerun["apiVersion"] == "tekton.dev/v1"
     assert pipelinerun["kind"] == "PipelineRun"
-    assert pipelinerun["metadata"]["name"] == pipelinerun_name(BUILDRUN) == taskrun_name(BUILDRUN)
+    taskrun = generate_taskrun(BUILDRUN, BUILD, STRATEGY, "sa", ShipwrightConfig.from_env({}))
+    assert pipelinerun["metadata"]["name"] == run_name(BUILDRUN) == taskrun["metadata"]["name"]
     assert "generateName" not in pipelinerun["metadata"]
     other = copy.deepcopy(BUILDRUN)
     other["metadata"]["uid"] = "another"
-    assert pipelinerun_name(other) != pipelinerun_name(BUILDRUN)
+    assert run_name(other) != run_name(BUILDRUN)
 
 
 def test_metadata_is_the_taskruns() -> None:
@@ -244,7 +245,7 @@ def check_pipelinerun(pipelinerun: dict[str, Any], buildrun: dict[str, Any]) -> 
     assert orjson.loads(orjson.dumps(pipelinerun)) == pipelinerun
     metadata = pipelinerun["metadata"]
     assert is_dns1123_label(metadata["name"]), metadata["name"]
-    assert metadata["name"] == pipelinerun_name(buildrun)
+    assert metadata["name"] == run_name(buildrun)
     for key, value in metadata["labels"].items():
         assert len(value) <= 63 and LABEL_VALUE.fullmatch(value), (key, value)
     spec = pipelinerun["spec"]

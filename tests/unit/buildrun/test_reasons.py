@@ -1,5 +1,6 @@
 """controller.buildrun.reasons: the reason strings, and USER_ERROR_REASONS kept equal to
-the reasons the code actually fails a BuildRun with as user errors."""
+the reasons the code actually fails a BuildRun with as user errors (the parameter reasons,
+shared with the Build domain, are named in controller.shipwright.params)."""
 
 from __future__ import annotations
 
@@ -12,6 +13,8 @@ from typing import Any
 import pytest
 
 from controller.buildrun import reasons
+from controller.shipwright import params
+from controller.shipwright.params import PARAMETER_REASONS
 
 PACKAGE = Path(reasons.__file__).resolve().parents[1]  # controller/
 
@@ -19,7 +22,7 @@ PACKAGE = Path(reasons.__file__).resolve().parents[1]  # controller/
 def test_reason_constants_are_named_after_their_values() -> None:
     constants = {k: v for k, v in vars(reasons).items() if k.isupper() and isinstance(v, str)}
     assert set(constants.values()) == {
-        *reasons.USER_ERROR_REASONS,
+        *(reasons.USER_ERROR_REASONS - PARAMETER_REASONS),
         "Succeeded",
         "Failed",
         "Pending",
@@ -39,6 +42,22 @@ def test_reason_constants_are_named_after_their_values() -> None:
     }
     for name, value in constants.items():
         assert name == re.sub(r"(?<!^)(?=[A-Z])", "_", value).upper(), name
+
+
+def test_the_parameter_reasons_are_named_once_after_their_values() -> None:
+    """Named in controller.shipwright.params alone (neither domain's reasons module
+    repeats them), all in PARAMETER_REASONS."""
+    constants = {k: v for k, v in vars(params).items()
+                 if k.isupper() and isinstance(v, str) and v in PARAMETER_REASONS}
+    assert set(constants.values()) == PARAMETER_REASONS
+    for name, value in constants.items():
+        assert name == re.sub(r"(?<!^)(?=[A-Z])", "_", value).upper(), name
+    from controller.builds import reasons as build_reasons
+    for module in (reasons, build_reasons):
+        tree = ast.parse(Path(str(module.__file__)).read_text())
+        spelled = {node.value.value for node in tree.body if isinstance(node, ast.Assign)
+                   and isinstance(node.value, ast.Constant)}
+        assert not PARAMETER_REASONS & spelled, module.__name__
 
 
 def _called(node: ast.Call) -> str:
@@ -92,7 +111,8 @@ def user_error_reasons_raised(package: Path = PACKAGE) -> tuple[set[str], list[s
                 continue
             arg = fn.args[position]
             value = _resolve(arg, namespace)
-            if isinstance(value, str) and value in vars(reasons).values():
+            if isinstance(value, str) and (value in vars(reasons).values()
+                                           or value in PARAMETER_REASONS):
                 raised.add(value)
             elif not (isinstance(arg, ast.Name) and _inside_forwarder(tree, fn, forwarders)):
                 unresolved.append(f"{path.relative_to(package.parent)}:{fn.lineno}")
@@ -109,7 +129,8 @@ def test_user_error_reasons_are_exactly_those_the_code_raises() -> None:
     buildrun_completed_total: each one is a constant in USER_ERROR_REASONS (closed and
     documented, so users may match on it), and each member is raised somewhere."""
     raised, unresolved = user_error_reasons_raised()
-    assert unresolved == [], "UserError reasons must be constants of controller.buildrun.reasons"
+    assert unresolved == [], ("UserError reasons must be constants of controller.buildrun."
+                              "reasons (or PARAMETER_REASONS of controller.shipwright.params)")
     assert raised == reasons.USER_ERROR_REASONS
 
 

@@ -11,6 +11,7 @@ import pytest
 
 from controller.buildrun import reasons, serviceaccounts
 from controller.buildrun.serviceaccounts import Choice
+from controller.runtime.kube import STRATEGIC_MERGE_PATCH
 from devtools.shipwright import source as shipwright
 
 NS = "team"
@@ -111,4 +112,4 @@ def test_secrets_patch_only_names_the_added_ones() -> None:
     """Strategic merge: the server merges by name; the patch never restates the others."""
     assert serviceaccounts.secrets_patch(["a", "b"]) == {"secrets": [{"name": "a"},
                                                                     {"name": "b"}]}
-    assert serviceaccounts.STRATEGIC_MERGE_PATCH == "application/strategic-merge-patch+json"
+    assert STRATEGIC_MERGE_PATCH == "application/strategic-merge-patch+json"

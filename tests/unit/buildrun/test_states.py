@@ -20,15 +20,15 @@ WEBHOOK = RetryableError("webhook", "failed calling webhook \"x\": timeout")
 
 CASES = [
     # (row, observation, action, reason)
-    (1, Observation(Phase.DONE, taskrun_running=True, ttl_passed=True), Action.STOP_TASKRUN, ""),
+    (1, Observation(Phase.DONE, run_running=True, ttl_passed=True), Action.STOP_RUN, ""),
     (2, Observation(Phase.DONE, ttl_passed=True), Action.DELETE, ""),
     (4, Observation(Phase.DONE, outcome=SUCCESS, canceled=True, deadline_passed=True),
      Action.NOTHING, ""),
-    (4, Observation(Phase.DONE, taskrun_missing=True), Action.NOTHING, ""),
-    (3, Observation(Phase.DONE, generated_sa_left=True, taskrun_missing=True),
+    (4, Observation(Phase.DONE, run_missing=True), Action.NOTHING, ""),
+    (3, Observation(Phase.DONE, generated_sa_left=True, run_missing=True),
      Action.DELETE_SERVICE_ACCOUNT, ""),
-    (1, Observation(Phase.DONE, generated_sa_left=True, taskrun_running=True),
-     Action.STOP_TASKRUN, ""),
+    (1, Observation(Phase.DONE, generated_sa_left=True, run_running=True),
+     Action.STOP_RUN, ""),
     (2, Observation(Phase.DONE, generated_sa_left=True, ttl_passed=True), Action.DELETE, ""),
     (5, Observation(Phase.NEW, outcome=SUCCESS, retries_exhausted=WEBHOOK), Action.FINISH,
      reasons.SUCCEEDED),
@@ -51,18 +51,18 @@ CASES = [
      Action.FINISH, reasons.SUCCEEDED),
     (11, Observation(Phase.RUNNING, outcome=FAILURE, retries_exhausted=WEBHOOK), Action.FINISH,
      reasons.FAILED),
-    (12, Observation(Phase.RUNNING, retries_exhausted=WEBHOOK, taskrun_running=True),
+    (12, Observation(Phase.RUNNING, retries_exhausted=WEBHOOK, run_running=True),
      Action.FINISH, reasons.RECONCILER_RETRIES_EXHAUSTED),
-    (12, Observation(Phase.RUNNING, retries_exhausted=WEBHOOK, taskrun_missing=True,
+    (12, Observation(Phase.RUNNING, retries_exhausted=WEBHOOK, run_missing=True,
                      canceled=True, deadline_passed=True),
      Action.FINISH, reasons.RECONCILER_RETRIES_EXHAUSTED),
-    (13, Observation(Phase.RUNNING, taskrun_missing=True, canceled=True), Action.FINISH,
+    (13, Observation(Phase.RUNNING, run_missing=True, canceled=True), Action.FINISH,
      reasons.TASK_RUN_IS_MISSING),
-    (14, Observation(Phase.RUNNING, canceled=True, deadline_passed=True, taskrun_running=True),
+    (14, Observation(Phase.RUNNING, canceled=True, deadline_passed=True, run_running=True),
      Action.FINISH, reasons.BUILD_RUN_CANCELED),
-    (15, Observation(Phase.RUNNING, deadline_passed=True, taskrun_running=True), Action.FINISH,
+    (15, Observation(Phase.RUNNING, deadline_passed=True, run_running=True), Action.FINISH,
      reasons.BUILD_RUN_TIMEOUT),
-    (16, Observation(Phase.RUNNING, taskrun_running=True), Action.PROGRESS, ""),
+    (16, Observation(Phase.RUNNING, run_running=True), Action.PROGRESS, ""),
 ]
 
 
@@ -106,7 +106,7 @@ def _flags(names: tuple[str, ...], values: tuple[bool, ...]) -> dict[str, Any]:
 
 def _observations(phase: Phase) -> list[Observation]:
     """Every combination of the observed facts, in one phase."""
-    flags = ("canceled", "deadline_passed", "taskrun_missing", "taskrun_running", "ttl_passed",
+    flags = ("canceled", "deadline_passed", "run_missing", "run_running", "ttl_passed",
              "build_unregistered", "generated_sa_left")
     return [
         replace(Observation(phase), **_flags(flags, values), outcome=outcome,
@@ -121,7 +121,7 @@ def _observations(phase: Phase) -> list[Observation]:
 def test_done_never_writes_status() -> None:
     """Whatever is observed, a DONE BuildRun gets no FINISH/START/PROGRESS."""
     for obs in _observations(Phase.DONE):
-        assert decide(obs).action in (Action.NOTHING, Action.STOP_TASKRUN, Action.DELETE,
+        assert decide(obs).action in (Action.NOTHING, Action.STOP_RUN, Action.DELETE,
                                       Action.DELETE_SERVICE_ACCOUNT), obs
 
 
@@ -143,6 +143,6 @@ def test_a_finished_taskrun_wins_then_the_spent_budget(phase: Phase) -> None:
 def test_a_missing_executor_is_named_by_its_kind(kind: str) -> None:
     """Row 13 is TaskRunIsMissing for both executors (Shipwright's one reason); the
     message says which was deleted."""
-    decision = decide(Observation(Phase.RUNNING, taskrun_missing=True, executor_kind=kind))
+    decision = decide(Observation(Phase.RUNNING, run_missing=True, executor_kind=kind))
     assert (decision.row, decision.reason, decision.message) == (
         13, reasons.TASK_RUN_IS_MISSING, f"the {kind} was deleted before it finished")

@@ -17,32 +17,23 @@ from controller.buildrun.status import (
     failed_child,
     outcome_from_pipelinerun,
     outcome_from_taskrun,
+    run_finished,
     running_reason,
-    succeeded_condition,
-    taskrun_finished,
     with_condition,
 )
 from controller.runtime.text import truncate
+from controller.shipwright.conditions import succeeded_condition
 
 T0 = "2026-01-01T00:00:00Z"
 T1 = "2026-01-01T00:05:00Z"
 
-# --- truncate, succeeded_condition, with_condition
+# --- truncate, with_condition (succeeded_condition: tests/unit/shipwright/test_conditions.py)
 
 
 def test_truncate() -> None:
     assert truncate("abc", 3) == "abc"
     assert truncate("abcd", 3) == "ab…"
     assert len(truncate("x" * 100_000, MESSAGE_MAX)) == MESSAGE_MAX
-
-
-def test_succeeded_condition() -> None:
-    ready = {"type": "Ready", "status": "True"}
-    succeeded = {"type": "Succeeded", "status": "Unknown", "reason": "Running"}
-    assert succeeded_condition({"conditions": [ready, succeeded]}) == succeeded
-    assert succeeded_condition({"conditions": [ready]}) is None
-    assert succeeded_condition({}) is None
-    assert succeeded_condition(None) is None
 
 
 def test_with_condition_adds_condition_to_new_dict() -> None:
@@ -326,7 +317,7 @@ def test_running_reason(tr: dict[str, Any], expected: tuple[str, str]) -> None:
     ({"conditions": [{"type": "Ready", "status": "True"}]}, False),
 ])
 def test_taskrun_finished(status: dict[str, Any] | None, finished: bool) -> None:
-    assert taskrun_finished({"status": status}) is finished
+    assert run_finished({"status": status}) is finished
 
 
 # --- results -> status.output and status.source

@@ -1,6 +1,6 @@
-"""controller.buildrun.taskrun without a server: the TaskRun's name, each phase of Shipwright's
-generator on its own, and fuzzing over what the CRDs admit. (tests/oracle/ compares the
-whole TaskRun with Shipwright's own.)"""
+"""controller.buildrun.resources.taskrun without a server: the TaskRun's name, each phase of
+Shipwright's generator on its own, and fuzzing over what the CRDs admit. (tests/oracle/
+compares the whole TaskRun with Shipwright's own.)"""
 
 from __future__ import annotations
 
@@ -16,10 +16,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from controller.buildrun import reasons
-from controller.buildrun.config import ShipwrightConfig
+from controller.buildrun.resources.config import ShipwrightConfig
+from controller.buildrun.resources.phases import ANNOTATION_SC_PASSWD, run_name
+from controller.buildrun.resources.steps import secret_volume_name
+from controller.buildrun.resources.taskrun import generate_taskrun
 from controller.buildrun.spec import effective_build
-from controller.buildrun.steps import secret_volume_name
-from controller.buildrun.taskrun import ANNOTATION_SC_PASSWD, generate_taskrun, taskrun_name
 from controller.runtime.errors import UserError
 from controller.shipwright.labels import (
     LABEL_BUILD,
@@ -74,19 +75,19 @@ def is_dns1123_label(name: str) -> bool:
     return len(name) <= 63 and DNS1123_LABEL.fullmatch(name) is not None
 
 
-# --- taskrun_name
+# --- run_name
 
 
 def test_taskrun_name_is_deterministic_and_keeps_short_names() -> None:
-    name = taskrun_name(BUILDRUN)
-    assert name == taskrun_name(copy.deepcopy(BUILDRUN))
+    name = run_name(BUILDRUN)
+    assert name == run_name(copy.deepcopy(BUILDRUN))
     assert re.fullmatch(r"app-run-1-[0-9a-f]{8}", name)
 
 
 def test_taskrun_name_depends_on_uid() -> None:
     other = copy.deepcopy(BUILDRUN)
     other["metadata"]["uid"] = "another-uid"
-    assert taskrun_name(other) != taskrun_name(BUILDRUN)
+    assert run_name(other) != run_name(BUILDRUN)
 
 
 @pytest.mark.parametrize(
@@ -101,21 +102,21 @@ def test_taskrun_name_depends_on_uid() -> None:
 )
 def test_taskrun_name_is_a_dns1123_label_for_long_names(name: str) -> None:
     buildrun = {"metadata": {"name": name, "uid": UID}}
-    result = taskrun_name(buildrun)
+    result = run_name(buildrun)
     assert is_dns1123_label(result), result
-    assert result == taskrun_name(copy.deepcopy(buildrun))
+    assert result == run_name(copy.deepcopy(buildrun))
 
 
 def test_taskrun_name_keeps_long_names_with_common_prefix_apart() -> None:
     first = {"metadata": {"name": "a" * 240 + "1", "uid": "uid-1"}}
     second = {"metadata": {"name": "a" * 240 + "2", "uid": "uid-2"}}
-    assert taskrun_name(first) != taskrun_name(second)
-    assert len(taskrun_name(first)) == 63
+    assert run_name(first) != run_name(second)
+    assert len(run_name(first)) == 63
 
 
 @given(name=st.text(max_size=MAX_TEXT), uid=st.text())
 def test_taskrun_name_is_a_dns1123_label_whatever_the_name(name: str, uid: str) -> None:
-    assert is_dns1123_label(taskrun_name({"metadata": {"name": name, "uid": uid}}))
+    assert is_dns1123_label(run_name({"metadata": {"name": name, "uid": uid}}))
 
 
 # --- generate_taskrun, phase by phase
@@ -149,7 +150,7 @@ def test_metadata_labels_and_owner() -> None:
     buildrun = copy.deepcopy(BUILDRUN)
     buildrun["metadata"]["generation"] = 3
     metadata = generate(buildrun)["metadata"]
-    assert metadata["name"] == taskrun_name(buildrun)
+    assert metadata["name"] == run_name(buildrun)
     assert metadata["namespace"] == "team-a"
     assert metadata["labels"] == {
         LABEL_BUILDRUN: "app-run-1", LABEL_BUILDRUN_GENERATION: "3", LABEL_BUILDRUN_UID: UID,
@@ -519,7 +520,7 @@ def check_taskrun(taskrun: dict[str, Any], buildrun: dict[str, Any]) -> None:
     assert orjson.loads(orjson.dumps(taskrun)) == taskrun
     metadata = taskrun["metadata"]
     assert is_dns1123_label(metadata["name"]), metadata["name"]
-    assert metadata["name"] == taskrun_name(buildrun)
+    assert metadata["name"] == run_name(buildrun)
     assert metadata["namespace"] == buildrun["metadata"]["namespace"]
     for key, value in metadata["labels"].items():
         assert len(value) <= 63 and LABEL_VALUE.fullmatch(value), (key, value)

@@ -27,6 +27,15 @@ from controller.builds.validation import (
     strategy_ref,
     validate,
 )
+from controller.shipwright.params import (
+    EMPTY_ARRAY_ITEM_PARAMETER_VALUES,
+    INCOMPLETE_CONFIG_MAP_VALUE_PARAMETER_VALUES,
+    INCOMPLETE_SECRET_VALUE_PARAMETER_VALUES,
+    INCONSISTENT_PARAMETER_VALUES,
+    RESTRICTED_PARAMETERS_IN_USE,
+    UNDEFINED_PARAMETER,
+    WRONG_PARAMETER_VALUE_TYPE,
+)
 from devtools.shipwright import source as shipwright
 
 JSON = dict[str, Any]
@@ -120,22 +129,22 @@ CASES: list[tuple[str, JSON, Lookups, str, str]] = [
      reasons.SPEC_ENV_NAME_CAN_NOT_BE_BLANK, "name for environment variable must not be blank"),
     ("restricted parameter", {"paramValues": [{"name": "shp-x", "value": "1"},
                                               {"name": "required", "value": "1"}]}, FOUND,
-     reasons.RESTRICTED_PARAMETERS_IN_USE, ""),
+     RESTRICTED_PARAMETERS_IN_USE, ""),
     ("undefined parameter", {"paramValues": [{"name": "nope", "value": "1"}]}, FOUND,
-     reasons.UNDEFINED_PARAMETER, ""),
+     UNDEFINED_PARAMETER, ""),
     ("wrong parameter type", {"paramValues": [{"name": "args", "value": "1"}]}, FOUND,
-     reasons.WRONG_PARAMETER_VALUE_TYPE, ""),
+     WRONG_PARAMETER_VALUE_TYPE, ""),
     # An array parameter given a single value as well is the wrong type first (Shipwright's
     # validateParameters), so the inconsistent case is a string given two kinds of value.
     ("array parameter with a single value too", {"paramValues": [
         {"name": "args", "value": "1", "values": [{"value": "a"}]}]}, FOUND,
-     reasons.WRONG_PARAMETER_VALUE_TYPE, ""),
+     WRONG_PARAMETER_VALUE_TYPE, ""),
     ("inconsistent parameter", {"paramValues": [{"name": "dockerfile", "value": "D",
                                                  "configMapValue": {"name": "c", "key": "k"}}]},
      FOUND,
-     reasons.INCONSISTENT_PARAMETER_VALUES, ""),
+     INCONSISTENT_PARAMETER_VALUES, ""),
     ("empty array item", {"paramValues": [{"name": "args", "values": [{}]}]}, FOUND,
-     reasons.EMPTY_ARRAY_ITEM_PARAMETER_VALUES, ""),
+     EMPTY_ARRAY_ITEM_PARAMETER_VALUES, ""),
     ("undefined volume", {"volumes": [{"name": "other", "emptyDir": {}}]}, FOUND,
      reasons.UNDEFINED_VOLUME, 'Volume "other" is not defined in the Strategy'),
     ("volume not overridable", {"volumes": [{"name": "fixed", "emptyDir": {}}]}, FOUND,
@@ -234,7 +243,7 @@ def test_failures(spec: JSON, lookups: Lookups, reason: str, message: str) -> No
     verdict = validate(build(**spec), lookups)
     assert verdict.reason == reason
     assert not verdict.registered
-    if message:  # parameter messages are controller.buildrun.params.validate_params' own
+    if message:  # parameter messages are controller.shipwright.params.validate_params' own
         assert verdict.message == message
     else:
         assert verdict.message
@@ -366,9 +375,9 @@ def test_every_failure_reason_is_reachable() -> None:
     seen = {c[3] for c in CASES} | {reasons.BUILD_NAME_INVALID,
                                     reasons.REMOTE_REPOSITORY_UNREACHABLE}
     # Produced by the parameter check once it reads configMapValue/secretValue
-    # (controller/buildrun/params.py, being written on another branch).
-    not_yet = {reasons.INCOMPLETE_CONFIG_MAP_VALUE_PARAMETER_VALUES,
-               reasons.INCOMPLETE_SECRET_VALUE_PARAMETER_VALUES}
+    # (controller/buildrun/resources/params.py, being written on another branch).
+    not_yet = {INCOMPLETE_CONFIG_MAP_VALUE_PARAMETER_VALUES,
+               INCOMPLETE_SECRET_VALUE_PARAMETER_VALUES}
     assert seen <= reasons.FAILURE_REASONS
     assert reasons.FAILURE_REASONS - seen == not_yet
 

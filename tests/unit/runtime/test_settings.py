@@ -56,3 +56,16 @@ def test_the_cli_refuses_hostile_durations_with_one_line_and_exit_2() -> None:
     lines = result.stderr.strip().splitlines()
     assert result.returncode == 2 and len(lines) == 1, result.stderr
     assert "lease duration, renew deadline and retry period must be positive" in lines[0]
+
+
+def test_the_cli_takes_its_leader_election_defaults_from_the_settings(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Written once, in LeaderElectionSettings: --leader-elect alone gives its defaults."""
+    from controller.cli import parser, settings_from
+
+    monkeypatch.setattr("socket.gethostname", lambda: "host")
+    leader = settings_from(parser().parse_args(
+        ["--leader-elect", "--leader-election-namespace", "ns"])).leader_election
+    assert leader is not None
+    assert leader == LeaderElectionSettings(namespace="ns", identity=leader.identity)
+    assert leader.identity.startswith("host_")

@@ -1,4 +1,5 @@
-"""Workers, reconcile results, and the one place that decides what they mean.
+"""The Controller: its workers, the reconcile results, and the one place that decides what
+they mean.
 
 Reconcilers never touch the queue. They return a `Result` or raise one of
 the errors in `controller.runtime.errors`; `Controller._handle` alone turns that into
@@ -14,7 +15,10 @@ queue operations and metrics, as controller-runtime's reconcileHandler does:
 
 Any other exception is a bug: it is logged with its traceback, counted as a
 panic, and retried like a system error, so it never kills a worker. A reconcile
-that outlives `reconcile_timeout` is cancelled and retried as a "timeout" error.
+that outlives `reconcile_timeout` is cancelled, counted on its own as
+controller-runtime counts it (controller_runtime_reconcile_timeouts_total, besides the
+error), and retried as a "reconcile_timeout" error: an API request that timed out
+inside it is a "timeout", told apart by which deadline fired.
 
 There is no `Result(requeue=True)`: nothing returned it, and controller-runtime
 deprecated Result.Requeue in v0.21. A reconciler that wants backoff raises a
@@ -106,7 +110,8 @@ class Controller:
         # Zero samples from the start, as controller-runtime does, so rate() sees the
         # first error instead of only the second.
         for counter in (metrics.RECONCILE_ERRORS, metrics.TERMINAL_RECONCILE_ERRORS,
-                        metrics.RECONCILE_PANICS, metrics.RETRY_BUDGET_EXHAUSTED):
+                        metrics.RECONCILE_PANICS, metrics.RECONCILE_TIMEOUTS,
+                        metrics.RETRY_BUDGET_EXHAUSTED):
             counter.labels(name)
         # "requeue" is never counted (see the module docstring); its zero sample keeps
         # controller-runtime's four series for dashboards that sum by result.
@@ -175,14 +180,20 @@ class Controller:
 
     async def _invoke(self, key: str) -> Result | ReconcileError:
         failure = self._failures.get(key)
+        deadline = asyncio.timeout(self.reconcile_timeout)  # None: no limit
         try:
             if failure is not None and failure.exhausted:
                 await self.reconciler.give_up(key, failure.error)
                 return DONE
-            if self.reconcile_timeout is None:
+            async with deadline:
                 return await self.reconciler.reconcile(key)
-            return await asyncio.wait_for(self.reconciler.reconcile(key), self.reconcile_timeout)
         except Exception as exc:
+            if isinstance(exc, TimeoutError) and deadline.expired():
+                # Ours fired (controller-runtime checks its own timeout cause the same
+                # way), not the timeout of a request inside the reconcile.
+                metrics.RECONCILE_TIMEOUTS.labels(self.name).inc()
+                return RetryableError("reconcile_timeout", "the reconcile did not finish "
+                                      f"within {self.reconcile_timeout:g}s")
             error = classify(exc)
             if isinstance(error, RetryableError) and error.error_class == "unexpected":
                 metrics.RECONCILE_PANICS.labels(self.name).inc()

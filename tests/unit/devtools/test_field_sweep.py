@@ -18,7 +18,7 @@ from devtools.crds import fields
 from devtools.crds.fields import EMBEDDED, FIELDS, ORACLE, Field, covering, is_at_or_below
 from devtools.shipwright import source as shipwright
 from tests.doctext import section
-from tests.unit.test_crd_schema import FILES, OURS, REPO, flatten, load, v1beta1
+from tests.unit.devtools.test_crd_schema import FILES, OURS, REPO, flatten, load, v1beta1
 
 JSON = dict[str, Any]
 Schemas = dict[str, JSON]  # kind -> the v1beta1 openAPIV3Schema

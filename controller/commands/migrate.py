@@ -18,15 +18,12 @@ the list of its kind 429 "storage is (re)initializing", to every client.
 from __future__ import annotations
 
 import argparse
-import asyncio
-import sys
 from collections.abc import Callable
 from typing import TextIO
 
-import aiohttp
-
+from controller.commands.runner import CommandError, with_kube
 from controller.runtime.errors import is_conflict, is_gone, is_not_found
-from controller.runtime.kube import JSON, ApiError, ConfigError, Kube, Resource, load_api_client
+from controller.runtime.kube import JSON, ApiError, Kube, Resource
 from controller.shipwright.crds import CRDS, KINDS, MIGRATE, SERVED, crd_name
 
 PROG = MIGRATE
@@ -37,8 +34,9 @@ DESCRIPTION = ("Rewrite every Build, BuildRun, BuildStrategy and ClusterBuildStr
 CHUNK_SIZE = 500  # objects per list request, as kubectl's --chunk-size
 
 
-class MigrationError(Exception):
-    """One line: why a CRD cannot be migrated (nothing of it was changed after the cause)."""
+class MigrationError(CommandError):
+    """One line: why a CRD cannot be migrated (nothing of it was changed after the cause);
+    the command exits 1."""
 
 
 def stale_versions(crd: JSON) -> list[str]:
@@ -161,28 +159,11 @@ def add_arguments(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
 
 async def command(args: argparse.Namespace, out: TextIO) -> int:
     """The command: 0 migrated (or nothing to do), 1 a CRD cannot be migrated, 2 bad
-    settings or no API server; what it did on `out`, the one-line cause on stderr."""
-    try:
-        kube = Kube(await load_api_client(getattr(args, "kubeconfig", None),
-                                          getattr(args, "context", None)))
-    except ConfigError as exc:
-        print(f"{PROG}: {exc}", file=sys.stderr)
-        return 2
-    try:
+    settings or no API server (runner.py); what it did on `out`, the one-line cause on
+    stderr."""
+
+    async def body(kube: Kube) -> int:
         await migrate(kube, out, getattr(args, "chunk_size", CHUNK_SIZE))
-    except MigrationError as exc:
-        print(f"{PROG}: {exc}", file=sys.stderr)
-        return 1
-    except ApiError as exc:
-        print(f"{PROG}: {exc.status} {exc.message}", file=sys.stderr)
-        return 2
-    except (aiohttp.ClientError, TimeoutError) as exc:
-        print(f"{PROG}: cannot reach the API server: {exc}", file=sys.stderr)
-        return 2
-    finally:
-        await kube.close()
-    return 0
+        return 0
 
-
-def run(args: argparse.Namespace) -> int:
-    return asyncio.run(command(args, sys.stdout))
+    return await with_kube(PROG, args, body)

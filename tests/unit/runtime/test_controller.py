@@ -1,4 +1,4 @@
-"""The result handler, row by row (see controller/runtime/reconcile.py's table), on a
+"""The result handler, row by row (see controller/runtime/controller.py's table), on a
 real workqueue with a FakeClock and a scripted reconciler; each row checks the queue
 and the controller-runtime metrics. Loop time is virtual (reconcile timeouts)."""
 
@@ -12,8 +12,8 @@ from collections.abc import Callable
 from typing import Any
 
 from controller.runtime import logs
+from controller.runtime.controller import DONE, Controller, Result
 from controller.runtime.errors import RetryableError, TerminalError, UserError
-from controller.runtime.reconcile import DONE, Controller, Result
 from controller.settings import RetryBudget
 from tests.harness import metric
 from tests.virtualtime import run
@@ -221,24 +221,51 @@ def test_an_unexpected_exception_is_a_panic_retried_with_backoff() -> None:
     run(main())
 
 
-def test_a_reconcile_over_its_timeout_is_cancelled_and_retried_as_a_timeout() -> None:
+def test_a_reconcile_over_its_timeout_is_cancelled_counted_and_retried() -> None:
+    """As controller-runtime: counted in reconcile_timeouts_total besides the error, and
+    retried as a "reconcile_timeout", not as an API request's "timeout"."""
     async def hang() -> Result:
         await asyncio.Event().wait()
         raise AssertionError("unreachable")
 
     async def main() -> None:
         rig = Rig(Scripted(hang), reconcile_timeout=5.0)
+        assert rig.count("controller_runtime_reconcile_timeouts_total") == 0  # a zero sample
         rig.queue.add(KEY)
         loop = asyncio.get_running_loop()
         started = loop.time()
         await rig.turn()
         assert loop.time() - started == 5.0
         assert rig.reconciler.cancelled == 1
-        assert rig.retried == ["timeout"]
+        assert rig.retried == ["reconcile_timeout"]
+        assert rig.count("controller_runtime_reconcile_timeouts_total") == 1
+        assert rig.count("controller_runtime_reconcile_errors_total") == 1
+        assert rig.results() == {"error": 1}
         assert rig.count("controller_runtime_reconcile_panics_total") == 0
         assert rig.due_after(BASE_DELAY)
         assert metric("controller_runtime_reconcile_time_seconds_count",
                       controller=rig.name) == 1
+
+    run(main())
+
+
+def test_a_request_timing_out_inside_a_reconcile_is_no_reconcile_timeout() -> None:
+    """A TimeoutError raised by the reconcile itself (an API request's own deadline)
+    before the reconcile timeout fires stays an API "timeout", whether or not a
+    reconcile timeout is set."""
+    async def request_times_out() -> Result:
+        await asyncio.sleep(1.0)
+        raise TimeoutError()
+
+    async def main() -> None:
+        for limit in (5.0, None):
+            rig = Rig(Scripted(request_times_out), reconcile_timeout=limit)
+            rig.queue.add(KEY)
+            await rig.turn()
+            assert rig.retried == ["timeout"]
+            assert rig.count("controller_runtime_reconcile_timeouts_total") == 0
+            assert rig.count("controller_runtime_reconcile_errors_total") == 1
+            assert rig.reconciler.cancelled == 0
 
     run(main())
 
@@ -282,7 +309,7 @@ def test_every_line_a_reconcile_writes_carries_its_reconcile_id() -> None:
 
     async def main() -> None:
         rig = Rig(Scripted(says_hello, RetryableError("timeout", "slow")))
-        for name in ("tests.a_reconciler", "controller.runtime.reconcile"):
+        for name in ("tests.a_reconciler", "controller.runtime.controller"):
             logging.getLogger(name).addHandler(handler)
         try:
             rig.controller.enqueue(KEY)
@@ -291,7 +318,7 @@ def test_every_line_a_reconcile_writes_carries_its_reconcile_id() -> None:
             await rig.turn()  # fails: the handler's "reconciled" line is a warning
             domain.warning("outside")
         finally:
-            for name in ("tests.a_reconciler", "controller.runtime.reconcile"):
+            for name in ("tests.a_reconciler", "controller.runtime.controller"):
                 logging.getLogger(name).removeHandler(handler)
         hello, other, failed, outside = lines
         assert (hello.controller, hello.key) == (rig.name, KEY)  # type: ignore[attr-defined]

@@ -8,7 +8,7 @@ the order they happened, with the time since the BuildRun was created.
     python -m controller history demo/hello [--kubeconfig PATH] [--context NAME] [-o json]
 
 (`buildrun-controller history ...` once installed; `python -m
-controller.buildrun.history ...` is the same command on its own parser.)
+controller.commands.history ...` is the same command on its own parser.)
 
 Exit codes: 0 shown, 1 no such BuildRun, 2 bad connection settings.
 """
@@ -16,19 +16,17 @@ Exit codes: 0 shown, 1 no such BuildRun, 2 bad connection settings.
 from __future__ import annotations
 
 import argparse
-import asyncio
 import datetime
-import sys
 from typing import Any, TextIO
 
-import aiohttp
 import orjson
 
-from controller.buildrun.status import succeeded_condition
+from controller.commands.runner import CommandError, fail, run, with_kube
 from controller.runtime.errors import is_not_found
-from controller.runtime.kube import EVENTS, JSON, ApiError, ConfigError, Kube, load_api_client
+from controller.runtime.kube import EVENTS, JSON, ApiError, Kube
 from controller.runtime.timestamps import format_time, parse_time
-from controller.shipwright.resources import BUILDRUNS
+from controller.shipwright.conditions import succeeded_condition
+from controller.shipwright.resources import BUILDRUNS, TASKRUNS
 
 PROG = "buildrun-controller history"
 DESCRIPTION = "Print a BuildRun's status and its Events (and its TaskRun's) in time order."
@@ -97,8 +95,8 @@ def _executor(status: JSON) -> tuple[str, str]:
     """(kind, name) of what the BuildRun runs as: status.executor, else taskRunName."""
     executor = status.get("executor") or {}
     if executor.get("name"):
-        return str(executor.get("kind") or "TaskRun"), str(executor["name"])
-    return "TaskRun", str(status.get("taskRunName") or "")
+        return str(executor.get("kind") or TASKRUNS.kind), str(executor["name"])
+    return TASKRUNS.kind, str(status.get("taskRunName") or "")
 
 
 _FAR_PAST = datetime.datetime.min.replace(tzinfo=datetime.UTC)
@@ -178,43 +176,31 @@ def _flat(value: Any, prefix: str = "") -> list[tuple[str, Any]]:
 
 
 async def history(args: argparse.Namespace, out: TextIO) -> int:
+    """The command: 0 shown on `out`, 1 no such BuildRun, 2 bad arguments or connection
+    settings, or no API server (runner.py)."""
     namespace, _, name = args.buildrun.partition("/")
     if not namespace or not name or "/" in name:
-        print(f"{PROG}: expected NAMESPACE/NAME, got {args.buildrun!r}", file=sys.stderr)
-        return 2
-    try:
-        kube = Kube(await load_api_client(args.kubeconfig, args.context))
-    except ConfigError as exc:
-        print(f"{PROG}: {exc}", file=sys.stderr)
-        return 2
-    try:
-        buildrun, events = await collect(kube, namespace, name)
-    except ApiError as exc:
-        if is_not_found(exc):
-            print(f"{PROG}: BuildRun {namespace}/{name} not found", file=sys.stderr)
-            return 1
-        print(f"{PROG}: {exc}", file=sys.stderr)
-        return 2
-    except (aiohttp.ClientError, TimeoutError) as exc:
-        print(f"{PROG}: cannot reach the API server: {exc}", file=sys.stderr)
-        return 2
-    finally:
-        await kube.close()
-    if args.output == "json":
-        out.write(orjson.dumps({"buildrun": buildrun, "events": events},
-                               option=orjson.OPT_INDENT_2).decode() + "\n")
-    else:
-        render_text(buildrun, events, out)
-    return 0
+        return fail(PROG, f"expected NAMESPACE/NAME, got {args.buildrun!r}", 2)
 
+    async def show(kube: Kube) -> int:
+        try:
+            buildrun, events = await collect(kube, namespace, name)
+        except ApiError as exc:
+            if is_not_found(exc):
+                raise CommandError(f"BuildRun {namespace}/{name} not found") from exc
+            raise
+        if args.output == "json":
+            out.write(orjson.dumps({"buildrun": buildrun, "events": events},
+                                   option=orjson.OPT_INDENT_2).decode() + "\n")
+        else:
+            render_text(buildrun, events, out)
+        return 0
 
-def run(args: argparse.Namespace) -> int:
-    """The command, on stdout; the exit code (0 shown, 1 no such BuildRun, 2 bad settings)."""
-    return asyncio.run(history(args, sys.stdout))
+    return await with_kube(PROG, args, show)
 
 
 def main(argv: list[str] | None = None) -> int:
-    return run(parser().parse_args(argv))
+    return run(history, parser().parse_args(argv))
 
 
 if __name__ == "__main__":

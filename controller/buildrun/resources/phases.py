@@ -1,16 +1,11 @@
-"""The Tekton TaskRun that executes a BuildRun: what Shipwright v0.20 generates.
-
-Shipwright's pkg/reconciler/buildrun/resources is the reference, phase by phase:
-the base task spec (system parameters, the `source` workspace, results), the
-source step (Git, OCI bundle or the local-source waiter), the strategy's
-parameters and steps (env, resources and their `stepResources` overrides,
-securityContext, volumeMounts), the volumes, managed push (`image-processing`),
-the pod template, labels and annotations with the strategy's security context,
-the timeout and the parameter values. The source step is in `sources.py`, managed
-push in `image_processing.py`, what they share in `steps.py`; pipelinerun.py builds
-the PipelineRun from the same phases (the public functions below). tests/oracle/
-compares the result with Shipwright's own generator on every official sample and
-on each field alone; docs/taskrun.md lists where we differ on purpose.
+"""The phases a TaskRun (taskrun.py) and a PipelineRun (pipelinerun.py) are both built
+from, as Shipwright's generators share them (pkg/reconciler/buildrun/resources): the
+run's name and metadata, the base task spec (system parameters, the `source` workspace,
+results), the strategy's parameters and steps (env, resources and their `stepResources`
+overrides, securityContext, volumeMounts) and the volumes, the pod template, labels and
+annotations with the strategy's security context, the timeout and the system parameter
+values. Each generator puts them together its own way: the TaskRun as steps of one
+task, the PipelineRun as a pipeline task each.
 
 Pure: no I/O. What Shipwright's generator refuses raises a UserError with its reason.
 """
@@ -20,27 +15,15 @@ from __future__ import annotations
 import copy
 import hashlib
 import json
-import posixpath
 import re
 
-from controller.buildrun.config import ShipwrightConfig
-from controller.buildrun.image_processing import add_image_processing, setup_output_directory
-from controller.buildrun.params import apply_param_values
 from controller.buildrun.reasons import (
     TASK_RUN_GENERATION_FAILED,
     UNDEFINED_STEP_RESOURCE,
     UNDEFINED_VOLUME,
     VOLUME_NOT_OVERRIDABLE,
 )
-from controller.buildrun.sources import add_source
-from controller.buildrun.status import (
-    RESULT_ERROR_MESSAGE,
-    RESULT_ERROR_REASON,
-    RESULT_IMAGE_DIGEST,
-    RESULT_IMAGE_SIZE,
-    RESULT_IMAGE_VULNERABILITIES,
-)
-from controller.buildrun.steps import (
+from controller.buildrun.resources.steps import (
     HASH_LENGTH,
     JSON,
     LABEL_MAX,
@@ -52,6 +35,13 @@ from controller.buildrun.steps import (
     SOURCE_ROOT,
     WORKSPACE_SOURCE,
     merge_maps,
+)
+from controller.buildrun.status import (
+    RESULT_ERROR_MESSAGE,
+    RESULT_ERROR_REASON,
+    RESULT_IMAGE_DIGEST,
+    RESULT_IMAGE_SIZE,
+    RESULT_IMAGE_VULNERABILITIES,
 )
 from controller.runtime.errors import UserError
 from controller.shipwright.labels import (
@@ -76,9 +66,11 @@ _UNPROPAGATED_PREFIXES = (
 _LAST_APPLIED = "kubectl.kubernetes.io/last-applied-configuration"
 
 
-def taskrun_name(buildrun: JSON) -> str:
-    """The TaskRun's name: derived from the BuildRun alone, so a restarted controller finds the
-    TaskRun it already created and a racing create gets AlreadyExists.
+def run_name(buildrun: JSON) -> str:
+    """The TaskRun's or PipelineRun's name: derived from the BuildRun alone, so a
+    restarted controller finds the run it already created and a racing create gets
+    AlreadyExists. A TaskRun and a PipelineRun are different kinds, so they never meet
+    under it.
 
     The uid hash keeps names apart when truncation makes two BuildRun names alike, and
     when a BuildRun is recreated under the same name while its old TaskRun is still
@@ -90,67 +82,6 @@ def taskrun_name(buildrun: JSON) -> str:
     prefix = re.sub(r"[^a-z0-9-]", "-", (metadata.get("name") or "").lower())
     prefix = prefix[: LABEL_MAX - HASH_LENGTH - 1].strip("-")
     return f"{prefix}-{digest}" if prefix else digest
-
-
-def generate_taskrun(
-    buildrun: JSON,
-    build: JSON,
-    strategy: JSON,
-    service_account: str,
-    config: ShipwrightConfig,
-) -> JSON:
-    """The tekton.dev/v1 TaskRun Shipwright would create for `buildrun`.
-
-    `build` is the Build object (for a BuildRun embedding spec.build.spec, an object
-    with that spec and no metadata); `strategy` the BuildStrategy or
-    ClusterBuildStrategy; `service_account` the name the pod runs as. Parameter values
-    are expected to have passed params.validate_params already.
-    """
-    build_spec = build.get("spec") or {}
-    run_spec = buildrun.get("spec") or {}
-    strategy_spec = strategy.get("spec") or {}
-    task_spec = base_task_spec()
-    taskrun: JSON = {
-        "apiVersion": "tekton.dev/v1",
-        "kind": "TaskRun",
-        "metadata": executor_metadata(buildrun, build, taskrun_name(buildrun)),
-        "spec": {
-            "serviceAccountName": service_account,
-            "taskSpec": task_spec,
-            "workspaces": [{"name": WORKSPACE_SOURCE, "emptyDir": {}}],
-            "params": [],
-        },
-    }
-
-    add_source(task_spec, build_spec, run_spec, config)
-    task_spec["params"] += strategy_param_specs(strategy_spec)
-    add_strategy_steps(task_spec, build, buildrun, strategy)
-    has_output_directory = setup_output_directory(task_spec, taskrun["spec"]["params"])
-    add_image_processing(task_spec, buildrun, build_spec, config, has_output_directory)
-    template = pod_template(build_spec, run_spec)
-    if template:
-        taskrun["spec"]["podTemplate"] = template
-    annotations = propagated_annotations(strategy)
-    apply_security_context(task_spec, annotations, strategy)
-    if annotations:
-        taskrun["metadata"]["annotations"] = annotations
-    taskrun["metadata"]["labels"].update(strategy_labels(strategy))
-    timeout = effective_timeout(build_spec, run_spec)
-    if timeout:
-        taskrun["spec"]["timeout"] = timeout
-    taskrun["spec"]["params"] += system_param_values(
-        build_spec, run_spec, _go_path_join(SOURCE_ROOT, source_context_dir(build_spec)))
-    apply_param_values(taskrun, build_spec.get("paramValues") or [],
-                       run_spec.get("paramValues") or [],
-                       strategy_spec.get("parameters") or [])
-
-    drop_empty_lists(task_spec)
-    if not taskrun["spec"]["params"]:
-        del taskrun["spec"]["params"]
-    return taskrun
-
-
-# --- the phases GeneratePipelineRun shares (pipelinerun.py)
 
 
 def base_task_spec() -> JSON:
@@ -501,15 +432,6 @@ def system_param_values(build_spec: JSON, run_spec: JSON, context_path: str) -> 
         {"name": PARAM_SOURCE_ROOT, "value": SOURCE_ROOT},
         {"name": PARAM_SOURCE_CONTEXT, "value": context_path},
     ]
-
-
-def _go_path_join(*parts: str | None) -> str:
-    """Go's path.Join: joined with '/', cleaned."""
-    joined = "/".join(p for p in parts if p)
-    if not joined:
-        return ""
-    cleaned = posixpath.normpath(joined)
-    return "/" + cleaned.lstrip("/") if cleaned.startswith("//") else cleaned
 
 
 def _go_quote(text: object) -> str:

@@ -2,7 +2,7 @@
 executor generates (pkg/reconciler/buildrun/resources: GeneratePipelineRun,
 pipelinerun_generator.go, resource_builders.go).
 
-The same phases as the TaskRun (taskrun.py), each in a pipeline task of its own
+The same phases as the TaskRun (phases.py), each in a pipeline task of its own
 instead of steps of one task, sharing the `source` workspace (a 1Gi ReadWriteOnce
 volume claim template, since the tasks run in different pods):
 
@@ -32,16 +32,31 @@ PipelineRun", lists where we differ on purpose.
 
 from __future__ import annotations
 
-from controller.buildrun.config import ShipwrightConfig
-from controller.buildrun.image_processing import (
+from controller.buildrun.reasons import TASK_RUN_GENERATION_FAILED
+from controller.buildrun.resources.config import ShipwrightConfig
+from controller.buildrun.resources.image_processing import (
     add_image_processing_step,
     image_processing_args,
     image_timestamp,
 )
-from controller.buildrun.params import add_param_values, references_param
-from controller.buildrun.reasons import TASK_RUN_GENERATION_FAILED
-from controller.buildrun.sources import add_source
-from controller.buildrun.steps import (
+from controller.buildrun.resources.params import add_param_values, references_param
+from controller.buildrun.resources.phases import (
+    add_strategy_steps,
+    apply_security_context,
+    base_task_spec,
+    drop_empty_lists,
+    effective_timeout,
+    executor_metadata,
+    pod_template,
+    propagated_annotations,
+    run_name,
+    source_context_dir,
+    strategy_labels,
+    strategy_param_specs,
+    system_param_values,
+)
+from controller.buildrun.resources.sources import add_source
+from controller.buildrun.resources.steps import (
     JSON,
     PARAM_OUTPUT_DIRECTORY,
     PARAM_OUTPUT_IMAGE,
@@ -51,22 +66,8 @@ from controller.buildrun.steps import (
     SOURCE_ROOT,
     WORKSPACE_SOURCE,
 )
-from controller.buildrun.taskrun import (
-    add_strategy_steps,
-    apply_security_context,
-    base_task_spec,
-    drop_empty_lists,
-    effective_timeout,
-    executor_metadata,
-    pod_template,
-    propagated_annotations,
-    source_context_dir,
-    strategy_labels,
-    strategy_param_specs,
-    system_param_values,
-    taskrun_name,
-)
 from controller.runtime.errors import UserError
+from controller.shipwright.resources import PIPELINERUNS
 
 TASK_SOURCE = "source-acquisition"
 TASK_STRATEGY = "build-strategy"
@@ -94,14 +95,6 @@ _SYSTEM_PARAMS = (PARAM_OUTPUT_IMAGE, PARAM_OUTPUT_INSECURE, PARAM_SOURCE_ROOT,
                   PARAM_SOURCE_CONTEXT)
 
 
-def pipelinerun_name(buildrun: JSON) -> str:
-    """The PipelineRun's name: the one taskrun_name derives from the BuildRun (name and uid
-    hash), for the same reasons: a restarted controller finds the PipelineRun it already
-    created and a racing create gets AlreadyExists. A TaskRun and a PipelineRun are
-    different kinds, so they never meet under it."""
-    return taskrun_name(buildrun)
-
-
 def generate_pipelinerun(
     buildrun: JSON,
     build: JSON,
@@ -126,9 +119,9 @@ def generate_pipelinerun(
         ],
     }
     pipelinerun: JSON = {
-        "apiVersion": "tekton.dev/v1",
-        "kind": "PipelineRun",
-        "metadata": executor_metadata(buildrun, build, pipelinerun_name(buildrun)),
+        "apiVersion": PIPELINERUNS.api_version,
+        "kind": PIPELINERUNS.kind,
+        "metadata": executor_metadata(buildrun, build, run_name(buildrun)),
         "spec": {
             "pipelineSpec": pipeline_spec,
             "taskRunTemplate": {"serviceAccountName": service_account},

@@ -19,6 +19,7 @@ from typing import Any
 
 # The CLI prints a ConfigError as one line and exits 2; here it names the variable.
 from controller.runtime.kube import ConfigError
+from controller.shipwright.resources import PIPELINERUNS, TASKRUNS
 
 GIT_IMAGE = "ghcr.io/shipwright-io/build/git:latest"
 BUNDLE_IMAGE = "ghcr.io/shipwright-io/build/bundle:latest"
@@ -26,8 +27,8 @@ WAITER_IMAGE = "ghcr.io/shipwright-io/build/waiter:latest"
 IMAGE_PROCESSING_IMAGE = "ghcr.io/shipwright-io/build/image-processing:latest"
 VULNERABILITY_COUNT_LIMIT = 50
 # BUILDRUN_EXECUTOR: what a BuildRun runs as (Shipwright's RunnerFactories); TaskRun unless set.
-TASKRUN_EXECUTOR = "TaskRun"
-PIPELINERUN_EXECUTOR = "PipelineRun"
+TASKRUN_EXECUTOR = TASKRUNS.kind
+PIPELINERUN_EXECUTOR = PIPELINERUNS.kind
 EXECUTOR_KINDS = (TASKRUN_EXECUTOR, PIPELINERUN_EXECUTOR)
 
 _RESTRICTED: dict[str, Any] = {

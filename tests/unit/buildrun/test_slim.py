@@ -1,5 +1,6 @@
-"""The TaskRun informer's transform (setup.slim_taskrun): every answer the controller
-reads off a cached TaskRun is the same on the slim copy as on the whole TaskRun."""
+"""Each Executor's informer transform (executors.py: TASKRUN.slim, PIPELINERUN.slim):
+every answer the controller reads off a cached TaskRun (PipelineRun) is the same on the
+slim copy as on the whole object."""
 
 from __future__ import annotations
 
@@ -11,10 +12,10 @@ import orjson
 import pytest
 
 from controller.buildrun.caches import owner_buildrun
-from controller.buildrun.config import ShipwrightConfig
-from controller.buildrun.setup import slim_taskrun
-from controller.buildrun.status import outcome_from_taskrun, running_reason, taskrun_finished
-from controller.buildrun.taskrun import generate_taskrun
+from controller.buildrun.executors import PIPELINERUN, TASKRUN
+from controller.buildrun.resources.config import ShipwrightConfig
+from controller.buildrun.resources.taskrun import generate_taskrun
+from controller.buildrun.status import outcome_from_taskrun, run_finished, running_reason
 from devtools.cluster import fixtures
 
 JSON = dict[str, Any]
@@ -69,15 +70,15 @@ def tekton_status(how: str, task_spec: JSON) -> JSON:
 
 @pytest.mark.parametrize("how", ["running", "pending", "success", "failed", "timeout",
                                  "cancelled"])
-def test_slim_taskrun_reads_the_same(how: str) -> None:
+def test_the_taskrun_slim_copy_reads_the_same(how: str) -> None:
     whole = parity_taskrun()
     whole["status"] = tekton_status(how, whole["spec"]["taskSpec"])
     if how == "cancelled":
         whole["spec"]["status"] = "TaskRunCancelled"
         whole["spec"]["statusMessage"] = "the BuildRun finished before its TaskRun did"
-    slim = slim_taskrun(copy.deepcopy(whole))
+    slim = TASKRUN.slim(copy.deepcopy(whole))
 
-    assert taskrun_finished(slim) == taskrun_finished(whole)
+    assert run_finished(slim) == run_finished(whole)
     assert outcome_from_taskrun(slim) == outcome_from_taskrun(whole)
     assert running_reason(slim) == running_reason(whole)
     assert owner_buildrun(slim) == owner_buildrun(whole) == "ns/br-1"
@@ -91,18 +92,16 @@ def test_slim_taskrun_reads_the_same(how: str) -> None:
     assert len(orjson.dumps(slim)) < len(orjson.dumps(whole)) / 4
 
 
-def test_slim_taskrun_takes_odd_shapes() -> None:
+def test_the_taskrun_slim_copy_takes_odd_shapes() -> None:
     # A TaskRun without spec or status (or with them null) is kept as it is.
-    assert slim_taskrun({"metadata": {"name": "a"}}) == {"metadata": {"name": "a"}}
+    assert TASKRUN.slim({"metadata": {"name": "a"}}) == {"metadata": {"name": "a"}}
     odd = {"metadata": {"name": "a"}, "spec": None, "status": None}
-    assert slim_taskrun(copy.deepcopy(odd)) == odd
+    assert TASKRUN.slim(copy.deepcopy(odd)) == odd
 
 
-def test_slim_pipelinerun_keeps_what_is_read_of_it() -> None:
+def test_the_pipelinerun_slim_copy_keeps_what_is_read_of_it() -> None:
     """The PipelineRun informer's transform drops the generated pipeline and Tekton's copy
     of it; the outcome, the running reason, cancel and the owner read the same."""
-    from controller.buildrun.executors import PIPELINERUN
-    from controller.buildrun.setup import slim_pipelinerun
     from controller.buildrun.status import outcome_from_pipelinerun
 
     whole: JSON = {
@@ -120,10 +119,10 @@ def test_slim_pipelinerun_keeps_what_is_read_of_it() -> None:
                    "pipelineSpec": {"tasks": []}, "provenance": {"featureFlags": {}},
                    "startTime": "2026-12-03T10:00:00Z"},
     }
-    slim = slim_pipelinerun(copy.deepcopy(whole))
+    slim = PIPELINERUN.slim(copy.deepcopy(whole))
     assert "pipelineSpec" not in slim["spec"] and "pipelineSpec" not in slim["status"]
     assert outcome_from_pipelinerun(slim, []) == outcome_from_pipelinerun(whole, [])
     assert running_reason(slim) == running_reason(whole)
     assert PIPELINERUN.cancelled(slim) and PIPELINERUN.children(slim) == ["pr-t"]
     assert owner_buildrun(slim) == owner_buildrun(whole) == "ns/br"
-    assert slim_pipelinerun({"metadata": {"name": "a"}}) == {"metadata": {"name": "a"}}
+    assert PIPELINERUN.slim({"metadata": {"name": "a"}}) == {"metadata": {"name": "a"}}

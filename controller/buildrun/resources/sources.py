@@ -4,8 +4,18 @@ Pure."""
 
 from __future__ import annotations
 
-from controller.buildrun.config import ShipwrightConfig
 from controller.buildrun.reasons import TASK_RUN_GENERATION_FAILED
+from controller.buildrun.resources.config import ShipwrightConfig
+from controller.buildrun.resources.steps import (
+    JSON,
+    PARAM_SOURCE_ROOT,
+    STEP_LOCAL_SOURCE,
+    STEP_SOURCE,
+    mount_secret,
+    result_path,
+    setup_home_and_tmp,
+    template_step,
+)
 from controller.buildrun.spec import go_duration, parse_duration
 from controller.buildrun.status import (
     RESULT_ERROR_MESSAGE,
@@ -15,16 +25,6 @@ from controller.buildrun.status import (
     RESULT_SOURCE_COMMIT_SHA,
     RESULT_SOURCE_IMAGE_DIGEST,
     RESULT_SOURCE_TIMESTAMP,
-)
-from controller.buildrun.steps import (
-    JSON,
-    PARAM_SOURCE_ROOT,
-    STEP_LOCAL_SOURCE,
-    STEP_SOURCE,
-    mount_secret,
-    result_path,
-    setup_home_and_tmp,
-    template_step,
 )
 from controller.runtime.errors import UserError
 

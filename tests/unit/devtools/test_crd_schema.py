@@ -18,7 +18,7 @@ from devtools.crds.crd_differences import DIFFERENCES, Difference
 from devtools.shipwright import source as shipwright
 from tests.doctext import section
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 OURS = REPO / "manifests" / "crds"
 FILES = ("shipwright.io_builds.yaml", "shipwright.io_buildruns.yaml",
          "shipwright.io_buildstrategies.yaml", "shipwright.io_clusterbuildstrategies.yaml")

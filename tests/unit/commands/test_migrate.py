@@ -1,4 +1,4 @@
-"""controller/shipwright/migrate.py's pure parts: which CRDs need the storage migration and
+"""controller/commands/migrate.py's pure parts: which CRDs need the storage migration and
 which cannot have it yet (tests/cluster/test_storage_versions.py runs it on an API server)."""
 
 from __future__ import annotations
@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from controller import cli
-from controller.shipwright.migrate import CHUNK_SIZE, blocker, stale_versions
+from controller.commands.migrate import CHUNK_SIZE, blocker, stale_versions
 
 JSON = dict[str, Any]
 

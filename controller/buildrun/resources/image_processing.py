@@ -8,17 +8,10 @@ import datetime
 import json
 import re
 
-from controller.buildrun.config import ShipwrightConfig
-from controller.buildrun.params import references_param
 from controller.buildrun.reasons import TASK_RUN_GENERATION_FAILED
-from controller.buildrun.status import (
-    RESULT_IMAGE_DIGEST,
-    RESULT_IMAGE_SIZE,
-    RESULT_IMAGE_VULNERABILITIES,
-    RESULT_SOURCE_TIMESTAMP,
-    STEP_IMAGE_PROCESSING,
-)
-from controller.buildrun.steps import (
+from controller.buildrun.resources.config import ShipwrightConfig
+from controller.buildrun.resources.params import references_param
+from controller.buildrun.resources.steps import (
     JSON,
     OUTPUT_DIRECTORY,
     PARAM_OUTPUT_DIRECTORY,
@@ -29,6 +22,13 @@ from controller.buildrun.steps import (
     result_path,
     setup_home_and_tmp,
     template_step,
+)
+from controller.buildrun.status import (
+    RESULT_IMAGE_DIGEST,
+    RESULT_IMAGE_SIZE,
+    RESULT_IMAGE_VULNERABILITIES,
+    RESULT_SOURCE_TIMESTAMP,
+    STEP_IMAGE_PROCESSING,
 )
 from controller.runtime.errors import UserError
 
