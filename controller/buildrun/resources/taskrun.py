@@ -7,7 +7,7 @@ local-source waiter: `sources.py`), the strategy's parameters and steps, the vol
 managed push (`image-processing`: `image_processing.py`), the pod template, labels and
 annotations with the strategy's security context, the timeout and the parameter values
 (`params.py`). tests/oracle/ compares the result with Shipwright's own generator on
-every official sample and on each field alone; README "The TaskRun" lists where we
+every official sample and on each field alone; docs/taskrun.md lists where we
 differ on purpose.
 
 Pure: no I/O. What Shipwright's generator refuses raises a UserError with its reason.
