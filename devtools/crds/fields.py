@@ -74,9 +74,12 @@ FIELDS: list[Field] = [
     Field(ALL, ".kind", "Kubernetes' type field, as `.apiVersion`",
           (_SA + "test_every_sample_kind_is_known",)),
     Field(ALL, ".metadata", "names, uid and generations label the TaskRun and own it; a "
-          "strategy's annotations are copied to the TaskRun but Shipwright's own", (
+          "strategy's annotations are copied to the TaskRun but Shipwright's own; a BuildRun "
+          "whose name is no valid label value (over 63 characters) fails at once with "
+          "BuildRunNameInvalid, as Shipwright's", (
               _TR + "test_metadata_labels_and_owner",
-              _TR + "test_strategy_annotations_are_copied_except_shipwrights_own"),
+              _TR + "test_strategy_annotations_are_copied_except_shipwrights_own",
+              _BR + "test_a_name_over_63_characters_fails_as_shipwrights"),
           oracle=True),
 
     # Build and BuildRun specs (a BuildRun's fields of the same name override the Build's).

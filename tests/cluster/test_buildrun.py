@@ -20,6 +20,7 @@ from controller.buildrun.reconciler import BuildRunReconciler
 from controller.runtime.errors import RetryableError
 from controller.runtime.events import EventRecorder
 from controller.runtime.kube import EVENTS, JSON, ApiError, Kube
+from controller.shipwright.labels import LABEL_BUILDRUN
 from controller.shipwright.params import (
     MISSING_PARAMETER_VALUES,
     RESTRICTED_PARAMETERS_IN_USE,
@@ -224,6 +225,28 @@ async def test_user_errors_are_terminal_at_once(
         assert br["status"]["completionTime"], name
         assert "taskRunName" not in br["status"], name
     assert await world.taskruns() == []
+
+
+async def test_a_name_over_63_characters_fails_as_shipwrights(
+    cluster: LocalCluster, kube: Kube, world: World
+) -> None:
+    """Shipwright's BuildRunNameInvalid, in its words: the name is the value of the
+    buildrun.shipwright.io/name label every lookup of its TaskRun uses. A 63-character
+    name runs, its TaskRun found by that label with the whole name."""
+    long, fits = "s" * 64, "s" * 63
+    async with running_controller(controller_settings(cluster, world.ns)):
+        await world.buildrun(long)
+        await world.buildrun(fits)
+        refused = await world.finished(long)
+        ran = await world.finished(fits)
+    assert (condition(refused)["reason"], condition(refused)["message"]) == (
+        reasons.BUILD_RUN_NAME_INVALID, "must be no more than 63 bytes")
+    assert "taskRunName" not in refused["status"]
+    assert condition(ran)["reason"] == reasons.SUCCEEDED, condition(ran)
+    [found] = (await kube.list(TASKRUNS, world.ns,
+                               labelSelector=f"{LABEL_BUILDRUN}={fits}"))["items"]
+    assert found["metadata"]["name"] == ran["status"]["taskRunName"]
+    assert [t["metadata"]["name"] for t in await world.taskruns()] == [found["metadata"]["name"]]
 
 
 # -- cancel (rows 7, 14), a deleted TaskRun (13), the DONE rows (1, 4) -------------------

@@ -304,6 +304,29 @@ async def test_row_8_a_user_error_is_terminal_at_once(
     assert rig.kube.writes() == []
 
 
+async def test_row_8_a_name_over_63_characters_fails_as_shipwrights(rig: Rig) -> None:
+    """Shipwright's first check (buildrun.go, validation.IsValidLabelValue), its reason and
+    apimachinery v0.36's words; no label, no TaskRun. A name that fits runs."""
+    name = "s" * 64
+    rig.kube.add(BUILDRUNS, fixtures.buildrun(name))
+    rig.sync()
+    rig.kube.calls.clear()
+    assert await rig.reconciler.reconcile(f"ns/{name}") == DONE
+    status = rig.kube.stored(BUILDRUNS, name)["status"]  # type: ignore[index]
+    cond = succeeded_condition(status)
+    assert cond is not None
+    assert (cond["status"], cond["reason"], cond["message"]) == (
+        "False", reasons.BUILD_RUN_NAME_INVALID, "must be no more than 63 bytes")
+    assert status["completionTime"] == format_time(NOW)
+    assert rig.kube.writes() == [("patch", "buildruns", name, "status")]
+    assert rig.taskruns() == []
+    fits = "s" * 63
+    rig.kube.add(BUILDRUNS, fixtures.buildrun(fits))
+    rig.sync()
+    await rig.reconciler.reconcile(f"ns/{fits}")
+    assert rig.taskruns() == [run_name(rig.kube.stored(BUILDRUNS, fits))]  # type: ignore[arg-type]
+
+
 async def test_row_8_a_taskrun_tekton_refuses_is_the_users_to_fix(rig: Rig) -> None:
     br = rig.buildrun()
     rig.kube.fail("create", TASKRUNS, status=422, reason="Invalid", message="bad step")
