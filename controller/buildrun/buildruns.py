@@ -58,19 +58,23 @@ def run_timeout(buildrun: JSON) -> float | None:
 
 
 def retention_ttl(buildrun: JSON) -> float | None:
-    """ttlAfterSucceeded or ttlAfterFailed: the effective one snapshotted at start (BuildRun
-    over Build), else the BuildRun's own (a run that failed before it had a snapshot)."""
+    """ttlAfterSucceeded or ttlAfterFailed, as Shipwright's TTL cleanup reads it: the
+    BuildRun's live spec.retention first (a user may lower or raise it once the BuildRun
+    has finished: the CRD's rule), else the effective one snapshotted at start (BuildRun
+    over Build), which a BuildRun that failed before it had one lacks. None when neither
+    sets it, or when the one found does not parse (reported as InvalidRetention had the
+    run not started yet; set later, it keeps the BuildRun rather than delete on a guess)."""
     status = buildrun.get("status") or {}
     succeeded = (succeeded_condition(status) or {}).get("status") == "True"
     key = "ttlAfterSucceeded" if succeeded else "ttlAfterFailed"
-    for retention in ((status.get("buildSpec") or {}).get("retention"),
-                      spec_of(buildrun).get("retention")):
+    for retention in (spec_of(buildrun).get("retention"),
+                      (status.get("buildSpec") or {}).get("retention")):
         text = (retention or {}).get(key)
         if text:
             try:
                 return parse_duration(text)
             except ValueError:
-                return None  # reported as InvalidRetention when the run started
+                return None
     return None
 
 

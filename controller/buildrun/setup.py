@@ -44,9 +44,10 @@ def buildrun_wakes(kind: EventType, obj: JSON, old: JSON | None) -> bool:
       events and its TTL controller; here the same reconcile handles a finished
       BuildRun's retention TTL and generated ServiceAccount (rows 2-4), so every
       BuildRun is looked at once at start.
-    - MODIFIED: a spec change (generation; a cancel is the only one the CRD admits), a
-      change of phase (taskRunName or completionTime newly set, by whoever) and a
-      resync (the same resourceVersion). A phase change is the one write of ours whose
+    - MODIFIED: a spec change (generation: the CRD admits a cancel, and a finished
+      BuildRun's retention TTLs, which rows 2 and 4 read live), a change of phase
+      (taskRunName or completionTime newly set, by whoever) and a resync (the same
+      resourceVersion). A phase change is the one write of ours whose
       event is needed: the next look must see the new phase (a started BuildRun whose
       adopted TaskRun had finished already; a finished one's rows 2-4), and it is the
       last write of the try that makes it, so it never brings a failing key back early.

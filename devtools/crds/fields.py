@@ -177,9 +177,12 @@ FIELDS: list[Field] = [
            _VA + "test_failures", _CK + "test_buildrun_runtime_class_name_not_valid"),
           oracle=True),
     Field(BOTH, ".spec.retention.ttlAfterFailed", "a failed BuildRun is deleted this long after "
-          "it finished (a BuildRun's wins), preconditioned on its uid and resourceVersion",
+          "it finished (a BuildRun's wins), preconditioned on its uid and resourceVersion; a "
+          "BuildRun's may be lowered or raised once it finished and is read live (as "
+          "Shipwright's TTL cleanup reads it; a value that does not parse keeps the BuildRun)",
           (_LC + "test_ttl_survives_a_controller_restart",
-           _LC + "test_ttl_falls_back_to_the_build_and_keeps_succeeded_runs")),
+           _LC + "test_ttl_falls_back_to_the_build_and_keeps_succeeded_runs",
+           _LC + "test_a_finished_buildruns_ttl_may_be_lowered_or_raised")),
     Field(BOTH, ".spec.retention.ttlAfterSucceeded", "as `ttlAfterFailed`, for a succeeded "
           "BuildRun", (_LC + "test_ttl_after_succeeded_deletes_on_time",)),
     Field(BUILD, ".spec.retention.failedLimit", "the oldest failed BuildRuns of the Build beyond "
@@ -232,7 +235,8 @@ FIELDS: list[Field] = [
               _DOM + "test_a_named_service_account_gets_the_push_secret_added_and_keeps_its_own",
               "tests/unit/buildrun/test_serviceaccounts.py::test_choose")),
     Field(RUN, ".spec.state", "`BuildRunCanceled` cancels the TaskRun and ends the BuildRun "
-          "BuildRunCanceled; the one spec change allowed after creation (our CEL rule)",
+          "BuildRunCanceled; with `spec.retention` once the BuildRun finished, the one spec "
+          "change allowed after creation (our CEL rules)",
           (_BR + "test_cancel_before_start_and_while_running",
            "tests/unit/devtools/test_crdgen.py::test_every_buildrun_spec_field_but_state_is_immutable")),
     Field(RUN, ".spec.stepResources", "replaces the named strategy step's resources; a step "

@@ -197,6 +197,28 @@ async def test_row_2_spares_a_namesake_created_since(rig: Rig) -> None:
     assert rig.stored().get("status") is None
 
 
+@pytest.mark.parametrize(("live", "snapshot", "wakes_in"), [
+    ("30s", "1h", None),  # lowered after it finished: due already (finished 60 s ago)
+    ("2h", "5m", 7140.05),  # raised: kept, looked at again then
+    (None, "5m", 240.05),  # not set on the BuildRun: the snapshot's (BuildRun over Build)
+    ("2 weeks", "5m", DONE),  # set to what does not parse: kept, not deleted on a guess
+], ids=["lowered", "raised", "snapshot", "unreadable"])
+async def test_row_2_reads_the_live_ttl_first_as_shipwright(
+        rig: Rig, live: str | None, snapshot: str, wakes_in: float | Result | None) -> None:
+    """Shipwright's TTL cleanup reads spec.retention first, then status.buildSpec's."""
+    retention = {"retention": {"ttlAfterFailed": live}} if live else {}
+    rig.buildrun(status=finished(buildSpec={"retention": {"ttlAfterFailed": snapshot}}),
+                 **retention)
+    result = await rig.reconcile()
+    if wakes_in is None:
+        assert (result, rig.kube.writes()) == (DONE, [("delete", "buildruns", "br", "")])
+    elif isinstance(wakes_in, Result):
+        assert (result, rig.kube.writes()) == (wakes_in, [])
+    else:
+        assert result.requeue_after == pytest.approx(wakes_in)
+        assert rig.kube.writes() == []
+
+
 async def test_row_3_the_generated_service_account_goes_once_done(rig: Rig) -> None:
     br = rig.buildrun(status=finished(), serviceAccount=".generate")
     rig.kube.add(SERVICEACCOUNTS, {"metadata": {
