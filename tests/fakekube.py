@@ -60,6 +60,8 @@ class FakeKube:
         self._revision = itertools.count(1)
         self._hooks: list[_Hook] = []
         self._random = random.Random(0)  # generateName suffixes, the same in every run
+        # The creationTimestamp of what is created or added from now on.
+        self.created = CREATED
 
     # -- for the test -----------------------------------------------------------------
 
@@ -70,7 +72,7 @@ class FakeKube:
         if resource.namespaced:
             meta.setdefault("namespace", namespace)
         meta.setdefault("uid", str(uuid.uuid4()))
-        meta.setdefault("creationTimestamp", CREATED)
+        meta.setdefault("creationTimestamp", self.created)
         meta.setdefault("generation", 1)
         meta["resourceVersion"] = str(next(self._revision))
         obj.setdefault("apiVersion", resource.api_version)

@@ -78,9 +78,29 @@ def retention_ttl(buildrun: JSON) -> float | None:
     return None
 
 
-def timeout_left(buildrun: JSON, now: datetime.datetime) -> float | None:
-    """Seconds until the timeout deadline (0.0 once passed), None without a timeout."""
-    return _left((buildrun.get("status") or {}).get("startTime"), run_timeout(buildrun), now)
+def run_start(run: JSON | None) -> str | None:
+    """When Tekton started the run (its status.startTime, a TaskRun's or PipelineRun's),
+    which Shipwright copies into the BuildRun's; None until Tekton has."""
+    start = ((run or {}).get("status") or {}).get("startTime")
+    return str(start) if start else None
+
+
+def deadline_left(buildrun: JSON, run: JSON | None, now: datetime.datetime,
+                  grace: float) -> float | None:
+    """Seconds until the timeout backstop (0.0 once passed), None without a timeout.
+
+    Tekton ends a run at its own timeout (the TaskRun's spec.timeout, the PipelineRun's
+    timeouts.pipeline: the BuildRun's), counted from the run's status.startTime, which the
+    BuildRun's startTime copies; the BuildRun then ends BuildRunTimeout from the run's
+    outcome. This deadline is only for a run Tekton never ends (its controller down or
+    stuck): `grace` seconds after Tekton's, counted from the same start, or from the run's
+    creation while Tekton has not started it."""
+    timeout = run_timeout(buildrun)
+    if timeout is None:
+        return None
+    start = ((buildrun.get("status") or {}).get("startTime") or run_start(run)
+             or ((run or {}).get("metadata") or {}).get("creationTimestamp"))
+    return _left(start, timeout + grace, now)
 
 
 def ttl_left(buildrun: JSON, now: datetime.datetime) -> float | None:

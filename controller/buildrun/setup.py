@@ -134,6 +134,7 @@ def setup(kube: Kube, settings: Settings, recorder: EventRecorder,
         recorder,
         executor=executor,
         config=config,
+        timeout_grace=settings.timeout_grace,
     )
     controller = Controller(
         NAME, reconciler, queue,

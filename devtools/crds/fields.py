@@ -145,10 +145,13 @@ FIELDS: list[Field] = [
            _PX + "test_multi_arch_runs_where_nodes_of_each_platform_exist",
            _CK + "test_platforms_of_the_buildrun_replace_the_builds_when_not_empty",
            _BR + "test_user_errors_are_terminal_at_once")),
-    Field(BOTH, ".spec.timeout", "the TaskRun's timeout; a BuildRun's wins; past it the "
-          "BuildRun ends BuildRunTimeout",
+    Field(BOTH, ".spec.timeout", "the TaskRun's timeout; a BuildRun's wins; Tekton ends the "
+          "TaskRun past it (TaskRunTimeout) and the BuildRun ends BuildRunTimeout; if Tekton "
+          "has not `--timeout-grace` later, the controller ends it and cancels the TaskRun",
           (_SP + "test_effective_build_rejects_bad_build_timeout",
-           _BR + "test_timeout_wins_and_a_late_success_never_flips_it"), oracle=True),
+           _BR + "test_timeout_wins_and_a_late_success_never_flips_it",
+           _TK + "test_timeout_tekton_stops_the_taskrun_and_deletes_its_pod",
+           _TK + "test_the_timeout_backstop_when_tekton_never_ends_the_taskrun"), oracle=True),
     Field(BOTH, ".spec.env", "env of every strategy step; names checked as Shipwright checks "
           "them (our CEL rules refuse a blank name or value with valueFrom at admission)",
           (_SP + "test_effective_build_checks_env_as_shipwright",
@@ -270,9 +273,12 @@ FIELDS: list[Field] = [
            _BC + "test_a_missing_strategy_then_a_fixed_spec")),
     Field(RUN, ".status.buildSpec", "the Build spec the run used, written when the TaskRun "
           "is created", (_BR + "test_success_creates_one_owned_taskrun_and_reports_the_digest",)),
-    Field(RUN, ".status.startTime", "when the TaskRun was created (Shipwright writes it from "
-          "the TaskRun later)",
-          (_BR + "test_success_creates_one_owned_taskrun_and_reports_the_digest",)),
+    Field(RUN, ".status.startTime", "the TaskRun's (PipelineRun's) own startTime, copied once "
+          "Tekton has started it, as Shipwright copies it",
+          (_BR + "test_success_creates_one_owned_taskrun_and_reports_the_digest",
+           _TK + "test_timeout_tekton_stops_the_taskrun_and_deletes_its_pod",
+           "tests/unit/buildrun/test_actions.py::"
+           "test_row_16_copies_the_taskruns_start_time_as_shipwright")),
     Field(RUN, ".status.taskRunName", "the TaskRun's name (deterministic from the BuildRun's "
           "uid); not written for a PipelineRun, as Shipwright",
           (_BR + "test_cancel_before_start_and_while_running",
