@@ -31,6 +31,7 @@ from controller.runtime.errors import (
 )
 from controller.runtime.events import EventRecorder
 from controller.runtime.kube import (
+    APPLY_PATCH,
     JSON,
     PODS,
     SERVICEACCOUNTS,
@@ -39,6 +40,7 @@ from controller.runtime.kube import (
     Kube,
 )
 from controller.runtime.timestamps import Clock, format_time, parse_time
+from controller.shipwright import field_managers
 from controller.shipwright import metrics as shipwright_metrics
 from controller.shipwright.conditions import succeeded_condition
 from controller.shipwright.resources import BUILDRUNS
@@ -300,13 +302,21 @@ class Actions:
 
     async def cancel(self, executor: Executor, run: JSON) -> None:
         """Asks Tekton to stop the TaskRun (PipelineRun): `executor.cancel_patch`, as
-        Shipwright's Cancel, as a merge patch."""
+        Shipwright's Cancel sends it, a server-side apply that takes the fields over
+        (force) as field manager shipwright-build-controller, so managedFields read as
+        under Shipwright. An apply to a run deleted meanwhile would create one with
+        nothing but spec.status, which Tekton's webhook refuses: handled below as a run
+        that finished."""
         meta = run["metadata"]
         if executor.cancelled(run):
             return
+        intent = {"apiVersion": executor.resource.api_version, "kind": executor.kind,
+                  "metadata": {"name": meta["name"], "namespace": meta["namespace"]},
+                  **copy.deepcopy(executor.cancel_patch)}
         try:
-            await self.kube.patch(executor.resource, meta["namespace"], meta["name"],
-                                  copy.deepcopy(executor.cancel_patch))
+            await self.kube.with_field_manager(field_managers.BUILD_CONTROLLER).patch(
+                executor.resource, meta["namespace"], meta["name"], intent,
+                content_type=APPLY_PATCH, force=True)
         except ApiError as exc:
             if is_not_found(exc):
                 return

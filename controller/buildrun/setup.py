@@ -21,6 +21,7 @@ from controller.runtime.informers import EventType, Informer, InformerFactory
 from controller.runtime.kube import JSON, SERVICEACCOUNTS, Kube, key_of
 from controller.runtime.store import Store
 from controller.settings import Settings
+from controller.shipwright import field_managers
 from controller.shipwright.conditions import succeeded_condition
 from controller.shipwright.indexes import BUILDRUN_INDEXERS, BY_BUILD
 from controller.shipwright.resources import (
@@ -124,7 +125,7 @@ def setup(kube: Kube, settings: Settings, recorder: EventRecorder,
     service_accounts = informers.informer(SERVICEACCOUNTS)
     queue = controller_queue(NAME, settings.queue)
     reconciler = BuildRunReconciler(
-        kube,
+        kube.with_field_manager(field_managers.BUILDRUN_CONTROLLER),
         Caches(buildruns=buildruns.store, taskruns=runs[TASKRUNS].store, builds=builds.store,
                strategies=strategies.store, cluster_strategies=cluster_strategies.store,
                service_accounts=service_accounts.store,

@@ -13,13 +13,14 @@ from typing import Any
 import pytest
 
 from bench.e2e.common import apiserver_requests
-from controller.buildrun import reasons
+from controller.buildrun import reasons, serviceaccounts
 from controller.buildrun.caches import Caches
 from controller.buildrun.executors import TASKRUN
 from controller.buildrun.reconciler import BuildRunReconciler
 from controller.runtime.errors import RetryableError
 from controller.runtime.events import EventRecorder
-from controller.runtime.kube import EVENTS, JSON, ApiError, Kube
+from controller.runtime.kube import EVENTS, JSON, SERVICEACCOUNTS, USER_AGENT, ApiError, Kube
+from controller.shipwright import field_managers
 from controller.shipwright.labels import LABEL_BUILDRUN
 from controller.shipwright.params import (
     MISSING_PARAMETER_VALUES,
@@ -28,7 +29,8 @@ from controller.shipwright.params import (
     WRONG_PARAMETER_VALUE_TYPE,
 )
 from controller.shipwright.resources import BUILDRUNS, BUILDS, BUILDSTRATEGIES, TASKRUNS
-from devtools.cluster.fates import results
+from devtools.cluster import fixtures
+from devtools.cluster.fates import FateWebhook, results
 from devtools.cluster.localcluster import LocalCluster
 from devtools.cluster.stack import TektonStack
 from devtools.cluster.tekton import TektonSimulator
@@ -318,6 +320,53 @@ async def test_deleted_taskrun_ends_the_buildrun(
         await kube.delete(TASKRUNS, world.ns, tr_name)
         done = await world.finished("br")
     assert condition(done)["reason"] == reasons.TASK_RUN_IS_MISSING
+
+
+Entry = tuple[str, str, str]  # (manager, operation, subresource) of a managedFields entry
+
+
+def managed(obj: JSON) -> set[Entry]:
+    return {(e["manager"], e["operation"], e.get("subresource", ""))
+            for e in obj["metadata"].get("managedFields") or []}
+
+
+async def test_every_write_names_shipwrights_field_manager(
+    cluster: LocalCluster, kube: Kube, namespace: str, fates: FateWebhook
+) -> None:
+    """As Shipwright v0.20.13's controllers write (client.WithFieldOwner; its Cancel a
+    server-side apply), so managedFields read the same after a switch: the BuildRun
+    reconciler's writes as shipwright-buildrun-controller, the Build controller's and a
+    cancel as shipwright-build-controller, and nothing under our User-Agent's name. The
+    test's own writes are "test-user"'s."""
+    user = World(kube.with_field_manager("test-user"), namespace, fates)
+    await user.strategy()
+    await user.build()
+    user.fate("held", fate="hold")
+    async with running_controller(controller_settings(cluster, namespace)):
+        await user.buildrun("ok")
+        await user.buildrun("held", serviceAccount=".generate")
+        await running_pod(user, "held")
+        held_sa = await kube.get(SERVICEACCOUNTS, namespace,
+                                 serviceaccounts.generated_name(await user.get("held")))
+        await user.kube.patch(BUILDRUNS, namespace, "held", {"spec": {"state": "BuildRunCanceled"}})
+        ok, held = await user.finished("ok", 30), await user.finished("held", 30)
+        cancelled = await tekton_verdict(user, "held")
+        build = await kube.get(BUILDS, namespace, fixtures.BUILD)
+    assert condition(held)["reason"] == reasons.BUILD_RUN_CANCELED, cancelled
+    ours, theirs = field_managers.BUILDRUN_CONTROLLER, field_managers.BUILD_CONTROLLER
+    assert (theirs, "Update", "status") in managed(build)  # the suite's Build spec
+    for br in (ok, held):
+        assert {(ours, "Update", "status"), (ours, "Update", "")} <= managed(br), br
+        assert {m for m, _, _ in managed(br)} == {"test-user", ours}, managed(br)
+    taskruns = {t["metadata"]["labels"][LABEL_BUILDRUN]: t for t in await user.taskruns()}
+    assert (ours, "Update", "") in managed(taskruns["ok"])  # the suite's TaskRun spec
+    assert {(ours, "Update", ""), (theirs, "Apply", "")} <= managed(taskruns["held"])
+    assert managed(held_sa) == {(ours, "Update", "")}
+    events = [e for e in (await kube.list(EVENTS, namespace))["items"]
+              if e["involvedObject"]["kind"] == "BuildRun"]
+    assert events and {m for e in events for m, _, _ in managed(e)} == {theirs}
+    everything = [build, ok, held, held_sa, *taskruns.values(), *events]
+    assert not any(m == USER_AGENT.split("/")[0] for o in everything for m, _, _ in managed(o))
 
 
 # -- the API server enforces the one-try shot too ------------------------------------------

@@ -215,6 +215,28 @@ async def test_cancel_makes_tekton_delete_the_pod(
     assert (await tekton_verdict(world, "c"))["reason"] == "TaskRunCancelled"
 
 
+async def test_a_cancel_that_meets_a_deleted_taskrun_creates_nothing(
+    stack: TektonStack, world: World
+) -> None:
+    """The cancel is a server-side apply (as Shipwright's Cancel), which would create a
+    TaskRun deleted since it was read: Tekton's webhook refuses one with nothing but
+    spec.status, and the cancel takes that as a run with nothing left to stop."""
+    world.fate("gone", fate="hold")
+    async with controller(stack, world):
+        await world.buildrun("gone")
+        tr = await taskrun(world, "gone")
+    name = tr["metadata"]["name"]
+    await world.kube.delete(TASKRUNS, world.ns, name)
+
+    async def deleted() -> bool:
+        return await world.kube.get_or_none(TASKRUNS, world.ns, name) is None
+    await wait_for(deleted, 30, 0.1, what="the TaskRun to go")
+    reconciler = BuildRunReconciler(world.kube, Caches(), EventRecorder(world.kube, "t", "t"),
+                                    executor=TASKRUN)
+    await reconciler.actions.cancel(TASKRUN, tr)
+    assert await world.kube.get_or_none(TASKRUNS, world.ns, name) is None
+
+
 async def test_deleted_taskrun_is_missing_and_its_pod_collected(
     stack: TektonStack, world: World
 ) -> None:

@@ -30,6 +30,7 @@ from controller.runtime.events import EventRecorder
 from controller.runtime.kube import JSON, PODS, SERVICEACCOUNTS, ApiError, Resource, key_of
 from controller.runtime.timestamps import format_time
 from controller.settings import Settings
+from controller.shipwright import field_managers
 from controller.shipwright.conditions import succeeded_condition
 from controller.shipwright.params import UNDEFINED_PARAMETER
 from controller.shipwright.resources import (
@@ -515,6 +516,16 @@ async def test_row_14_a_cancel_while_running(rig: Rig) -> None:
     assert rig.condition()["reason"] == reasons.BUILD_RUN_CANCELED
     assert rig.stored()["status"]["completionTime"] == format_time(NOW)
     assert rig.kube.writes() == [STATUS_WRITE, CANCEL]
+    assert canceled(rig.kube)
+
+
+async def test_a_cancel_writes_as_shipwrights_cancel_does(rig: Rig) -> None:
+    """Shipwright's Cancel is a server-side apply by shipwright-build-controller (not the
+    BuildRun reconciler's own manager), so managedFields read the same after a switch."""
+    br = rig.buildrun(status=started(), state="BuildRunCanceled")
+    rig.taskrun(br, conditions=running())
+    await rig.reconcile()
+    assert rig.kube.managers[-1] == (CANCEL, field_managers.BUILD_CONTROLLER)
     assert canceled(rig.kube)
 
 
