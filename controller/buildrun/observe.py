@@ -13,10 +13,10 @@ from dataclasses import dataclass, replace
 from controller.buildrun import serviceaccounts
 from controller.buildrun.buildruns import (
     canceled,
+    deadline_left,
     phase_of,
     recorded_executor_name,
     run_timeout,
-    timeout_left,
     ttl_left,
 )
 from controller.buildrun.caches import BY_BUILDRUN, UNWATCHED_POLL, Caches
@@ -55,13 +55,15 @@ class Seen:
 
 class Observer:
     def __init__(self, kube: Kube, caches: Caches, planner: Planner, clock: Clock,
-                 executor: Executor) -> None:
+                 executor: Executor, timeout_grace: float) -> None:
         self.kube = kube
         self.caches = caches
         self.planner = planner
         self.clock = clock
         # What a new BuildRun runs as (BUILDRUN_EXECUTOR).
         self.executor = executor
+        # Row 15 is a backstop: this long past the timeout Tekton enforces itself.
+        self.timeout_grace = timeout_grace
 
     def executor_of(self, buildrun: JSON) -> Executor:
         return executor_of(buildrun, self.executor)
@@ -87,7 +89,8 @@ class Observer:
             return Seen(buildrun, observation, run, service_account=service_account,
                         executor=executor)
         seen = await self.observe_run(buildrun)
-        deadline_passed = timeout_left(buildrun, self.clock()) == 0.0
+        deadline_passed = deadline_left(buildrun, seen.run, self.clock(),
+                                        self.timeout_grace) == 0.0
         observation = replace(
             seen.observation,
             canceled=canceled(buildrun),

@@ -32,6 +32,9 @@ BUILD_RUN_BUILD_FIELD_OVERRIDE_FORBIDDEN = "BuildRunBuildFieldOverrideForbidden"
 INVALID_TIMEOUT = "InvalidTimeout"
 INVALID_RETENTION = "InvalidRetention"
 INVALID_REFERENCE = "InvalidReference"
+# The BuildRun's name is no valid label value (over 63 characters): its TaskRun's
+# buildrun.shipwright.io/name label could not name it (Shipwright's check and words).
+BUILD_RUN_NAME_INVALID = "BuildRunNameInvalid"
 # The BuildRun is too large for its build spec snapshot to fit in its status.
 BUILD_RUN_TOO_LARGE = "BuildRunTooLarge"
 # The API server refused the TaskRun we generated from what the user asked for.
@@ -78,6 +81,7 @@ USER_ERROR_REASONS: frozenset[str] = frozenset(
         INVALID_TIMEOUT,
         INVALID_RETENTION,
         INVALID_REFERENCE,
+        BUILD_RUN_NAME_INVALID,
         BUILD_RUN_TOO_LARGE,
         TASK_RUN_GENERATION_FAILED,
         UNDEFINED_VOLUME,

@@ -21,6 +21,7 @@ from controller.runtime.informers import EventType, Informer, InformerFactory
 from controller.runtime.kube import JSON, SERVICEACCOUNTS, Kube, key_of
 from controller.runtime.store import Store
 from controller.settings import Settings
+from controller.shipwright import field_managers
 from controller.shipwright.conditions import succeeded_condition
 from controller.shipwright.indexes import BUILDRUN_INDEXERS, BY_BUILD
 from controller.shipwright.resources import (
@@ -44,9 +45,10 @@ def buildrun_wakes(kind: EventType, obj: JSON, old: JSON | None) -> bool:
       events and its TTL controller; here the same reconcile handles a finished
       BuildRun's retention TTL and generated ServiceAccount (rows 2-4), so every
       BuildRun is looked at once at start.
-    - MODIFIED: a spec change (generation; a cancel is the only one the CRD admits), a
-      change of phase (taskRunName or completionTime newly set, by whoever) and a
-      resync (the same resourceVersion). A phase change is the one write of ours whose
+    - MODIFIED: a spec change (generation: the CRD admits a cancel, and a finished
+      BuildRun's retention TTLs, which rows 2 and 4 read live), a change of phase
+      (taskRunName or completionTime newly set, by whoever) and a resync (the same
+      resourceVersion). A phase change is the one write of ours whose
       event is needed: the next look must see the new phase (a started BuildRun whose
       adopted TaskRun had finished already; a finished one's rows 2-4), and it is the
       last write of the try that makes it, so it never brings a failing key back early.
@@ -123,7 +125,7 @@ def setup(kube: Kube, settings: Settings, recorder: EventRecorder,
     service_accounts = informers.informer(SERVICEACCOUNTS)
     queue = controller_queue(NAME, settings.queue)
     reconciler = BuildRunReconciler(
-        kube,
+        kube.with_field_manager(field_managers.BUILDRUN_CONTROLLER),
         Caches(buildruns=buildruns.store, taskruns=runs[TASKRUNS].store, builds=builds.store,
                strategies=strategies.store, cluster_strategies=cluster_strategies.store,
                service_accounts=service_accounts.store,
@@ -133,6 +135,7 @@ def setup(kube: Kube, settings: Settings, recorder: EventRecorder,
         recorder,
         executor=executor,
         config=config,
+        timeout_grace=settings.timeout_grace,
     )
     controller = Controller(
         NAME, reconciler, queue,
