@@ -32,8 +32,11 @@ STRICT = ["--enable-admission-plugins=OwnerReferencesPermissionEnforcement"]
 
 @pytest.fixture(scope="session")
 async def stack(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[TektonStack]:
+    """The session's stack. Its real node (tests/cluster/test_real_builds.py) is prepared
+    here and started by the first test that asks for it (`await stack.real_node()`)."""
     t = time.monotonic()
-    async with TektonStack(tmp_path_factory.mktemp("stack"), apiserver_args=STRICT) as s:
+    async with TektonStack(tmp_path_factory.mktemp("stack"), apiserver_args=STRICT,
+                           real_node=True) as s:
         print(f"\nTektonStack up in {time.monotonic() - t:.2f}s: {s.timings}")
         yield s
 
