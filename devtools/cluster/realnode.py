@@ -18,7 +18,13 @@ content) and `await stack.real_node()` starts it the first time a caller asks:
 
 containerd and the kubelet run in a mount namespace of their own under a supervisor
 (devtools.cluster.nodens) that keeps everything they write outside their folders in the
-stack's folder, and kills every process they leave when the stack stops.
+stack's folder, and kills every process they leave when the stack stops. In there they
+keep their defaults where those are hard-coded or make socket paths too long for the
+stack's folder: the kubelet's root is /var/lib/kubelet, pods' logs /var/log/pods,
+containerd's socket /run/containerd/containerd.sock, all of them in the namespace's
+overlays, i.e. <stack>/node/ns/{var-lib,var-log,run}-upper/. containerd's root and state
+are <stack>/node/containerd/. stop() removes the big ones (unpacked images, pods'
+volumes) and keeps the logs.
 
 A pod runs here only when it asks to: `placement()` is the nodeSelector and toleration a
 Build (or BuildRun) gives, as a user would, and the scheduler does the rest. Every pod
@@ -68,6 +74,7 @@ OVERLAYS = ("/var/lib", "/var/log", "/run")
 # The cgroup root of the node's pods, in every hierarchy, made and removed by nodens.
 CGROUP_PREFIX = "buildrun-node-"
 KUBELET_CLIENT = "kube-apiserver-kubelet-client"
+CONTAINERD_SOCKET = "/run/containerd/containerd.sock"
 PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 TOOLS = ("containerd", "containerd-shim-runc-v2", "runc", "docker-registry", "unshare",
          "mount")
@@ -296,8 +303,9 @@ class RealNode:
         for child in reversed(self._children):
             child.stop(timeout=2.0)
         self._children.clear()
-        # The images' unpacked layers and the pods' volumes: hundreds of MB per run.
-        for big in ("containerd/root", "kubelet"):
+        # The images' unpacked layers and the kubelet's state with the pods' volumes:
+        # hundreds of MB per run. The pods' logs (ns/var-log-upper/pods) are kept.
+        for big in ("containerd/root", "ns/var-lib-upper", "ns/run-upper"):
             shutil.rmtree(self.workdir / big, ignore_errors=True)
         self.timings["stop"] = round(time.monotonic() - t0, 2)
 
@@ -413,7 +421,6 @@ class RealNode:
             "containerRuntimeEndpoint": f"unix://{sock}",
             "imageServiceEndpoint": f"unix://{sock}",
             "volumePluginDir": str(self.workdir / "volume-plugins"),
-            "podLogsDir": str(self.workdir / "pod-logs"),
             "makeIPTablesUtilChains": False,
             "registerWithTaints": [{"key": LABEL, "value": REAL, "effect": "NoSchedule"}],
             "serializeImagePulls": False,
@@ -432,7 +439,9 @@ class RealNode:
     def _start_node(self) -> None:
         containerd_dir = self.workdir / "containerd"
         containerd_dir.mkdir(exist_ok=True)
-        sock = containerd_dir / "containerd.sock"
+        # In the node's own /run (an overlay, nodens): a socket path may be 104 bytes at
+        # most, and the stack's folder can be longer than that already.
+        sock = Path(CONTAINERD_SOCKET)
         containerd_config = self._containerd_config(sock)
         kubelet_config = self._kubelet_config(sock)
         env = {"PATH": PATH, "HOME": str(self.workdir)}
@@ -449,8 +458,6 @@ class RealNode:
                 {"name": "kubelet", "log": str(self.workdir / "kubelet.log"), "env": env,
                  "argv": [str(self._kubelet_bin), f"--config={kubelet_config}",
                           f"--kubeconfig={self.cluster.kubeconfig}",
-                          f"--root-dir={self.workdir / 'kubelet'}",
-                          f"--cert-dir={self.workdir / 'kubelet' / 'pki'}",
                           f"--hostname-override={NODE}",
                           f"--node-labels={LABEL}={REAL}",
                           "--v=1"]},
