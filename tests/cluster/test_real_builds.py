@@ -33,7 +33,7 @@ from devtools.cluster import realbuilds
 from devtools.cluster.fixtures import API
 from devtools.cluster.localcluster import LocalCluster
 from devtools.cluster.realbuilds import BUILD_LINE, GREETING
-from devtools.cluster.realnode import NODE, NodeUnavailable, RealNode, placement
+from devtools.cluster.realnode import NODE, RealNode, placement
 from devtools.cluster.stack import TektonStack
 from tests.cluster.test_shp import shp
 from tests.harness import (
@@ -51,14 +51,6 @@ pytestmark = pytest.mark.cluster
 
 # A real build on two busy cores: clone, buildah bud (pulls the base, runs a RUN), push.
 BUILD_SECONDS = 300
-
-
-@pytest.fixture(scope="session")
-async def real_node(stack: TektonStack) -> RealNode:
-    try:
-        return await stack.real_node()
-    except NodeUnavailable as exc:
-        pytest.skip(f"no real node on this machine: {exc}")
 
 
 @pytest.fixture
