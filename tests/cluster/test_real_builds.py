@@ -102,6 +102,19 @@ async def sample_build(w: World, node: RealNode, file: str, name: str) -> JSON:
     return await w.kube.create(BUILDS, w.ns, body)
 
 
+async def build_sample(stack: TektonStack, w: World, node: RealNode, file: str,
+                       name: str) -> JSON:
+    """Shipwright's sample Build `file` as `name` (on_real_node), and its BuildRun
+    `name`-1 run to Succeeded; the finished BuildRun."""
+    await sample_build(w, node, file, name)
+    async with controller(stack, w):
+        await registered(w, name)
+        await w.buildrun(f"{name}-1", name)
+        done = await w.finished(f"{name}-1", BUILD_SECONDS)
+    assert condition(done)["reason"] == reasons.SUCCEEDED, (condition(done), done["status"])
+    return done
+
+
 async def registered(w: World, build: str) -> None:
     async def ok() -> bool:
         got = await w.kube.get(BUILDS, w.ns, build)
@@ -125,14 +138,9 @@ async def test_buildah_sample_clones_builds_and_pushes_the_digest_it_reports(
     the Build as written but for the Git URL, the registry and the placement."""
     w, node = world_real, real_node
     commit = realbuilds.sample_repository(node)
-    await sample_build(w, node, realbuilds.BUILDAH_MANAGED_PUSH, "buildah")
     t = time.monotonic()
-    async with controller(stack, w):
-        await registered(w, "buildah")
-        await w.buildrun("buildah-1", "buildah")
-        done = await w.finished("buildah-1", BUILD_SECONDS)
+    done = await build_sample(stack, w, node, realbuilds.BUILDAH_MANAGED_PUSH, "buildah")
     elapsed = time.monotonic() - t
-    assert condition(done)["reason"] == reasons.SUCCEEDED, (condition(done), done["status"])
     pod = await the_pod(w, "buildah-1")
     assert pod["spec"]["nodeName"] == NODE
     pushed = node.manifest_digest(f"{w.ns}/buildah")
@@ -156,12 +164,8 @@ async def test_buildah_strategy_managed_push_reports_the_digest_buildah_pushed(
     node_env: None,
 ) -> None:
     w, node = world_real, real_node
-    await sample_build(w, node, realbuilds.BUILDAH_STRATEGY_PUSH, "pushes-itself")
-    async with controller(stack, w):
-        await registered(w, "pushes-itself")
-        await w.buildrun("p-1", "pushes-itself")
-        done = await w.finished("p-1", BUILD_SECONDS)
-    assert condition(done)["reason"] == reasons.SUCCEEDED, (condition(done), done["status"])
+    done = await build_sample(stack, w, node, realbuilds.BUILDAH_STRATEGY_PUSH,
+                              "pushes-itself")
     pushed = node.manifest_digest(f"{w.ns}/pushes-itself")
     assert pushed is not None and done["status"]["output"]["digest"] == pushed
 
@@ -232,14 +236,21 @@ async def shell_build(w: World, node: RealNode, name: str, script: str, **step: 
                  **placement()}})
 
 
+async def run_shell_build(stack: TektonStack, w: World, node: RealNode, name: str,
+                          script: str, **step: Any) -> JSON:
+    """shell_build `name`, and its BuildRun `name`-1 run to the end; the finished BuildRun."""
+    await shell_build(w, node, name, script, **step)
+    async with controller(stack, w):
+        await w.buildrun(f"{name}-1", name)
+        return await w.finished(f"{name}-1", BUILD_SECONDS)
+
+
 async def test_a_step_that_exits_1_fails_naming_its_container_and_its_log(
     stack: TektonStack, real_node: RealNode, world_real: World, node_env: None,
 ) -> None:
     w = world_real
-    await shell_build(w, real_node, "exits", "echo 'about to fail for real'; exit 1")
-    async with controller(stack, w):
-        await w.buildrun("exits-1", "exits")
-        done = await w.finished("exits-1", BUILD_SECONDS)
+    done = await run_shell_build(stack, w, real_node, "exits",
+                                 "echo 'about to fail for real'; exit 1")
     cond = condition(done)
     assert (cond["status"], cond["reason"]) == ("False", reasons.FAILED), cond
     details = done["status"]["failureDetails"]
@@ -273,11 +284,9 @@ async def test_a_step_over_its_memory_limit_is_step_out_of_memory(
 ) -> None:
     w = world_real
     # tail keeps a line until its end: 512 MiB without a newline, against 64 MiB.
-    await shell_build(w, real_node, "oom", "head -c 536870912 /dev/zero | tail",
-                      resources={"limits": {"memory": "64Mi"}})
-    async with controller(stack, w):
-        await w.buildrun("oom-1", "oom")
-        done = await w.finished("oom-1", BUILD_SECONDS)
+    done = await run_shell_build(stack, w, real_node, "oom",
+                                 "head -c 536870912 /dev/zero | tail",
+                                 resources={"limits": {"memory": "64Mi"}})
     assert condition(done)["reason"] == reasons.STEP_OUT_OF_MEMORY, condition(done)
     assert done["status"]["failureDetails"]["location"]["container"] == "step-build"
     pod = await the_pod(w, "oom-1")
@@ -291,13 +300,8 @@ async def test_an_image_that_cannot_be_pulled_keeps_tektons_reason(
 ) -> None:
     w = world_real
     missing = real_node.image("nowhere/missing", "1.0")
-    await shell_build(w, real_node, "no-image", "true")
-    await w.kube.patch(BUILDSTRATEGIES, w.ns, "no-image", {"spec": {"steps": [
-        {"name": "build", "image": missing, "command": ["true"]}]}})
-    async with controller(stack, w):
-        await w.buildrun("pull-1", "no-image")
-        done = await w.finished("pull-1", BUILD_SECONDS)
-    tekton = await tekton_verdict(w, "pull-1")
+    done = await run_shell_build(stack, w, real_node, "no-image", "true", image=missing)
+    tekton = await tekton_verdict(w, "no-image-1")
     assert tekton["reason"] == "TaskRunImagePullFailed", tekton
     cond = condition(done)
     if cond["reason"] == reasons.FAILED:
@@ -309,14 +313,22 @@ async def test_an_image_that_cannot_be_pulled_keeps_tektons_reason(
     assert missing in cond["message"]
 
 
+@contextlib.asynccontextmanager
+async def running_build(stack: TektonStack, w: World, node: RealNode, name: str,
+                        **run_spec: Any) -> AsyncIterator[str]:
+    """A Build `name` whose step says "started" and sleeps 600 s, and its BuildRun
+    `name`-1 (with `run_spec`) under the controller: the pod's name once the step runs."""
+    await shell_build(w, node, name, "echo started; sleep 600")
+    async with controller(stack, w):
+        await w.buildrun(f"{name}-1", name, **run_spec)
+        yield await running_step(w, stack.cluster, f"{name}-1")
+
+
 async def test_cancelling_a_running_build_stops_its_pod(
     stack: TektonStack, real_node: RealNode, world_real: World, node_env: None,
 ) -> None:
     w = world_real
-    await shell_build(w, real_node, "long", "echo started; sleep 600")
-    async with controller(stack, w):
-        await w.buildrun("cancel-1", "long")
-        pod = await running_step(w, stack.cluster, "cancel-1")
+    async with running_build(stack, w, real_node, "cancel") as pod:
         t = time.monotonic()
         await w.kube.patch(BUILDRUNS, w.ns, "cancel-1", {"spec": {"state": "BuildRunCanceled"}})
         done = await w.finished("cancel-1", 120)
@@ -331,10 +343,7 @@ async def test_a_running_build_that_times_out_is_build_run_timeout(
     stack: TektonStack, real_node: RealNode, world_real: World, node_env: None,
 ) -> None:
     w = world_real
-    await shell_build(w, real_node, "slow", "echo started; sleep 600")
-    async with controller(stack, w):
-        await w.buildrun("slow-1", "slow", timeout="20s")
-        pod = await running_step(w, stack.cluster, "slow-1")
+    async with running_build(stack, w, real_node, "slow", timeout="20s") as pod:
         done = await w.finished("slow-1", 120)
         await gone(w, PODS, pod, 120)
     assert condition(done)["reason"] == reasons.BUILD_RUN_TIMEOUT, condition(done)
