@@ -100,6 +100,23 @@ def placement() -> JSON:
                              "effect": "NoSchedule"}]}
 
 
+def place_pod(pod: JSON) -> list[JSON]:
+    """JSON patch operations (RFC 6902) that put `pod`, as it is created, on the real node:
+    placement()'s nodeSelector and toleration, and the host's network (the node has no pod
+    network). For a mutating admission webhook, where whoever makes the pod cannot ask
+    for the node itself (a Build can: placement())."""
+    spec = pod.get("spec") or {}
+    wanted = placement()
+    ops: list[JSON] = [
+        {"op": "add", "path": "/spec/nodeSelector",
+         "value": {**(spec.get("nodeSelector") or {}), **wanted["nodeSelector"]}},
+        {"op": "add", "path": "/spec/tolerations",
+         "value": [*(spec.get("tolerations") or []), *wanted["tolerations"]]},
+        {"op": "add", "path": "/spec/hostNetwork", "value": True},
+    ]
+    return ops
+
+
 def unavailable() -> str | None:
     """What this machine lacks for a real node, in one line; None when it has it all
     (the Debian tools aside: hack/node-images/build installs those)."""

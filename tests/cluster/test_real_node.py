@@ -14,7 +14,7 @@ from controller.runtime.kube import JSON, PODS, Kube
 from devtools.cluster.localcluster import LocalCluster
 from devtools.cluster.nodens import KUBELET_TUNABLES, hierarchies
 from devtools.cluster.processes import command_lines
-from devtools.cluster.realnode import NODE, RealNode, placement
+from devtools.cluster.realnode import NODE, RealNode, place_pod
 from devtools.cluster.stack import TektonStack
 from tests.cluster.test_real_builds import pod_log
 from tests.harness import wait_for
@@ -27,10 +27,15 @@ HOST_PATHS = ("/var/lib/kubelet", "/var/log/containers", "/var/log/pods", "/run/
 
 
 def pod(name: str, image: str, script: str) -> JSON:
-    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name},
-            "spec": {**placement(), "hostNetwork": True, "restartPolicy": "Never",
-                     "containers": [{"name": "c", "image": image,
-                                     "command": ["sh", "-c", script]}]}}
+    """A pod put on the real node by place_pod's patch, as a mutating webhook would."""
+    body: JSON = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name},
+                  "spec": {"restartPolicy": "Never",
+                           "containers": [{"name": "c", "image": image,
+                                           "command": ["sh", "-c", script]}]}}
+    for op in place_pod(body):
+        assert op["op"] == "add" and op["path"].startswith("/spec/"), op
+        body["spec"][op["path"].removeprefix("/spec/")] = op["value"]
+    return body
 
 
 async def phase(cluster: LocalCluster, namespace: str, name: str, want: str) -> JSON:

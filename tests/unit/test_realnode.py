@@ -65,6 +65,19 @@ def test_the_kubelet_registers_the_taint_and_label_placement_names(tmp_path: Pat
     assert config["makeIPTablesUtilChains"] is False
 
 
+def test_place_pod_adds_the_placement_and_keeps_what_the_pod_had() -> None:
+    pod = {"spec": {"nodeSelector": {"disk": "ssd"},
+                    "tolerations": [{"key": "k", "operator": "Exists"}],
+                    "containers": [{"name": "c", "image": "i"}]}}
+    patched = {op["path"]: op["value"] for op in realnode.place_pod(pod)}
+    assert patched == {
+        "/spec/nodeSelector": {"disk": "ssd", LABEL: REAL},
+        "/spec/tolerations": [{"key": "k", "operator": "Exists"},
+                              *placement()["tolerations"]],
+        "/spec/hostNetwork": True}
+    assert {op["path"] for op in realnode.place_pod({"spec": {}})} == set(patched)
+
+
 def test_two_nodes_never_share_a_cgroup_root_or_a_port(tmp_path: Path) -> None:
     a, b = node(tmp_path / "a"), node(tmp_path / "b")
     assert a.cgroup_root != b.cgroup_root
