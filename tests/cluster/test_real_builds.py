@@ -47,7 +47,7 @@ from tests.harness import (
     wait_for,
 )
 
-pytestmark = pytest.mark.cluster
+pytestmark = [pytest.mark.cluster, pytest.mark.real_node]
 
 # A real build on two busy cores: clone, buildah bud (pulls the base, runs a RUN), push.
 BUILD_SECONDS = 300

@@ -19,7 +19,7 @@ from devtools.cluster.stack import TektonStack
 from tests.cluster.test_real_builds import pod_log
 from tests.harness import wait_for
 
-pytestmark = pytest.mark.cluster
+pytestmark = [pytest.mark.cluster, pytest.mark.real_node]
 
 # What the kubelet and containerd write outside their folders when nothing contains them.
 HOST_PATHS = ("/var/lib/kubelet", "/var/log/containers", "/var/log/pods", "/run/containerd",
