@@ -34,7 +34,8 @@ STRICT = ["--enable-admission-plugins=OwnerReferencesPermissionEnforcement"]
 async def stack(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[TektonStack]:
     t = time.monotonic()
     async with TektonStack(tmp_path_factory.mktemp("stack"), apiserver_args=STRICT) as s:
-        print(f"\nTektonStack up in {time.monotonic() - t:.2f}s: {s.timings}")
+        print(f"\nTektonStack (Tekton {s.tekton_version}) up in {time.monotonic() - t:.2f}s: "
+              f"{s.timings}")
         yield s
 
 
