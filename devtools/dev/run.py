@@ -106,6 +106,8 @@ class Dev:
     screen: Screen
     workdir: Path
     stop: asyncio.Event = field(default_factory=asyncio.Event)
+    # The Tekton release the stack runs (hack/tekton/build's), once it is built.
+    tekton_version: str = ""
 
     async def run(self) -> int:
         screen = self.screen
@@ -113,6 +115,7 @@ class Dev:
         screen.print(f"{DEV} starting etcd, kube-apiserver, kube-controller-manager, "
                      "kube-scheduler, kwok and Tekton Pipelines ...")
         stack = TektonStack(self.workdir / "stack")
+        self.tekton_version = stack.tekton_version
         async with stack:
             screen.print(f"{DEV} stack up in {stack.timings['stack up']:.1f}s "
                          f"(logs: {stack.workdir})")
@@ -153,8 +156,9 @@ class Dev:
             screen.print(f"{DEV} controller logs: {self.log_file}")
             screen.print(f"{DEV} kubectl --kubeconfig {cluster.kubeconfig} -n {NAMESPACE} "
                          "get buildruns,taskruns")
-            screen.print(f"{DEV} {TEKTON} Tekton Pipelines v1.10.3 runs the TaskRuns; kwok plays "
-                         "the kubelet, so pods run no containers and no image is built")
+            screen.print(f"{DEV} {TEKTON} Tekton Pipelines {self.tekton_version} runs the "
+                         "TaskRuns; kwok plays the kubelet, so pods run no containers and no "
+                         "image is built")
             if not self.args.once:
                 screen.print(f"{DEV} Ctrl-C stops everything")
             screen.print()
