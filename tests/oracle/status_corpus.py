@@ -4,8 +4,8 @@ A case is a TaskRun or PipelineRun as Tekton left it ("run"), the objects a mapp
 read ("objects": its pod, a PipelineRun's TaskRuns and their pods; what is absent is
 gone), and whether the BuildRun asked for a cancel. Three sources:
 
-* captured: real runs on the stack, one file per Tekton release
-  (status_corpus/tekton-*.json, written by capture_statuses.py);
+* captured: real runs on the stack, one file per Tekton release (v1.3.4, v1.10.3,
+  v1.12.0: status_corpus/tekton-*.json, written by capture_statuses.py);
 * every reason Tekton v1.3 to v1.12 can set (controller.buildrun.reasons.TEKTON_REASONS),
   on a captured failed TaskRun and PipelineRun, finished and unfinished;
 * garbage: statuses nobody's Tekton writes but a hand-made patch or a bug can, as the
