@@ -142,10 +142,7 @@ def outcome_from_taskrun(
     tekton_reason = str(condition.get("reason") or "")
     reason, message = tekton_reason, str(condition.get("message") or "")
     if cond_status == "True":
-        if canceled and tekton_reason == SUCCEEDED:
-            message = ("The TaskRun completed before the request to cancel the TaskRun could "
-                       "be processed.")
-        return Outcome("True", reason, message, None, _digest(results), **extra)
+        return _succeeded("TaskRun", reason, message, canceled, results, extra)
 
     details: dict[str, Any] | None = None
     if tekton_reason == TASK_RUN_TIMEOUT:
@@ -173,6 +170,16 @@ def outcome_from_taskrun(
         details = _strategy_failure(status, pod)
     return Outcome("False", truncate(reason, REASON_MAX), truncate(message, MESSAGE_MAX),
                    details, None, **extra)
+
+
+def _succeeded(kind: str, reason: str, message: str, canceled: bool,
+               results: dict[str, str], extra: dict[str, Any]) -> Outcome:
+    """A run Tekton says succeeded: its reason and message, but Shipwright's words when the
+    BuildRun asked for a cancel that came too late."""
+    if canceled and reason == SUCCEEDED:
+        message = (f"The {kind} completed before the request to cancel the {kind} could be "
+                   "processed.")
+    return Outcome("True", reason, message, None, _digest(results), **extra)
 
 
 # Shipwright's words for a failure read off the pod, for a TaskRun and for a PipelineRun
@@ -454,10 +461,7 @@ def outcome_from_pipelinerun(
     reason, message = tekton_reason, str(condition.get("message") or "")
     if cond_status == "True":
         # Tekton says Succeeded, or Completed when a task was skipped.
-        if canceled and tekton_reason == SUCCEEDED:
-            message = ("The PipelineRun completed before the request to cancel the "
-                       "PipelineRun could be processed.")
-        return Outcome("True", reason, message, None, _digest(results), **extra)
+        return _succeeded("PipelineRun", reason, message, canceled, results, extra)
 
     details: dict[str, Any] | None = None
     if tekton_reason == PIPELINE_RUN_TIMEOUT:

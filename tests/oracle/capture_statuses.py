@@ -152,23 +152,25 @@ async def _plain(stack: TektonStack, w: World, executor: str, name: str, *,
     await record_buildrun(stack, w, name, executor)
 
 
-async def _evict_running(stack: TektonStack, w: World, executor: str) -> None:
-    w.fate("evict-running", fate="hold")
-    await w.buildrun("evict-running")
-    pod = await running_pod(w, "evict-running")
-    await w.kube.patch(PODS, w.ns, pod["metadata"]["name"], {
-        "metadata": {"annotations": {PREFIX + "fate": "evict"}}})
-    await decided(w, "evict-running", executor)
-    await record_buildrun(stack, w, "evict-running", executor)
+async def _held(stack: TektonStack, w: World, executor: str, name: str,
+                act: Callable[[JSON], Awaitable[Any]]) -> None:
+    """A BuildRun whose pod is held Running until `act(pod)` ends it some way."""
+    w.fate(name, fate="hold")
+    await w.buildrun(name)
+    await act(await running_pod(w, name))
+    await decided(w, name, executor)
+    await record_buildrun(stack, w, name, executor)
 
 
-async def _cancel(stack: TektonStack, w: World, executor: str) -> None:
-    w.fate("cancel", fate="hold")
-    await w.buildrun("cancel")
-    await running_pod(w, "cancel")
-    await w.kube.patch(BUILDRUNS, w.ns, "cancel", {"spec": {"state": "BuildRunCanceled"}})
-    await decided(w, "cancel", executor)
-    await record_buildrun(stack, w, "cancel", executor)
+def _evict_running(stack: TektonStack, w: World, executor: str) -> Awaitable[None]:
+    return _held(stack, w, executor, "evict-running", lambda pod: w.kube.patch(
+        PODS, w.ns, pod["metadata"]["name"],
+        {"metadata": {"annotations": {PREFIX + "fate": "evict"}}}))
+
+
+def _cancel(stack: TektonStack, w: World, executor: str) -> Awaitable[None]:
+    return _held(stack, w, executor, "cancel", lambda _: w.kube.patch(
+        BUILDRUNS, w.ns, "cancel", {"spec": {"state": "BuildRunCanceled"}}))
 
 
 async def _cancelled_by_someone(stack: TektonStack, w: World, executor: str) -> None:
