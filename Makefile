@@ -3,7 +3,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: test lint typecheck unit dev apiserver stack node shipwright oracle shp promtool image peer peer-build shipwright-it shipwright-it-test clean
+.PHONY: test lint typecheck unit dev apiserver stack node shipwright oracle shp promtool image peer peer-build shipwright-it shipwright-it-test tekton-compat clean
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || python3 -m venv $(VENV)
@@ -78,6 +78,20 @@ shipwright-it:
 # it too, with the rest (tests/cluster/test_shipwright_it.py, BENCHMARKS.md for its time).
 shipwright-it-test: $(STAMP) stack shipwright-it
 	$(VENV)/bin/pytest -q -m shipwright_it tests/cluster/test_shipwright_it.py
+
+# The Tekton-facing tests against another Tekton release than hack/tekton/go.mod pins:
+# `make tekton-compat TEKTON_VERSION=v1.3.4`. hack/tekton/build builds that release's
+# controller and webhook into the cache first (keyed by the version; minutes the first
+# time, well under a second after), then the stack of every test session runs it.
+# README "Real parts" ("Other Tekton releases") has what differed on the oldest LTS.
+TEKTON_VERSION ?=
+TEKTON_TESTS ?= tests/cluster/test_tekton.py tests/cluster/test_pipelinerun_executor.py \
+	tests/cluster/test_samples_run.py tests/cluster/test_shipwright_domain_tekton.py \
+	tests/cluster/test_buildrun.py tests/cluster/test_switchover.py
+tekton-compat: $(STAMP) apiserver shipwright oracle peer-build
+	@test -n "$(TEKTON_VERSION)" || { echo "usage: make tekton-compat TEKTON_VERSION=v1.3.4" >&2; exit 2; }
+	TEKTON_VERSION=$(TEKTON_VERSION) hack/build-all >/dev/null
+	TEKTON_VERSION=$(TEKTON_VERSION) $(VENV)/bin/pytest -q $(TEKTON_TESTS) $(PYTEST_ARGS)
 
 # Bench-only, not part of `make test`: the peer benchmark, ours and Shipwright's
 # alternating (bench/e2e/throughput.py --mode peer). PEER_ARGS overrides its N and repeats.

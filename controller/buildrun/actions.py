@@ -277,12 +277,15 @@ class Actions:
             return
         self._established(buildrun, written)
         meta = buildrun["metadata"]
-        metrics.COMPLETED.labels(decision.reason, meta["namespace"]).inc()
+        # Tekton's reasons are kept as the BuildRun's (as Shipwright); the label set stays
+        # bounded all the same.
+        label = reasons.metric_reason(decision.reason)
+        metrics.COMPLETED.labels(label, meta["namespace"]).inc()
         if decision.reason == reasons.RECONCILER_RETRIES_EXHAUSTED:
             metrics.RETRY_EXHAUSTED.inc()
         created_at = parse_time(meta.get("creationTimestamp"))
         if created_at is not None:
-            metrics.buildrun_finished(written, decision.reason,
+            metrics.buildrun_finished(written, label,
                                       max((now_t - created_at).total_seconds(), 0.0))
         self.recorder.record(
             buildrun, "Normal" if decision.succeeded == "True" else "Warning",

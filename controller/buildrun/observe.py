@@ -157,7 +157,7 @@ class Observer:
                                                         name)) is not None]
         pod_name = executor.failed_pod(run, children)
         pod = await self.kube.get_or_none(PODS, namespace, pod_name) if pod_name else None
-        outcome: Outcome | None = executor.outcome(run, children, pod)
+        outcome: Outcome | None = executor.outcome(run, children, pod, canceled(buildrun))
         return Seen(buildrun, replace(observation, outcome=outcome), run, executor=executor,
                     children=tuple(children))
 

@@ -10,9 +10,11 @@ processes built by hack/build-all and cached in ~/.cache/buildrun-controller:
                             root-ca-cert-publisher, persistent volumes (its hostPath
                             provisioner behind the default StorageClass) and
                             StatefulSets, each with its own SA credentials
-  Tekton webhook+controller v1.10.3, under Tekton's own RBAC (TokenRequest tokens of
-                            its ServiceAccounts); CRDs, RBAC and config maps read at
-                            run time from config/ in the Go module cache
+  Tekton webhook+controller the version hack/tekton/go.mod pins (v1.12.0), or
+                            TEKTON_VERSION's (`make tekton-compat`), under Tekton's own
+                            RBAC (TokenRequest tokens of its ServiceAccounts); CRDs, RBAC
+                            and config maps read at run time from config/ of that version
+                            in the Go module cache
 
 Invariants:
   * Every child runs with die_with_parent: a killed test run leaves nothing behind,
@@ -104,15 +106,20 @@ STORAGE_CLASS: dict[str, Any] = {
     "reclaimPolicy": "Delete",
     "volumeBindingMode": "Immediate",
 }
-# Only strings: Tekton puts them in pod specs and nothing here ever pulls an image.
-FAKE_IMAGES = {
-    "-entrypoint-image": "registry.invalid/tekton/entrypoint:v1.10.3",
-    "-nop-image": "registry.invalid/tekton/nop:v1.10.3",
-    "-sidecarlogresults-image": "registry.invalid/tekton/sidecarlogresults:v1.10.3",
-    "-workingdirinit-image": "registry.invalid/tekton/workingdirinit:v1.10.3",
-    "-shell-image": "registry.invalid/busybox:latest",
-    "-shell-image-win": "registry.invalid/powershell:nanoserver",
-}
+
+
+def fake_images(tekton_version: str) -> dict[str, str]:
+    """The image flags of Tekton's controller, tagged with the release that runs. Only
+    strings: Tekton puts them in pod specs and nothing here ever pulls an image."""
+    return {
+        "-entrypoint-image": f"registry.invalid/tekton/entrypoint:{tekton_version}",
+        "-nop-image": f"registry.invalid/tekton/nop:{tekton_version}",
+        "-sidecarlogresults-image": f"registry.invalid/tekton/sidecarlogresults:{tekton_version}",
+        "-workingdirinit-image": f"registry.invalid/tekton/workingdirinit:{tekton_version}",
+        "-shell-image": "registry.invalid/busybox:latest",
+        "-shell-image-win": "registry.invalid/powershell:nanoserver",
+    }
+
 
 JSON = dict[str, Any]
 
@@ -201,7 +208,8 @@ class TektonStack:
         self._real_node: RealNode | None = None
         self._real_node_lock = asyncio.Lock()
         self.real_node_unavailable: str | None = "not asked for (TektonStack(real_node=True))"
-        self._tekton_images = dict(FAKE_IMAGES)
+        # The real node's Tekton images, over fake_images' names where it is prepared.
+        self._tekton_images: dict[str, str] = {}
         if real_node:
             apiserver_args += self._prepare_real_node()
         kube_bins = build("localcluster")
@@ -211,6 +219,8 @@ class TektonStack:
         tekton_bins = build("tekton")
         self._tekton_webhook_bin = _need("tekton webhook", tekton_bins / "webhook")
         self._tekton_controller_bin = _need("tekton controller", tekton_bins / "controller")
+        # The release built (hack/tekton/build: go.mod's pin, or TEKTON_VERSION's).
+        self.tekton_version = _need("tekton version", tekton_bins / "version").read_text().strip()
         self.tekton_config = _need("tekton config", build("tekton", "--config-dir"))
         self.cluster = LocalCluster(workdir / "cluster", apiserver_args=apiserver_args)
         self.webhook_port = free_port()
@@ -636,7 +646,8 @@ class TektonStack:
         self._tekton_controller = self._spawn(
             "tekton-controller",
             [str(self._tekton_controller_bin), "-disable-ha",
-             *(a for kv in self._tekton_images.items() for a in kv)],
+             *(a for kv in {**fake_images(self.tekton_version), **self._tekton_images}.items()
+               for a in kv)],
             self._tekton_env(
                 CONTROLLER_SA,
                 "config-leader-election-controller",

@@ -118,6 +118,8 @@ class Dev:
     stop: asyncio.Event = field(default_factory=asyncio.Event)
     real_node: RealNode | None = None
     samples: tuple[Sample, ...] = SAMPLES
+    # The Tekton release the stack runs (hack/tekton/build's), once it is built.
+    tekton_version: str = ""
 
     async def run(self) -> int:
         screen = self.screen
@@ -125,6 +127,7 @@ class Dev:
         screen.print(f"{DEV} starting etcd, kube-apiserver, kube-controller-manager, "
                      "kube-scheduler, kwok and Tekton Pipelines ...")
         stack = TektonStack(self.workdir / "stack", real_node=True)
+        self.tekton_version = stack.tekton_version
         async with stack:
             screen.print(f"{DEV} stack up in {stack.timings['stack up']:.1f}s "
                          f"(logs: {stack.workdir})")
@@ -178,8 +181,8 @@ class Dev:
             screen.print(f"{DEV} controller logs: {self.log_file}")
             screen.print(f"{DEV} kubectl --kubeconfig {cluster.kubeconfig} -n {NAMESPACE} "
                          "get buildruns,taskruns")
-            screen.print(f"{DEV} {TEKTON} Tekton Pipelines runs the TaskRuns; kwok plays the "
-                         "kubelet of every sample's pod"
+            screen.print(f"{DEV} {TEKTON} Tekton Pipelines {self.tekton_version} runs the "
+                         "TaskRuns; kwok plays the kubelet of every sample's pod"
                          + (f" but {REAL_BUILD.name}'s, which really runs on the real node"
                             if self.real_node else ", so no container runs"))
             if not self.args.once:

@@ -144,7 +144,8 @@ async def test_a_start_costs_one_taskrun_create_and_one_status_write(
     [
         ("failure", reasons.FAILED),
         ("timeout", reasons.BUILD_RUN_TIMEOUT),
-        ("cancelled", reasons.BUILD_RUN_CANCELED),
+        # Someone else cancelled the TaskRun: Tekton's reason, as Shipwright keeps it.
+        ("cancelled", reasons.TASK_RUN_CANCELLED),
         ("oom", reasons.STEP_OUT_OF_MEMORY),
         ("evicted", reasons.POD_EVICTED),
     ],
@@ -166,7 +167,7 @@ async def test_taskrun_failures_map_to_buildrun_reasons(
     assert condition(done)["reason"] == reason
     if how in ("failure", "oom"):
         assert done["status"]["failureDetails"]["location"]["container"] == "step-build"
-        assert "kubectl logs" in done["status"]["failureDetails"]["message"]
+        assert "--container=step-build" in condition(done)["message"]
 
 
 # -- user errors: terminal at once, no TaskRun, no requeue (row 8) -------------------------

@@ -304,9 +304,6 @@ async def test_an_image_that_cannot_be_pulled_keeps_tektons_reason(
     tekton = await tekton_verdict(w, "no-image-1")
     assert tekton["reason"] == "TaskRunImagePullFailed", tekton
     cond = condition(done)
-    if cond["reason"] == reasons.FAILED:
-        pytest.xfail("pending the status mapping that keeps Tekton's unmapped reasons as "
-                     f"Shipwright v0.20.13 does (ours says {cond['reason']})")
     # What Shipwright v0.20.13 shows: Tekton's reason and message, as they are.
     assert (cond["status"], cond["reason"]) == ("False", "TaskRunImagePullFailed"), cond
     assert cond["message"] == tekton["message"]

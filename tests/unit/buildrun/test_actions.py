@@ -815,13 +815,17 @@ async def test_pipelinerun_row_11_the_outcome_from_its_taskruns(prig: Rig) -> No
 async def test_pipelinerun_row_11_a_failure_reads_the_failed_taskruns_pod(prig: Rig) -> None:
     br = prig.buildrun(status=pr_started())
     failed = [{"type": "Succeeded", "status": "False", "reason": "Failed", "message": "x"}]
-    add_pipelinerun(prig, br, children=("pr-source", "pr-build"), conditions=failed)
+    add_pipelinerun(prig, br, children=("pr-source", "pr-build"), conditions=failed,
+                    completionTime="2026-01-01T00:00:00Z")
     add_child(prig, "pr-source", conditions=[{"type": "Succeeded", "status": "True"}],
               podName="pr-source-pod")
     add_child(prig, "pr-build", conditions=failed, podName="pr-build-pod", steps=[
         {"name": "build", "container": "step-build", "terminated": {"exitCode": 3}}])
     prig.kube.add(PODS, {"metadata": {"name": "pr-build-pod"},
-                         "status": {"reason": "Evicted", "message": "The node was low"}})
+                         "spec": {"containers": [{"name": "step-build"}]},
+                         "status": {"reason": "Evicted", "message": "The node was low",
+                                    "containerStatuses": [{"name": "step-build", "state": {
+                                        "terminated": {"exitCode": 137}}}]}})
     assert await prig.reconcile() == DONE
     assert ("get", "pods", "pr-build-pod", "") in prig.kube.calls
     cond = prig.condition()

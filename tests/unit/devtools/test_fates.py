@@ -1,7 +1,7 @@
 """devtools/cluster/fates.py's `step_fate`: the fate kwok gives a Tekton pod from what
 its step commands would do (true, false, sleep), nothing for any other command.
 
-The pods are shaped as Tekton v1.10 makes them (every step runs /tekton/bin/entrypoint,
+The pods are shaped as Tekton v1.10 and v1.12 make them (every step runs /tekton/bin/entrypoint,
 the step's own command after -entrypoint, its arguments after --), as read from a pod
 of Shipwright's integration suite's ClusterBuildStrategyNoOp on the session's stack.
 """
