@@ -195,12 +195,15 @@ class TektonStack:
 
     def __init__(self, workdir: Path, *, apiserver_args: list[str] | None = None,
                  tekton_controller_env: dict[str, str] | None = None,
-                 real_node: bool = False) -> None:
+                 real_node: bool = False,
+                 controller_manager_args: list[str] | None = None) -> None:
         """`apiserver_args` go to kube-apiserver (LocalCluster); `tekton_controller_env`
         adds to the Tekton controller's environment, e.g. KUBE_API_QPS / KUBE_API_BURST
         (knative reads them; Tekton doubles them). `real_node`: prepare a real node
         (devtools.cluster.realnode) that `await real_node()` starts; where this machine
-        cannot hold one, `real_node_unavailable` says why and the stack runs without."""
+        cannot hold one, `real_node_unavailable` says why and the stack runs without.
+        `controller_manager_args` go last to kube-controller-manager, e.g. -v=4
+        (bench/e2e/namespaces.py)."""
         self.workdir = workdir
         workdir.mkdir(parents=True, exist_ok=True)
         apiserver_args = list(apiserver_args or ())
@@ -228,6 +231,7 @@ class TektonStack:
         self._webhook: ChildProcess | None = None
         self._tekton_controller: ChildProcess | None = None
         self._controller_env = dict(tekton_controller_env or {})
+        self._kcm_args = list(controller_manager_args or ())
         self._kubeconfigs: dict[str, Path] = {}
         self._webhook_ca = b""
         # Seconds from start() to each milestone, for the record.
@@ -467,6 +471,7 @@ class TektonStack:
                 f"--service-account-private-key-file={self.cluster.service_account_key}",
                 f"--root-ca-file={self.cluster.ca_file}",
                 "--use-service-account-credentials=true",
+                *self._kcm_args,
             ],
             _base_env(),
         )
