@@ -27,6 +27,12 @@ of its failure message in Ginkgo's JSON report); the test fails every way the ta
 can be wrong: a spec failing that is not listed, a listed spec failing with another
 message, and a listed spec that passes. Only the specs that need github.com are skipped
 by name (--ginkgo.skip), while it does not answer, and must be reported skipped.
+The specs that need a step that really runs and can have it here (ON_REAL_NODE: the
+error-result one) run first, in a run of their own on the session stack's real node
+(devtools/cluster/realnode.py): the pod webhook puts each pod there (place_pod) with
+github.com/shipwright-io/sample-go cloned from the node's Git server (serve_github), and
+the node serves their alpine:latest (realnode.STAND_INS). Where the machine has no real
+node they run on kwok with the rest, held to their entries in ON_REAL_NODE.
 The suite runs twice, as Shipwright splits it: the specs not labelled PipelineRun, then
 those that are, with our controller started with BUILDRUN_EXECUTOR=PipelineRun.
 
