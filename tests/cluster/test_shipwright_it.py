@@ -436,7 +436,7 @@ async def run_and_check(stack: TektonStack, kube: Kube, tmp_path: Path, pipeline
              f"{'; '.join(seeds)}; logs and reports in {tmp_path}/run*)")
     counts = collections.Counter(spec.state for spec in ran.values())
     print(f"\nShipwright's integration suite, --ginkgo.label-filter={label_filter}: "
-          f"{wall:.0f} s in {len(done)} run(s) at once, {len(selection)} specs: "
+          f"{wall:.0f} s in {len(done)} run(s), {len(tasks)} at once, {len(selection)} specs: "
           f"{dict(counts)}, {len(skipped)} skipped by name {where}")
     assert sorted(set(selection) - set(ran) - set(skipped)) == [], "specs no run was given"
     assert {what: names for what, names in verdict(ran, table).items() if names} == {}, where
