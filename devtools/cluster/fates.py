@@ -151,16 +151,19 @@ class FateWebhook:
     """Adds `decide(namespace, buildrun)`'s annotations to each BuildRun's pod at creation.
 
     `fates` is a ready-made `decide` table for tests: `fates[(namespace, buildrun)]`.
-    With `from_steps`, a pod `decide` gives nothing gets `step_fate(pod)`.
+    With `from_steps`, a pod `decide` gives nothing gets `step_fate(pod)`. `patch(pod)`
+    adds JSON patch operations of its own to each pod (e.g. realnode.place_pod).
     Use as `async with FateWebhook(cluster) as hook:`; `calls` counts pods seen. Stopped,
     it removes its configuration (failing closed, it would refuse every later pod).
     """
 
     def __init__(self, cluster: LocalCluster, decide: Decide | None = None, *,
                  timeout_seconds: int = 5, name: str = "fates.buildrun-controller.test",
-                 from_steps: bool = False) -> None:
+                 from_steps: bool = False,
+                 patch: Callable[[JSON], list[JSON]] | None = None) -> None:
         self.cluster = cluster
         self.from_steps = from_steps
+        self.patch = patch
         self.fates: dict[tuple[str, str], dict[str, str]] = {}
         self.decide: Decide = decide or (lambda ns, br: self.fates.get((ns, br)))
         self.timeout_seconds = timeout_seconds
@@ -184,13 +187,15 @@ class FateWebhook:
         if not fate and self.from_steps:
             fate = step_fate(req["object"])
         response: JSON = {"uid": req["uid"], "allowed": True}
-        if fate:
-            ops: list[JSON]
-            if meta.get("annotations"):
-                ops = [{"op": "add", "path": "/metadata/annotations/" + k.replace("/", "~1"),
-                        "value": v} for k, v in fate.items()]
-            else:
-                ops = [{"op": "add", "path": "/metadata/annotations", "value": fate}]
+        ops: list[JSON] = []
+        if fate and meta.get("annotations"):
+            ops = [{"op": "add", "path": "/metadata/annotations/" + k.replace("/", "~1"),
+                    "value": v} for k, v in fate.items()]
+        elif fate:
+            ops = [{"op": "add", "path": "/metadata/annotations", "value": fate}]
+        if self.patch is not None:
+            ops += self.patch(req["object"])
+        if ops:
             response["patchType"] = "JSONPatch"
             response["patch"] = base64.b64encode(json.dumps(ops).encode()).decode()
         return web.json_response({"apiVersion": "admission.k8s.io/v1",

@@ -11,8 +11,9 @@ content) and `await stack.real_node()` starts it the first time a caller asks:
   git server        devtools.cluster.gitserver on 127.0.0.1:<port>, serving the bare
                     repositories `create_repository` makes; stands in for GitHub
   containerd        Debian's 1.6, its root, state and socket in the stack's folder, the
-                    registry as mirror of buildrun.test and quay.io (so a pod names an
-                    image as Shipwright's samples do and containerd pulls it from here)
+                    registry as mirror of buildrun.test, quay.io and docker.io (so a pod
+                    names an image as Shipwright's samples do and containerd pulls it
+                    from here; STAND_INS are served under the names a strategy gives)
   kubelet           v1.34 (the API server's module), node "localhost", labelled and
                     tainted `buildrun-controller.test/node=real`
 
@@ -82,6 +83,13 @@ TOOLS = ("containerd", "containerd-shim-runc-v2", "runc", "docker-registry", "un
          "mount")
 
 JSON = dict[str, Any]
+# Images Shipwright's strategies name that the node serves as one built here, under the
+# strategy's own name (as buildah is Debian's under quay.io's): its integration suite's
+# error-result strategy runs `sh -c 'printf ...; return 1'` on alpine:latest, whose sh
+# is BusyBox's ash, which is what the shell image is. name -> NodeImages attribute.
+STAND_INS = {"docker.io/library/alpine:latest": "shell"}
+# Where a Git URL of GitHub's is fetched from the Git server instead (serve_github).
+GITHUB = "https://github.com/"
 
 
 class NodeUnavailable(RuntimeError):
@@ -171,6 +179,10 @@ class NodeImages:
         assert host in self.mirrors, image
         return f"{registry}/{rest}"
 
+    def stand_ins(self) -> dict[str, str]:
+        """STAND_INS as name -> the image of this set served under it."""
+        return {name: getattr(self, attribute) for name, attribute in STAND_INS.items()}
+
 
 @dataclass(frozen=True)
 class Prepared:
@@ -221,6 +233,27 @@ def _copy_registry(source: Path, target: Path) -> None:
     shutil.copytree(source / v2 / "repositories", target / v2 / "repositories", symlinks=True)
 
 
+def _repository_and_tag(image: str) -> tuple[str, str]:
+    """("library/busybox", "1.35.0") for "buildrun.test/library/busybox:1.35.0"."""
+    _, _, rest = image.partition("/")
+    repository, _, tag = rest.rpartition(":")
+    return repository, tag
+
+
+def _tag_as(storage: Path, image: str, name: str) -> None:
+    """The registry's `image` also served as `name` (another host's name is fine: the
+    registry mirrors it), before the registry starts: its repository's folder copied
+    (the links to its blobs, each a few bytes) with the tag renamed."""
+    repositories = storage / "docker/registry/v2/repositories"
+    (source, tag), (target, new_tag) = _repository_and_tag(image), _repository_and_tag(name)
+    shutil.copytree(repositories / source, repositories / target, symlinks=True)
+    tags = repositories / target / "_manifests/tags"
+    for other in tags.iterdir():
+        if other.name != tag:
+            shutil.rmtree(other)
+    (tags / tag).rename(tags / new_tag)
+
+
 def _http_ok(url: str) -> bool:
     try:
         with urllib.request.urlopen(url, timeout=1):
@@ -263,6 +296,27 @@ class RealNode:
     def create_repository(self, name: str, files: Mapping[str, str]) -> gitserver.Commit:
         """A repository the Git server serves at git_url(name), one commit of `files`."""
         return gitserver.create_repository(self.git_root, name, files)
+
+    def serve_github(self, pod: JSON) -> list[JSON]:
+        """JSON patch operations (RFC 6902) that give each of `pod`'s containers Git
+        configuration in its environment (GIT_CONFIG_COUNT, Git 2.31 and later; git reads
+        it in every command, Shipwright's git step included) fetching
+        https://github.com/<owner>/<name> from this Git server's <owner>/<name>.git: for a
+        mutating webhook, where a pod's source names a GitHub repository this machine
+        cannot reach and the Git server has a stand-in for (create_repository).
+        """
+        env = [{"name": "GIT_CONFIG_COUNT", "value": "1"},
+               {"name": "GIT_CONFIG_KEY_0",
+                "value": f"url.http://127.0.0.1:{self.git_port}/.insteadOf"},
+               {"name": "GIT_CONFIG_VALUE_0", "value": GITHUB}]
+        ops: list[JSON] = []
+        for i, container in enumerate((pod.get("spec") or {}).get("containers") or []):
+            path = f"/spec/containers/{i}/env"
+            if container.get("env"):
+                ops += [{"op": "add", "path": f"{path}/-", "value": var} for var in env]
+            else:
+                ops.append({"op": "add", "path": path, "value": env})
+        return ops
 
     def base_image(self) -> str:
         """An image to build FROM, as a build in a pod here pulls it (over plain HTTP)."""
@@ -355,6 +409,8 @@ class RealNode:
     def _start_registry(self) -> None:
         storage = self.workdir / "registry"
         _copy_registry(self.images.folder / "registry", storage)
+        for name, image in self.images.stand_ins().items():
+            _tag_as(storage, image, name)
         config = self.workdir / "registry.yml"
         config.write_text(yaml.safe_dump({
             "version": 0.1,
@@ -371,10 +427,13 @@ class RealNode:
                                    str(self.git_root), str(self.git_port)],
                     {"PATH": PATH, "PYTHONPATH": str(REPO), "HOME": str(self.workdir)})
 
+    def _stand_in_hosts(self) -> list[str]:
+        return sorted({name.partition("/")[0] for name in STAND_INS} - set(self.images.mirrors))
+
     def _containerd_config(self, sock: Path) -> Path:
         cri = "io.containerd.grpc.v1.cri"
         mirrors = {host: {"endpoint": [f"http://{self.registry}"]}
-                   for host in (*self.images.mirrors, self.registry)}
+                   for host in (*self.images.mirrors, *self._stand_in_hosts(), self.registry)}
         config = {
             "version": 2,
             "root": str(self.workdir / "containerd" / "root"),

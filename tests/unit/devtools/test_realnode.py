@@ -46,7 +46,7 @@ def test_containerd_config_is_toml_with_the_registry_as_every_mirror(tmp_path: P
     assert cri["containerd"]["runtimes"]["runc"]["options"] == {"SystemdCgroup": False}
     assert cri["registry"]["mirrors"] == {
         host: {"endpoint": [f"http://{n.registry}"]}
-        for host in ("buildrun.test", "quay.io", n.registry)}
+        for host in ("buildrun.test", "quay.io", "docker.io", n.registry)}
     assert (tmp_path / "cni" / "10-loopback.conflist").exists()
 
 
@@ -76,6 +76,37 @@ def test_place_pod_adds_the_placement_and_keeps_what_the_pod_had() -> None:
                               *placement()["tolerations"]],
         "/spec/hostNetwork": True}
     assert {op["path"] for op in realnode.place_pod({"spec": {}})} == set(patched)
+
+
+def test_serve_github_points_every_container_at_the_git_server(tmp_path: Path) -> None:
+    n = node(tmp_path)
+    pod = {"spec": {"containers": [{"name": "a", "env": [{"name": "X", "value": "1"}]},
+                                   {"name": "b"}]}}
+    ops = n.serve_github(pod)
+    wanted = [{"name": "GIT_CONFIG_COUNT", "value": "1"},
+              {"name": "GIT_CONFIG_KEY_0",
+               "value": f"url.http://127.0.0.1:{n.git_port}/.insteadOf"},
+              {"name": "GIT_CONFIG_VALUE_0", "value": "https://github.com/"}]
+    assert ops == [*({"op": "add", "path": "/spec/containers/0/env/-", "value": v}
+                     for v in wanted),
+                   {"op": "add", "path": "/spec/containers/1/env", "value": wanted}]
+    assert n.serve_github({"spec": {}}) == []
+
+
+def test_a_stand_in_is_the_registrys_image_under_another_name(tmp_path: Path) -> None:
+    repositories = tmp_path / "docker/registry/v2/repositories"
+    busybox = repositories / "library/busybox"
+    for link in ("_layers/sha256/aa/link", "_manifests/revisions/sha256/bb/link",
+                 "_manifests/tags/1.35.0/current/link", "_manifests/tags/old/current/link"):
+        (busybox / link).parent.mkdir(parents=True, exist_ok=True)
+        (busybox / link).write_text("sha256:bb" if "tags" in link else link)
+    assert IMAGES.stand_ins() == {"docker.io/library/alpine:latest": IMAGES.shell}
+    realnode._tag_as(tmp_path, IMAGES.shell, "docker.io/library/alpine:latest")
+    alpine = repositories / "library/alpine"
+    assert [p.name for p in (alpine / "_manifests/tags").iterdir()] == ["latest"]
+    assert (alpine / "_manifests/tags/latest/current/link").read_text() == "sha256:bb"
+    assert (alpine / "_layers/sha256/aa/link").exists()
+    assert (busybox / "_manifests/tags/1.35.0/current/link").exists()
 
 
 def test_two_nodes_never_share_a_cgroup_root_or_a_port(tmp_path: Path) -> None:
