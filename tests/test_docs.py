@@ -14,6 +14,7 @@ import yaml
 from controller.buildrun.states import TABLE
 from controller.cli import parser
 from devtools.dev.run import SAMPLES
+from devtools.dev.samples import REAL_BUILD
 from tests.doctext import REPO, section, table_rows
 from tests.test_codemap import repo_files
 
@@ -102,7 +103,7 @@ def test_alerts_table_matches_the_prometheus_rule() -> None:
 def test_make_dev_samples_table_matches_the_samples() -> None:
     rows = table_rows(section(README, "`make dev`"))
     assert [(r[0].strip("`"), r[2].strip("`")) for r in rows] == [
-        (s.name, s.expect) for s in SAMPLES]
+        (s.name, s.expect) for s in (*SAMPLES, REAL_BUILD)]
 
 
 def test_dashboard_picture_is_there() -> None:
