@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from controller.builds.reconciler import BuildReconciler
 from controller.builds.validation import secret_refs
-from controller.runtime.controller import Controller, controller_queue
+from controller.runtime.controller import Controller, controller_queue, event_priority
 from controller.runtime.informers import EventType, InformerFactory
 from controller.runtime.kube import JSON, SECRETS, Kube, key_of
 from controller.runtime.store import Indexer
@@ -71,14 +71,14 @@ def setup(kube: Kube, settings: Settings, informers: InformerFactory) -> Control
         reconcile_timeout=settings.reconcile_timeout,
     )
 
-    def on_build(kind: EventType, obj: JSON, old: JSON | None) -> None:
+    def on_build(kind: EventType, obj: JSON, old: JSON | None, initial: bool) -> None:
         if spec_changed(kind, obj, old):
-            controller.enqueue(key_of(obj))
+            controller.enqueue(key_of(obj), event_priority(obj, old, initial))
 
-    def on_secret(kind: EventType, obj: JSON, old: JSON | None) -> None:
+    def on_secret(kind: EventType, obj: JSON, old: JSON | None, initial: bool) -> None:
         if secret_appeared_or_vanished(kind):
             for build in builds.store.by_index(BY_SECRET, key_of(obj)):
-                controller.enqueue(key_of(build))
+                controller.enqueue(key_of(build), event_priority(obj, old, initial))
 
     builds.add_handler(on_build)
     secrets.add_handler(on_secret)

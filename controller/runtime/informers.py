@@ -4,8 +4,11 @@ One Informer per resource. It lists (paginated), then watches from the
 list's resourceVersion with bookmarks, resuming from the last version seen
 after a dropped connection so no event is lost, and relisting from scratch
 when the server answers 410 Gone (the version was compacted away). Handlers
-get (event type, new object, old object) and must only enqueue keys: they run
-inline with the watch stream.
+get (event type, new object, old object, initial) and must only enqueue keys: they run
+inline with the watch stream. `initial` is client-go's isInInitialList (OnAdd): True for
+the ADDED events of an informer's first list, False for every later event, a relist's
+included; with an unchanged resourceVersion (a resync) it tells a controller which
+events need no haste (`controller.runtime.controller.event_priority`).
 """
 
 from __future__ import annotations
@@ -27,7 +30,8 @@ from controller.runtime.store import Indexer, Store
 log = logging.getLogger(__name__)
 
 EventType = Literal["ADDED", "MODIFIED", "DELETED"]
-Handler = Callable[[EventType, JSON, JSON | None], None]
+# (event type, new object, old object, from the informer's first list)
+Handler = Callable[[EventType, JSON, JSON | None, bool], None]
 # Drops, in place, what no reader of one informer's cache reads (its owner knows which);
 # runs on every listed and watched object before strip_noise, so handlers and the Store
 # only ever see the transformed object.
@@ -94,9 +98,13 @@ class Informer:
         watch_timeout: int = 300,
         transform: Transform | None = None,
         metadata_only: bool = False,
+        label_selector: str | None = None,
     ) -> None:
         self.kube = kube
         self.transform = transform
+        # controller-runtime's cache.ByObject Label: lists and watches only the objects it
+        # selects, so the others never reach the process (nor its cache, nor a handler).
+        self.label_selector = label_selector
         # controller-runtime's builder.OnlyMetadata: list and watch PartialObjectMetadata
         # (Kube.list_metadata, Kube.watch), so the cache holds each object's metadata
         # and nothing else.
@@ -122,10 +130,11 @@ class Informer:
     async def wait_synced(self) -> None:
         await self._synced.wait()
 
-    def _emit(self, kind: EventType, obj: JSON, old: JSON | None) -> None:
+    def _emit(self, kind: EventType, obj: JSON, old: JSON | None,
+              initial: bool = False) -> None:
         for handler in self._handlers:
             try:
-                handler(kind, obj, old)
+                handler(kind, obj, old, initial)
             except Exception:
                 # A handler bug must not stop the cache from following the server.
                 log.exception("event handler failed", extra={"resource": self.resource.plural})
@@ -172,6 +181,8 @@ class Informer:
     async def _list(self) -> None:
         items: list[JSON] = []
         query: dict[str, str | int] = {"limit": self._page_size}
+        if self.label_selector:
+            query["labelSelector"] = self.label_selector
         while True:
             lister = self.kube.list_metadata if self.metadata_only else self.kube.list
             page = await lister(self.resource, self.namespace, **query)
@@ -183,7 +194,7 @@ class Informer:
             token = page.get("metadata", {}).get("continue")
             if not token:
                 break
-            query = {"limit": self._page_size, "continue": token}
+            query = {**query, "continue": token}
         RELISTS.labels(self.resource.plural).inc()
         self._replace(items, page["metadata"]["resourceVersion"])
 
@@ -195,6 +206,7 @@ class Informer:
 
     def _replace(self, items: list[JSON], resource_version: str) -> None:
         # List items carry no kind; handlers and the cache want whole objects.
+        initial = not self._synced.is_set()  # the first list: nothing was emitted yet
         seen = set()
         for obj in items:  # already stripped, page by page, in _list
             obj.setdefault("apiVersion", self.resource.api_version)
@@ -202,7 +214,7 @@ class Informer:
             seen.add(key_of(obj))
             old = self.store.upsert(obj)
             if old is None:
-                self._emit("ADDED", obj, None)
+                self._emit("ADDED", obj, None, initial)
             elif old["metadata"].get("resourceVersion") != obj["metadata"].get("resourceVersion"):
                 self._emit("MODIFIED", obj, old)
         for key in set(self.store.keys()) - seen:
@@ -219,7 +231,7 @@ class Informer:
         try:
             async for event in self.kube.watch(
                 self.resource, self.namespace, self._rv, timeout_seconds=timeout,
-                metadata_only=self.metadata_only,
+                metadata_only=self.metadata_only, label_selector=self.label_selector,
             ):
                 self._on_event(event)
         except ApiError as exc:
@@ -270,20 +282,25 @@ class InformerFactory:
         self._informers: dict[Resource, Informer] = {}
 
     def informer(self, resource: Resource, *, indexers: dict[str, Indexer] | None = None,
-                 transform: Transform | None = None, metadata_only: bool = False) -> Informer:
+                 transform: Transform | None = None, metadata_only: bool = False,
+                 label_selector: str | None = None) -> Informer:
         """The informer of `resource`, made on first asking. Indexes add up across
         callers; a transform (what the cache drops) has one owner: a second, different
         one is refused, since the first caller's readers rely on what theirs keeps. So
-        is asking for whole objects of a metadata-only informer, or the reverse."""
+        is asking for whole objects of a metadata-only informer, or the reverse, and a
+        label selector other than the first caller's (what the cache holds at all)."""
         informer = self._informers.get(resource)
         if informer is None:
             informer = self._informers[resource] = Informer(
                 self.kube, resource, self.namespace if resource.namespaced else None,
                 indexers=indexers, resync_period=self.resync_period, transform=transform,
-                metadata_only=metadata_only)
+                metadata_only=metadata_only, label_selector=label_selector)
             return informer
         if transform is not None and transform is not informer.transform:
             raise ValueError(f"the {resource.plural} informer has another transform")
+        if label_selector != informer.label_selector:
+            raise ValueError(f"the {resource.plural} informer selects "
+                             f"{informer.label_selector or 'everything'}")
         if metadata_only != informer.metadata_only:
             raise ValueError(f"the {resource.plural} informer is "
                              f"{'' if informer.metadata_only else 'not '}metadata-only")
