@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from controller.buildrun.buildruns import phase_of
+from controller.buildrun.states import Phase
 from controller.runtime.kube import JSON, PODS, SERVICEACCOUNTS, Kube, Resource
 from controller.runtime.store import Indexer, Store
 from controller.shipwright.labels import LABEL_BUILDRUN
@@ -59,6 +61,16 @@ def slim_pod(pod: JSON) -> JSON:
         slim["status"] = {"initContainerStatuses": [
             {"state": {"terminated": {"finishedAt": finished}}}]}
     return slim
+
+
+def finished_buildrun(buildrun: JSON) -> bool:
+    """The BuildRun informer's freeze rule (Store): a finished BuildRun is kept as its JSON
+    bytes. Its outcome is frozen (the CRD refuses any later status write) and it is read
+    only when an event or its TTL wakes it, or its Build's limits are applied: 1.9 KB
+    instead of about 3.8 KB of dicts, decoded (about 10 us) on those reads. (The TaskRun
+    and PipelineRun informers freeze a finished run, status.run_finished: read when its
+    BuildRun finishes, then only to see it finished.)"""
+    return phase_of(buildrun) is Phase.DONE
 
 
 # Store.by_index(BY_BUILDRUN, "namespace/buildrun") -> the TaskRuns (PipelineRuns) of that

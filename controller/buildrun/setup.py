@@ -13,6 +13,7 @@ from controller.buildrun.caches import (
     EXECUTOR_INDEXERS,
     OWN_RUNS,
     Caches,
+    finished_buildrun,
     owner_buildrun,
     slim_pod,
 )
@@ -123,7 +124,8 @@ def setup(kube: Kube, settings: Settings, recorder: EventRecorder,
     them)."""
     config = ShipwrightConfig.from_env()  # a bad BUILDRUN_EXECUTOR stops the start here
     executor = EXECUTORS[config.executor]  # resolved once, here
-    buildruns = informers.informer(BUILDRUNS, indexers=BUILDRUN_INDEXERS)
+    buildruns = informers.informer(BUILDRUNS, indexers=BUILDRUN_INDEXERS,
+                                   freeze=finished_buildrun)
     builds = informers.informer(BUILDS)
     # Read when a BuildRun starts; a BuildRun never waits on a strategy, so no handler.
     strategies = informers.informer(BUILDSTRATEGIES)
@@ -131,13 +133,14 @@ def setup(kube: Kube, settings: Settings, recorder: EventRecorder,
     cluster_strategies = informers.informer(CLUSTERBUILDSTRATEGIES)
     # Only the runs of BuildRuns (OWN_RUNS): other TaskRuns never reach the process.
     runs = {TASKRUNS: informers.informer(TASKRUNS, transform=TASKRUN.slim,
-                                         indexers=EXECUTOR_INDEXERS, label_selector=OWN_RUNS)}
+                                         indexers=EXECUTOR_INDEXERS, label_selector=OWN_RUNS,
+                                         freeze=run_finished)}
     if executor.resource not in runs:
         # Only when configured: a cluster may have no PipelineRun CRD, and the informer's
         # list would then fail for ever (and /readyz with it).
         runs[executor.resource] = informers.informer(
             executor.resource, transform=executor.slim, indexers=EXECUTOR_INDEXERS,
-            label_selector=OWN_RUNS)
+            label_selector=OWN_RUNS, freeze=run_finished)
     # Which ServiceAccount a BuildRun runs as, and whether its generated one is left.
     service_accounts = informers.informer(SERVICEACCOUNTS)
     # The runs' pods, for Shipwright's ramp-up metrics at a finish: read from this cache,

@@ -25,7 +25,7 @@ from tenacity import AsyncRetrying, retry_if_exception, wait_exponential_jitter
 
 from controller.runtime.errors import is_gone, is_retryable
 from controller.runtime.kube import JSON, ApiError, Kube, Resource, key_of
-from controller.runtime.store import Indexer, Store
+from controller.runtime.store import Freeze, Indexer, Store
 
 log = logging.getLogger(__name__)
 
@@ -52,15 +52,17 @@ class _Gone(Exception):
     """The resourceVersion we hold was compacted away: only a relist helps."""
 
 
-def strip_noise(obj: JSON) -> JSON:
+def strip_noise(obj: JSON, *, intern: bool = True) -> JSON:
     """Drops what the controller never reads and costs memory per cached object, and
-    shares equal strings between cached objects."""
+    shares equal strings between cached objects (`intern`; not for an object the store
+    keeps frozen as bytes, whose strings are not kept: interning them only grew the
+    interpreter's table of interned strings, by 190 bytes per finished BuildRun)."""
     meta = obj.get("metadata", {})
     meta.pop("managedFields", None)
     annotations = meta.get("annotations")
     if annotations:
         annotations.pop("kubectl.kubernetes.io/last-applied-configuration", None)
-    return intern_strings(obj)
+    return intern_strings(obj) if intern else obj
 
 
 _INTERN_MAX = 256
@@ -99,6 +101,7 @@ class Informer:
         transform: Transform | None = None,
         metadata_only: bool = False,
         label_selector: str | None = None,
+        freeze: Freeze | None = None,
     ) -> None:
         self.kube = kube
         self.transform = transform
@@ -111,7 +114,8 @@ class Informer:
         self.metadata_only = metadata_only
         self.resource = resource
         self.namespace = namespace
-        self.store = Store(indexers)
+        # Which cached objects are kept as JSON bytes (Store): the owner's rule.
+        self.store = Store(indexers, freeze)
         self._handlers: list[Handler] = []
         self._resync_period = resync_period
         self._page_size = page_size
@@ -202,7 +206,7 @@ class Informer:
         """What the cache keeps of a listed or watched object."""
         if self.transform is not None:
             obj = self.transform(obj)
-        return strip_noise(obj)
+        return strip_noise(obj, intern=not self.store.freezes(obj))
 
     def _replace(self, items: list[JSON], resource_version: str) -> None:
         # List items carry no kind; handlers and the cache want whole objects.
@@ -283,21 +287,27 @@ class InformerFactory:
 
     def informer(self, resource: Resource, *, indexers: dict[str, Indexer] | None = None,
                  transform: Transform | None = None, metadata_only: bool = False,
-                 label_selector: str | None = None) -> Informer:
+                 label_selector: str | None = None, freeze: Freeze | None = None) -> Informer:
         """The informer of `resource`, made on first asking. Indexes add up across
         callers; a transform (what the cache drops) has one owner: a second, different
         one is refused, since the first caller's readers rely on what theirs keeps. So
         is asking for whole objects of a metadata-only informer, or the reverse, and a
-        label selector other than the first caller's (what the cache holds at all)."""
+        label selector other than the first caller's (what the cache holds at all). A
+        freeze rule (which objects are kept as JSON bytes) has one owner too; another
+        caller may leave it unsaid."""
         informer = self._informers.get(resource)
         if informer is None:
             informer = self._informers[resource] = Informer(
                 self.kube, resource, self.namespace if resource.namespaced else None,
                 indexers=indexers, resync_period=self.resync_period, transform=transform,
-                metadata_only=metadata_only, label_selector=label_selector)
+                metadata_only=metadata_only, label_selector=label_selector, freeze=freeze)
             return informer
         if transform is not None and transform is not informer.transform:
             raise ValueError(f"the {resource.plural} informer has another transform")
+        if freeze is not None and freeze is not informer.store.freeze:
+            if informer.store.freeze is not None or len(informer.store):
+                raise ValueError(f"the {resource.plural} informer has another freeze rule")
+            informer.store.freeze = freeze  # the owner asked second, before anything ran
         if label_selector != informer.label_selector:
             raise ValueError(f"the {resource.plural} informer selects "
                              f"{informer.label_selector or 'everything'}")

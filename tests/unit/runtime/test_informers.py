@@ -5,6 +5,7 @@ once per object, and cancellation that really stops it."""
 from __future__ import annotations
 
 import asyncio
+import sys
 import uuid
 from collections import deque
 from collections.abc import AsyncIterator
@@ -114,9 +115,9 @@ def test_relist_after_410_emits_each_vanished_object_once(
     stripped: list[str] = []
     strip = informers.strip_noise
 
-    def counting_strip(o: JSON) -> JSON:
+    def counting_strip(o: JSON, *, intern: bool = True) -> JSON:
         stripped.append(o["metadata"]["name"])
-        return strip(o)
+        return strip(o, intern=intern)
 
     monkeypatch.setattr(informers, "strip_noise", counting_strip)
 
@@ -341,5 +342,30 @@ def test_a_metadata_only_informer_lists_and_watches_metadata_only() -> None:
         assert not plain.metadata_only
         with pytest.raises(ValueError, match="is not metadata-only"):
             factory.informer(plain.resource, metadata_only=True)
+
+    run(main())
+
+
+def test_a_frozen_object_is_stored_as_bytes_and_its_strings_not_interned() -> None:
+    """The owner's freeze rule (Store): a frozen object's unique strings are not
+    interned (they are not kept: interning only grew the interpreter's table)."""
+    async def main() -> None:
+        done = obj("done", "1", status={"phase": "finished-" + uuid.uuid4().hex})
+        live = obj("live", "2", status={"phase": "running-" + uuid.uuid4().hex})
+        kube = ScriptedKube([page([done, live], "5")], [[BLOCK]])
+        informer = Informer(kube, resource(),  # type: ignore[arg-type]
+                            freeze=lambda o: o["status"]["phase"].startswith("finished"))
+        seen: list[JSON] = []
+        informer.add_handler(lambda kind, new, old, initial: seen.append(new))
+        task = asyncio.create_task(informer.run())
+        await informer.wait_synced()
+        await stop(task)
+        assert isinstance(informer.store._objects["ns/done"], bytes)
+        assert informer.store.get("ns/done") == seen[0]  # handlers got the object itself
+        assert isinstance(informer.store._objects["ns/live"], dict)
+        done_phase, live_phase = seen[0]["status"]["phase"], seen[1]["status"]["phase"]
+        # An equal string made anew interns to the cached one only if that was interned.
+        assert sys.intern("".join(list(live_phase))) is live_phase
+        assert sys.intern("".join(list(done_phase))) is not done_phase
 
     run(main())
