@@ -395,7 +395,7 @@ async def one_run(mode: str, n: int, workers: int, args: argparse.Namespace,
             work: Callable[[str], Awaitable[None]] = create if driven else bare
             log(f"{mode} n={n} workers={workers if ctl else '-'}: start phase")
             spy = await start_py_spy(ctl.pid, f"start-n{n}-w{workers}") if (
-                mode == "controller" and ctl and args.py_spy) else None
+                mode == "controller" and ctl and "start" in args.py_spy) else None
             req0 = await apiserver_requests(cluster)
             pprof = asyncio.create_task(apiserver_pprof(
                 cluster, args.apiserver_pprof, f"{mode}-n{n}")) if args.apiserver_pprof else None
@@ -452,6 +452,8 @@ async def one_run(mode: str, n: int, workers: int, args: argparse.Namespace,
                         await client.event(event_body(br, cond["reason"], cond["message"]))
 
                 fwork: Callable[[str], Awaitable[None]] = finish if driven else finish_bare
+                spy = await start_py_spy(ctl.pid, f"finish-n{n}-w{workers}") if (
+                    mode == "controller" and ctl and "finish" in args.py_spy) else None
                 rec1 = await ctl.reconciles() if ctl else {}
                 dropped0 = await ctl.events_dropped() if mode == "controller" and ctl else 0
                 log("  finish phase")
@@ -463,6 +465,8 @@ async def one_run(mode: str, n: int, workers: int, args: argparse.Namespace,
                 await observer.wait("done", names, deadline)
                 last = max(observer.done_at[x] for x in names)
                 fin_cpu = meter.stop()
+                if spy is not None:
+                    out["py_spy_finish"] = await stop_py_spy(spy)
                 fin: dict[str, Any] = {
                     "seconds": round(last - t1, 3),
                     "throughput": round(n / (last - t1), 1),
@@ -617,9 +621,9 @@ def main() -> None:
                    "API server's validation work is the same for both controllers")
     p.add_argument("--client", choices=["raw", "k8s"], default="raw")
     p.add_argument("--no-finish", action="store_true", help="skip the finish phase")
-    p.add_argument("--py-spy", action="store_true",
-                   help="py-spy record the controller during the start phase (collapsed "
-                   "stacks to bench/results/)")
+    p.add_argument("--py-spy", nargs="*", choices=["start", "finish"],
+                   help="py-spy record the controller during these phases (alone: the "
+                   "start phase; collapsed stacks to bench/results/)")
     p.add_argument("--timeout", type=float, default=1200, help="bound on each run, seconds")
     p.add_argument("--quiet-wait", type=float, default=300, metavar="SECONDS",
                    help="wait at most this long before each run for a quiet machine (0: "
@@ -632,7 +636,9 @@ def main() -> None:
                    "older commit) for a before/after comparison")
     p.add_argument("--controller-args", nargs=argparse.REMAINDER, default=[],
                    help="more flags for the controller (put last)")
-    asyncio.run(main_async(p.parse_args()))
+    args = p.parse_args()
+    args.py_spy = ["start"] if args.py_spy == [] else (args.py_spy or [])
+    asyncio.run(main_async(args))
 
 
 if __name__ == "__main__":
