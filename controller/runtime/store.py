@@ -6,10 +6,10 @@ each object was indexed under so a replace or delete can undo it exactly.
 
 An object the store's `freeze` predicate picks (its owner's rule for objects that
 no longer change and are seldom read: a finished BuildRun, a finished TaskRun) is
-kept as its JSON bytes, a quarter to a third of the memory of the decoded dicts,
-and decoded on every read (3 us for a finished BuildRun). Readers never mutate a cached object (each write starts from a copy
-or a patch), so they cannot tell the two apart, except that every read of a frozen
-object returns a new dict.
+kept as its JSON bytes, 40-50% of the memory of the decoded dicts, and decoded on
+every read (3 us for a finished BuildRun). Readers never mutate a cached object (each
+write starts from a copy or a patch), so they cannot tell the two apart, except that
+every read of a frozen object returns a new dict.
 """
 
 from __future__ import annotations
