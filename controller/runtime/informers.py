@@ -65,6 +65,15 @@ def strip_noise(obj: JSON, *, intern: bool = True) -> JSON:
     return intern_strings(obj) if intern else obj
 
 
+def identity_only(obj: JSON) -> JSON:
+    """A transform for an informer whose objects nobody reads, only their comings and
+    goings: keeps what the Store and a key-mapping handler need (name, namespace,
+    resourceVersion; the Store keys on the first two, a relist compares the last)."""
+    meta = obj.get("metadata") or {}
+    return {"metadata": {k: meta[k] for k in ("name", "namespace", "resourceVersion")
+                         if k in meta}}
+
+
 _INTERN_MAX = 256
 
 
