@@ -146,13 +146,25 @@ def server_pids(cluster: LocalCluster) -> dict[str, int]:
     return {k: v for k, v in pids.items() if v is not None}
 
 
+def _machine_ticks() -> tuple[int, int]:
+    """(busy, steal) clock ticks of the whole machine so far, from /proc/stat: busy is
+    user+nice+system+irq+softirq (every process, ours and anyone else's), steal the time
+    the hypervisor ran another guest while this one wanted a CPU."""
+    parts = [int(x) for x in Path("/proc/stat").read_text().splitlines()[0].split()[1:]]
+    user, nice, system, _idle, _iowait, irq, softirq, steal = parts[:8]
+    return user + nice + system + irq + softirq, steal
+
+
 class CpuMeter:
-    """CPU seconds per named process between `start()` and `stop()`."""
+    """CPU seconds per named process between `start()` and `stop()`, and of the whole
+    machine: what other processes used (`others`: every engineer's work but this run's)
+    and the hypervisor's steal, so a slow run can be told from a busy or slowed machine."""
 
     def __init__(self, pids: dict[str, int]) -> None:
         self.pids = {**pids, "bench": os.getpid()}
         self._t0 = 0.0
         self._start: dict[str, float] = {}
+        self._ticks = (0, 0)
 
     def _now(self) -> dict[str, float]:
         out = {}
@@ -164,14 +176,21 @@ class CpuMeter:
     def start(self) -> None:
         self._t0 = time.monotonic()
         self._start = self._now()
+        self._ticks = _machine_ticks()
 
     def stop(self) -> dict[str, float]:
-        """CPU seconds each used, plus 'wall' and 'cores busy' ((sum of all) / wall)."""
+        """CPU seconds each used, plus 'wall', 'cores busy' ((sum of ours) / wall), and of
+        the machine in the same time: 'others' (CPU seconds of every other process) and
+        'steal' (seconds the hypervisor took)."""
         wall = time.monotonic() - self._t0
         now = self._now()
+        busy, steal = _machine_ticks()
         out = {k: round(now[k] - self._start[k], 2) for k in now if k in self._start}
+        ours = sum(out.values())
         out["wall"] = round(wall, 2)
-        out["cores_busy"] = round(sum(v for k, v in out.items() if k != "wall") / wall, 2)
+        out["cores_busy"] = round(ours / wall, 2)
+        out["others"] = round((busy - self._ticks[0]) / CLK_TCK - ours, 2)
+        out["steal"] = round((steal - self._ticks[1]) / CLK_TCK, 2)
         return out
 
 

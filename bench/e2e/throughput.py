@@ -327,7 +327,7 @@ async def warm_up(kube: Kube, observer: Observer, deadline: float, *,
 def per_buildrun_ms(cpu: dict[str, float], n: int) -> dict[str, float]:
     """CPU ms per BuildRun of each process measured (not wall, not cores busy)."""
     return {k: round(1000 * v / n, 3) for k, v in cpu.items()
-            if k not in ("wall", "cores_busy")}
+            if k not in ("wall", "cores_busy", "others", "steal")}
 
 
 async def one_run(mode: str, n: int, workers: int, args: argparse.Namespace,
@@ -559,8 +559,8 @@ def phase_table(runs: list[dict[str, Any]]) -> str:
     """The figures per phase, one row per run and phase (issue 17's list)."""
     rows = ["| mode | N | workers | phase | BuildRuns/s | p50 s | p99 s | ctl CPU ms/BuildRun | "
             "apiserver CPU ms/BuildRun | etcd CPU ms/BuildRun | requests per BuildRun | "
-            "ctl peak RSS MiB | load 1m before |",
-            "|---|---:|---:|---|---:|---:|---:|---:|---:|---:|---|---:|---:|"]
+            "ctl peak RSS MiB | load 1m before | machine: others / steal CPU s |",
+            "|---|---:|---:|---|---:|---:|---:|---:|---:|---:|---|---:|---:|---|"]
     for r in runs:
         for phase in ("start", "finish"):
             ph = r.get(phase)
@@ -574,7 +574,8 @@ def phase_table(runs: list[dict[str, Any]]) -> str:
                 f"| {lat.get('p50', '-')} | {lat.get('p99', '-')} "
                 f"| {ms.get('controller', '-')} | {ms.get('apiserver')} | {ms.get('etcd')} "
                 f"| {requests_text(ph['requests_per_buildrun'])} "
-                f"| {'-' if hwm is None else round(hwm / 1024, 1)} | {r['load_before'][0]} |")
+                f"| {'-' if hwm is None else round(hwm / 1024, 1)} | {r['load_before'][0]} "
+                f"| {ph['cpu'].get('others', '-')} / {ph['cpu'].get('steal', '-')} |")
     return "\n".join(rows)
 
 
