@@ -367,9 +367,12 @@ class Observer:
     # The resource watched (a subclass may watch another, overriding `_see`).
     group_version, plural = "shipwright.io/v1beta1", "buildruns"
 
-    def __init__(self, cluster: LocalCluster, namespace: str = NS) -> None:
+    def __init__(self, cluster: LocalCluster, namespace: str = NS, *,
+                 field_selector: str = "") -> None:
         self.cluster = cluster
         self.namespace = namespace
+        # e.g. "metadata.name=x": list and watch that one object (bench.e2e.restart).
+        self.field_selector = field_selector
         self.taskrun_at: dict[str, float] = {}
         self.taskrun_name: dict[str, str] = {}
         self.done_at: dict[str, float] = {}
@@ -400,10 +403,11 @@ class Observer:
         headers = {"Authorization": f"Bearer {self.cluster.admin.token}"}
         base = (f"{self.cluster.url}/apis/{self.group_version}/namespaces/{self.namespace}"
                 f"/{self.plural}")
+        select = f"fieldSelector={self.field_selector}&" if self.field_selector else ""
         ssl_ctx = self.cluster.ssl_context()
         async with aiohttp.ClientSession(headers=headers) as session:
             for _ in range(100):  # custom resource storage may answer 404/429 a moment
-                async with session.get(base, ssl=ssl_ctx) as resp:
+                async with session.get(f"{base}?{select}", ssl=ssl_ctx) as resp:
                     listed = orjson.loads(await resp.read())
                 if resp.status == 200:
                     break
@@ -416,7 +420,7 @@ class Observer:
             rv = listed["metadata"]["resourceVersion"]
             while time.monotonic() < deadline:
                 left = max(1, int(deadline - time.monotonic()))
-                url = (f"{base}?watch=1&allowWatchBookmarks=true&resourceVersion={rv}"
+                url = (f"{base}?{select}watch=1&allowWatchBookmarks=true&resourceVersion={rv}"
                        f"&timeoutSeconds={min(left, 1800)}")
                 async with session.get(url, ssl=ssl_ctx,
                                        timeout=aiohttp.ClientTimeout(total=None)) as resp:

@@ -25,7 +25,8 @@ objects):
   one: in a FIFO queue it would be served last);
 - recorded: /healthz and /readyz 200 (ours; Shipwright's serves /metrics and no probe),
   when the new BuildRun first shows status.taskRunName (a watch on that one name), and
-  so its TaskRun's delay after /readyz; then, once the controller's reconcile count has
+  so its TaskRun's delay after /readyz (the benchmark's own watch of that one name);
+  then, once the controller's reconcile count has
   not moved for 2 s, the reconciles it made since start (controller_runtime_reconcile_total
   of its BuildRun controller), its CPU seconds, RSS and peak RSS;
 - it is stopped (SIGTERM), and the new BuildRun and its TaskRun deleted, so every
@@ -45,15 +46,14 @@ import tempfile
 import time
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlencode
 
-import aiohttp
 import orjson
 
 from bench.e2e import peer
 from bench.e2e.common import (
     NS,
     Controller,
+    Observer,
     bounded,
     command_line,
     load_kube,
@@ -96,36 +96,6 @@ async def populate_foreign(kube: Kube, start: int, stop: int, concurrency: int,
                   concurrency=concurrency, deadline=deadline)
 
 
-async def taskrun_seen(cluster: LocalCluster, name: str, resource_version: str,
-                       deadline: float) -> float:
-    """The monotonic time the BuildRun `name` first shows status.taskRunName, from a
-    watch of that one name from `resource_version` on (its own connection)."""
-    headers = {"Authorization": f"Bearer {cluster.admin.token}"}
-    base = f"{cluster.url}/apis/shipwright.io/v1beta1/namespaces/{NS}/buildruns"
-    rv = resource_version
-    async with aiohttp.ClientSession(headers=headers) as session:
-        while time.monotonic() < deadline:
-            query = {"watch": "1", "fieldSelector": f"metadata.name={name}",
-                     "resourceVersion": rv, "allowWatchBookmarks": "true",
-                     "timeoutSeconds": str(max(1, int(deadline - time.monotonic())))}
-            async with session.get(f"{base}?{urlencode(query)}", ssl=cluster.ssl_context(),
-                                   timeout=aiohttp.ClientTimeout(total=None)) as resp:
-                if resp.status != 200:
-                    raise RuntimeError(f"watch {name}: {resp.status}")
-                async for line in resp.content:
-                    if not line.strip():
-                        continue
-                    now = time.monotonic()
-                    event = orjson.loads(line)
-                    obj = event["object"]
-                    if event["type"] == "ERROR":
-                        raise RuntimeError(f"watch {name}: {obj}")
-                    rv = obj["metadata"]["resourceVersion"]
-                    if (obj.get("status") or {}).get("taskRunName"):
-                        return now
-    raise TimeoutError(f"{name} got no TaskRun")
-
-
 async def settled_reconciles(ctl: Controller, deadline: float) -> dict[str, int]:
     """The reconcile counts once they have not moved for 2 s (or at the deadline)."""
     last: dict[str, int] | None = None
@@ -164,15 +134,17 @@ async def one_restart(cluster: LocalCluster, kube: Kube, mode: str, size: int, r
         ctl = Controller(cluster.kubeconfig, logfile, workers=args.workers,
                          cwd=args.before if mode == "before" else None)
     name = f"zz-new-{mode}-{size}-{round_}"
+    observer = Observer(cluster, field_selector=f"metadata.name={name}")  # that one only
+    await observer.start(deadline)
     await ctl.start()
     try:
-        created = await kube.create(BUILDRUNS, NS, fixtures.buildrun(name))
+        await kube.create(BUILDRUNS, NS, fixtures.buildrun(name))
         out["created_after_spawn_s"] = round(time.monotonic() - ctl.started, 3)
-        seen = asyncio.create_task(taskrun_seen(
-            cluster, name, created["metadata"]["resourceVersion"], deadline))
+        seen = asyncio.create_task(observer.wait("taskrun", [name], deadline))
         live, ready = await ctl.wait_ready(args.timeout)
         at_ready = ctl.usage()
-        taskrun_at = await seen
+        await seen
+        taskrun_at = observer.taskrun_at[name]
         out["healthz_s"] = round(live, 3)
         out["ready_s"] = round(ready, 3)  # Shipwright's: /metrics serving
         out["taskrun_s"] = round(taskrun_at - ctl.started, 3)
@@ -184,6 +156,7 @@ async def one_restart(cluster: LocalCluster, kube: Kube, mode: str, size: int, r
         out["cpu_s"], out["rss_kib"], out["hwm_kib"] = used.cpu, used.rss_kib, used.hwm_kib
     finally:
         out["exit_code"] = await ctl.stop()
+        await observer.stop()
     got = await kube.get(BUILDRUNS, NS, name)
     await delete_quietly(kube, BUILDRUNS, NS, name)
     if (got.get("status") or {}).get("taskRunName"):
