@@ -139,9 +139,13 @@ class Controller:
                         metrics.RETRY_BUDGET_EXHAUSTED):
             counter.labels(name)
         # "requeue" is never counted (see the module docstring); its zero sample keeps
-        # controller-runtime's four series for dashboards that sum by result.
-        for result in ("success", "error", "requeue", "requeue_after"):
-            metrics.RECONCILE_TOTAL.labels(name, result)
+        # controller-runtime's four series for dashboards that sum by result. The children
+        # every reconcile updates are looked up once (labels() takes a lock and a dict
+        # lookup each call: 1.5-2% of the controller's time in a burst, py-spy).
+        self._totals = {result: metrics.RECONCILE_TOTAL.labels(name, result)
+                        for result in ("success", "error", "requeue", "requeue_after")}
+        self._active = metrics.ACTIVE_WORKERS.labels(name)
+        self._reconcile_time = metrics.RECONCILE_TIME.labels(name)
 
     def enqueue(self, key: str, priority: int = DEFAULT_PRIORITY) -> None:
         self.queue.add(key, priority)
@@ -195,7 +199,7 @@ class Controller:
         with logs.reconcile_fields(controller=self.name, key=key,
                                    reconcile_id=str(uuid.uuid4())):
             start = time.perf_counter()
-            active = metrics.ACTIVE_WORKERS.labels(self.name)
+            active = self._active
             active.inc()
             try:
                 outcome = await self._invoke(key)
@@ -204,7 +208,7 @@ class Controller:
                 self.queue.done(key)
                 active.dec()
             elapsed = time.perf_counter() - start
-            metrics.RECONCILE_TIME.labels(self.name).observe(elapsed)
+            self._reconcile_time.observe(elapsed)
             level = logging.DEBUG if label != "error" else logging.WARNING
             if log.isEnabledFor(level):
                 log.log(level, "reconciled", extra={
@@ -280,5 +284,5 @@ class Controller:
         )
 
     def _count(self, label: str) -> str:
-        metrics.RECONCILE_TOTAL.labels(self.name, label).inc()
+        self._totals[label].inc()
         return label
