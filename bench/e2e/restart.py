@@ -32,9 +32,9 @@ objects):
 - it is stopped (SIGTERM), and the new BuildRun and its TaskRun deleted, so every
   restart sees the same objects.
 
-Modes: controller (ours, this checkout), before (ours from --before DIR, e.g. a `git
-archive` of an older commit), peer (Shipwright v0.20.13, `make peer-build`). Raw figures
-go to bench/results/e2e-restart-<time>.json.
+Modes: controller (ours, this checkout or --controller-cwd), before (ours from --before
+DIR, e.g. a `git archive` of an older commit), peer (Shipwright v0.20.13, `make
+peer-build`). Raw figures go to bench/results/e2e-restart-<time>.json.
 """
 
 from __future__ import annotations
@@ -132,7 +132,7 @@ async def one_restart(cluster: LocalCluster, kube: Kube, mode: str, size: int, r
                                         workdir=workdir)
     else:
         ctl = Controller(cluster.kubeconfig, logfile, workers=args.workers,
-                         cwd=args.before if mode == "before" else None)
+                         cwd=args.before if mode == "before" else args.controller_cwd)
     name = f"zz-new-{mode}-{size}-{round_}"
     observer = Observer(cluster, field_selector=f"metadata.name={name}")  # that one only
     await observer.start(deadline)
@@ -262,6 +262,9 @@ def main() -> None:
     p.add_argument("--mode", nargs="+", default=["controller", "peer"],
                    choices=["controller", "before", "peer"])
     p.add_argument("--before", type=Path, help="checkout of ours for --mode before")
+    p.add_argument("--controller-cwd", type=Path,
+                   help="run --mode controller from this checkout (a `git archive` of the "
+                   "commit measured, so the tree may change during a long run)")
     p.add_argument("--foreign", type=int, default=0,
                    help="finished TaskRuns of no BuildRun, made once before the first size")
     p.add_argument("--repeat", type=int, default=1)
