@@ -117,11 +117,12 @@ def _completion(obj: JSON) -> object:
 def setup(kube: Kube, settings: Settings, recorder: EventRecorder,
           informers: InformerFactory) -> Controller:
     """The BuildRun controller, on the process's informers: it asks `informers` for the
-    six kinds it reads (the TaskRuns trimmed by TASKRUN.slim), and when the configured
-    executor runs as another kind (BUILDRUN_EXECUTOR=PipelineRun) a seventh, that kind,
-    trimmed by its own `slim`: a PipelineRun's TaskRuns are read from the TaskRun
-    informer, whose events wake the BuildRun too (Tekton copies the BuildRun label onto
-    them)."""
+    seven kinds it reads (the TaskRuns trimmed by TASKRUN.slim, the pods by slim_pod, both
+    only those labelled with a BuildRun's name), and when the configured executor runs as
+    another kind (BUILDRUN_EXECUTOR=PipelineRun) an eighth, that kind, trimmed by its own
+    `slim`: a PipelineRun's TaskRuns are read from the TaskRun informer, whose events wake
+    the BuildRun too (Tekton copies the BuildRun label onto them). A finished BuildRun or
+    run is cached frozen (finished_buildrun, status.run_finished)."""
     config = ShipwrightConfig.from_env()  # a bad BUILDRUN_EXECUTOR stops the start here
     executor = EXECUTORS[config.executor]  # resolved once, here
     buildruns = informers.informer(BUILDRUNS, indexers=BUILDRUN_INDEXERS,
