@@ -64,7 +64,7 @@ from bench.e2e.common import (
     write_results,
 )
 from bench.e2e.memory import populate
-from bench.e2e.throughput import controller_taskrun
+from bench.e2e.throughput import controller_taskrun, start_py_spy, stop_py_spy
 from controller.runtime.errors import is_not_found
 from controller.runtime.kube import JSON, LEASES, ApiError, Kube
 from controller.shipwright.resources import BUILDRUNS, TASKRUNS
@@ -140,6 +140,10 @@ async def one_restart(cluster: LocalCluster, kube: Kube, mode: str, size: int, r
     await observer.start(deadline)
     await ctl.start()
     out["spawn_unix"] = time.time()  # to place the controller's log lines ("ts")
+    spy = (await start_py_spy(ctl.pid, f"restart-{mode}-{size}-{round_}", timeline=True)
+           if args.py_spy and mode != "peer" else None)
+    if spy is not None:
+        out["py_spy_after_spawn_s"] = round(time.monotonic() - ctl.started, 3)
     try:
         await kube.create(BUILDRUNS, NS, fixtures.buildrun(name))
         out["created_after_spawn_s"] = round(time.monotonic() - ctl.started, 3)
@@ -158,6 +162,8 @@ async def one_restart(cluster: LocalCluster, kube: Kube, mode: str, size: int, r
         out["settled_after_spawn_s"] = round(time.monotonic() - ctl.started, 3)
         out["cpu_s"], out["rss_kib"], out["hwm_kib"] = used.cpu, used.rss_kib, used.hwm_kib
     finally:
+        if spy is not None:
+            out["py_spy"] = await stop_py_spy(spy)
         out["exit_code"] = await ctl.stop()
         await observer.stop()
     got = await kube.get(BUILDRUNS, NS, name)
@@ -280,6 +286,9 @@ def main() -> None:
     p.add_argument("--quiet-wait", type=float, default=60, metavar="SECONDS")
     p.add_argument("--timeout", type=float, default=600, help="bound on each restart")
     p.add_argument("--keep-logs", type=Path, help="copy the controllers' logs here")
+    p.add_argument("--py-spy", action="store_true",
+                   help="py-spy record ours from spawn to settled, every sample in order "
+                   "(speedscope JSON to bench/results/; py_spy_after_spawn_s says when it began)")
     p.add_argument("--controller-args", nargs=argparse.REMAINDER, default=[],
                    help="more flags for ours (controller, before), e.g. --log-level debug "
                    "(put last)")

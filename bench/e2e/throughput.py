@@ -252,13 +252,18 @@ class Client:
             await self.core.create_namespaced_event(NS, body)  # type: ignore[arg-type]
 
 
-async def start_py_spy(pid: int, label: str) -> tuple[asyncio.subprocess.Process, Path]:
-    """py-spy record on the controller (sampling, non-blocking) until stop_py_spy."""
+async def start_py_spy(pid: int, label: str, *,
+                       timeline: bool = False) -> tuple[asyncio.subprocess.Process, Path]:
+    """py-spy record on the controller (sampling, non-blocking) until stop_py_spy: collapsed
+    stacks, or with `timeline` every sample in order, idle ones too (speedscope JSON:
+    each sample's stack and weight, so where a moment's time went can be read off)."""
     RESULTS.mkdir(parents=True, exist_ok=True)
-    path = RESULTS / f"e2e-py-spy-{label}-{time.strftime('%Y%m%dT%H%M%S')}.txt"
+    suffix = ".speedscope.json" if timeline else ".txt"
+    path = RESULTS / f"e2e-py-spy-{label}-{time.strftime('%Y%m%dT%H%M%S')}{suffix}"
     proc = await asyncio.create_subprocess_exec(
         str(Path(sys.executable).parent / "py-spy"), "record", "--pid", str(pid),
-        "--format", "raw", "--rate", "200", "--nonblocking", "--output", str(path),
+        "--format", "speedscope" if timeline else "raw", *(["--idle"] if timeline else []),
+        "--rate", "200", "--nonblocking", "--output", str(path),
         "--duration", "600", stdout=asyncio.subprocess.DEVNULL,
         stderr=path.with_suffix(".log").open("wb"))
     await asyncio.sleep(0.5)  # attached

@@ -72,6 +72,11 @@ class Store:
     def by_index(self, index: str, value: str) -> list[JSON]:
         return [_thawed(self._objects[k]) for k in self._index[index].get(value, ())]
 
+    def index_keys(self, index: str, value: str) -> set[str]:
+        """The keys of the objects `by_index` would return, nothing decoded (a caller that
+        narrows many down to a few reads only those)."""
+        return set(self._index[index].get(value, ()))
+
     def upsert(self, obj: JSON) -> JSON | None:
         """Stores obj; returns the object it replaced, if any."""
         key = key_of(obj)
