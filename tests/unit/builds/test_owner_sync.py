@@ -50,7 +50,12 @@ async def test_only_the_buildruns_whose_owners_change_are_read_and_written(
                       and owner_references(build, run) is not None)
     read: list[str] = []
     get = cache.get
-    cache.get = lambda key: read.append(key) or get(key)  # type: ignore[method-assign]
+
+    def counting_get(key: str) -> JSON | None:
+        read.append(key)
+        return get(key)
+
+    cache.get = counting_get  # type: ignore[method-assign]
     reconciler = BuildReconciler(kube, Store(), Store(), cache)  # type: ignore[arg-type]
     await reconciler._sync_owners(build, "ns/app")
     assert sorted(name for _, _, name, _ in kube.writes()) == expected
