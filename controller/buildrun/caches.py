@@ -8,6 +8,7 @@ from controller.buildrun.buildruns import phase_of
 from controller.buildrun.states import Phase
 from controller.runtime.kube import JSON, PODS, SERVICEACCOUNTS, Kube, Resource
 from controller.runtime.store import Indexer, Store
+from controller.shipwright.indexes import build_names
 from controller.shipwright.labels import LABEL_BUILDRUN
 from controller.shipwright.resources import (
     BUILDRUNS,
@@ -71,6 +72,17 @@ def finished_buildrun(buildrun: JSON) -> bool:
     and PipelineRun informers freeze a finished run, status.run_finished: read when its
     BuildRun finishes, then only to see it finished.)"""
     return phase_of(buildrun) is Phase.DONE
+
+
+def _waiting_build(buildrun: JSON) -> list[str]:
+    return build_names(buildrun) if phase_of(buildrun) is Phase.NEW else []
+
+
+# Store.by_index(NEW_BY_BUILD, "namespace/build") -> the BuildRuns of that Build not started
+# yet: what a Build's event wakes (row 9). Only those are read: a Build with 20,000
+# finished BuildRuns cost 20,000 decodes per event of the Build through its BY_BUILD index.
+NEW_BY_BUILD = "new-by-build"
+NEW_BY_BUILD_INDEXERS: dict[str, Indexer] = {NEW_BY_BUILD: _waiting_build}
 
 
 # Store.by_index(BY_BUILDRUN, "namespace/buildrun") -> the TaskRuns (PipelineRuns) of that

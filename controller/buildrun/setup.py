@@ -11,6 +11,8 @@ from controller.buildrun import metrics as buildrun_metrics
 from controller.buildrun.buildruns import phase_of
 from controller.buildrun.caches import (
     EXECUTOR_INDEXERS,
+    NEW_BY_BUILD,
+    NEW_BY_BUILD_INDEXERS,
     OWN_RUNS,
     Caches,
     finished_buildrun,
@@ -20,7 +22,6 @@ from controller.buildrun.caches import (
 from controller.buildrun.executors import EXECUTORS, TASKRUN
 from controller.buildrun.reconciler import BuildRunReconciler
 from controller.buildrun.resources.config import ShipwrightConfig
-from controller.buildrun.states import Phase
 from controller.buildrun.status import run_finished
 from controller.runtime.controller import Controller, controller_queue, event_priority
 from controller.runtime.errors import ERROR_CLASSES, RetryableError
@@ -30,7 +31,7 @@ from controller.runtime.kube import JSON, PODS, SERVICEACCOUNTS, Kube, key_of
 from controller.runtime.store import Store
 from controller.settings import Settings
 from controller.shipwright.conditions import succeeded_condition
-from controller.shipwright.indexes import BUILDRUN_INDEXERS, BY_BUILD
+from controller.shipwright.indexes import BUILDRUN_INDEXERS
 from controller.shipwright.resources import (
     BUILDRUNS,
     BUILDS,
@@ -125,7 +126,7 @@ def setup(kube: Kube, settings: Settings, recorder: EventRecorder,
     run is cached frozen (finished_buildrun, status.run_finished)."""
     config = ShipwrightConfig.from_env()  # a bad BUILDRUN_EXECUTOR stops the start here
     executor = EXECUTORS[config.executor]  # resolved once, here
-    buildruns = informers.informer(BUILDRUNS, indexers=BUILDRUN_INDEXERS,
+    buildruns = informers.informer(BUILDRUNS, indexers=BUILDRUN_INDEXERS | NEW_BY_BUILD_INDEXERS,
                                    freeze=finished_buildrun)
     builds = informers.informer(BUILDS)
     # Read when a BuildRun starts; a BuildRun never waits on a strategy, so no handler.
@@ -198,9 +199,8 @@ def _wire(controller: Controller, reconciler: BuildRunReconciler, buildruns: Inf
     def on_build(_: EventType, obj: JSON, old: JSON | None, initial: bool) -> None:
         # Only a BuildRun not started yet reads its Build (row 9 waits for it to be
         # validated); a started one runs on its snapshot.
-        for buildrun in buildruns.store.by_index(BY_BUILD, key_of(obj)):
-            if phase_of(buildrun) is Phase.NEW:
-                enqueue(key_of(buildrun), event_priority(obj, old, initial))
+        for key in sorted(buildruns.store.index_keys(NEW_BY_BUILD, key_of(obj))):
+            enqueue(key, event_priority(obj, old, initial))
 
     buildruns.add_handler(on_buildrun)
     for informer in runs:

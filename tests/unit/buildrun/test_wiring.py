@@ -17,7 +17,7 @@ from controller.runtime.informers import EventType, Informer, InformerFactory
 from controller.runtime.kube import JSON, PODS
 from controller.runtime.timestamps import format_time, now
 from controller.settings import Settings
-from controller.shipwright.resources import BUILDRUNS, PIPELINERUNS, TASKRUNS
+from controller.shipwright.resources import BUILDRUNS, BUILDS, PIPELINERUNS, TASKRUNS
 
 DONE_AT = format_time(now())  # a retention TTL of an hour has not run out
 
@@ -140,3 +140,28 @@ async def test_a_finish_is_one_reconcile(wired: Wired) -> None:
     wired.emit(BUILDRUNS, "MODIFIED", kept, running)
     assert await wired.queued() == []
     assert wired.waiting() == {"ns/br": 0}
+
+
+async def test_a_builds_event_wakes_its_new_buildruns_and_reads_no_finished_one(
+        wired: Wired) -> None:
+    """Row 9: a BuildRun waiting for its Build's validation is woken by the Build's
+    status write; the Build's finished BuildRuns (frozen in the cache) are not even read."""
+    for i in range(3):
+        wired.emit(BUILDRUNS, "ADDED", finished(f"done-{i}"), initial=True)
+    wired.emit(BUILDRUNS, "ADDED", buildrun("waiting"), initial=True)
+    wired.emit(BUILDRUNS, "ADDED", buildrun("started", taskRunName="x"), initial=True)
+    await wired.queued()
+    wired.controller.queue.done("ns/waiting")
+    wired.controller.queue.done("ns/started")
+    store = wired.informers.get(BUILDRUNS).store
+    assert sum(isinstance(v, bytes) for v in store._objects.values()) == 3
+    decoded: list[str] = []
+    get, by_index = store.get, store.by_index
+    store.get = lambda key: decoded.append(key) or get(key)  # type: ignore[method-assign,func-returns-value]
+    store.by_index = lambda *a: decoded.append(str(a)) or by_index(*a)  # type: ignore[method-assign,func-returns-value]
+    build = {"metadata": {"namespace": "ns", "name": "b", "resourceVersion": "9"},
+             "status": {"registered": "True"}}
+    wired.emit(BUILDS, "MODIFIED", build, {**build, "metadata": {**build["metadata"],
+                                                                  "resourceVersion": "8"}})
+    assert await wired.queued() == [("ns/waiting", 0)]
+    assert decoded == []
