@@ -3,7 +3,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: test lint typecheck unit dev apiserver stack shipwright oracle shp promtool image peer peer-build shipwright-it shipwright-it-test clean
+.PHONY: test lint typecheck unit dev apiserver stack node shipwright oracle shp promtool image peer peer-build shipwright-it shipwright-it-test tekton-compat clean
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || python3 -m venv $(VENV)
@@ -20,6 +20,17 @@ apiserver:
 # controller and webhook, each once (about 0.3 s when cached).
 stack:
 	hack/build-all >/dev/null
+
+# Builds the stack's real node (devtools/cluster/realnode.py): the kubelet from the API
+# server's own k8s.io/kubernetes module (hack/kubelet/build), and every image its pods
+# need, from source and Debian packages, in a registry's storage (hack/node-images/build),
+# installing containerd, runc, docker-registry, buildah and debootstrap with apt-get when
+# missing. Cached by content; about 21 minutes the first time on two busy cores (the
+# kubelet after the API server's build), about a second after. Exit
+# code 3 (this machine cannot hold a real node: not root, no apt-get) lets `make test` go
+# on: tests/cluster/test_real_builds.py then skips, saying why.
+node:
+	hack/node-images/build >/dev/null && hack/kubelet/build >/dev/null || [ $$? -eq 3 ]
 
 # Puts Shipwright's source (the reference for drop-in: CRDs, samples, docs) into the Go
 # module cache; devtools/shipwright/source.py finds it there. About 3 s the first time.
@@ -68,6 +79,20 @@ shipwright-it:
 shipwright-it-test: $(STAMP) stack shipwright-it
 	$(VENV)/bin/pytest -q -m shipwright_it tests/cluster/test_shipwright_it.py
 
+# The Tekton-facing tests against another Tekton release than hack/tekton/go.mod pins:
+# `make tekton-compat TEKTON_VERSION=v1.3.4`. hack/tekton/build builds that release's
+# controller and webhook into the cache first (keyed by the version; minutes the first
+# time, well under a second after), then the stack of every test session runs it.
+# README "Real parts" ("Other Tekton releases") has what differed on the oldest LTS.
+TEKTON_VERSION ?=
+TEKTON_TESTS ?= tests/cluster/test_tekton.py tests/cluster/test_pipelinerun_executor.py \
+	tests/cluster/test_samples_run.py tests/cluster/test_shipwright_domain_tekton.py \
+	tests/cluster/test_buildrun.py tests/cluster/test_switchover.py
+tekton-compat: $(STAMP) apiserver shipwright oracle peer-build
+	@test -n "$(TEKTON_VERSION)" || { echo "usage: make tekton-compat TEKTON_VERSION=v1.3.4" >&2; exit 2; }
+	TEKTON_VERSION=$(TEKTON_VERSION) hack/build-all >/dev/null
+	TEKTON_VERSION=$(TEKTON_VERSION) $(VENV)/bin/pytest -q $(TEKTON_TESTS) $(PYTEST_ARGS)
+
 # Bench-only, not part of `make test`: the peer benchmark, ours and Shipwright's
 # alternating (bench/e2e/throughput.py --mode peer). PEER_ARGS overrides its N and repeats.
 PEER_ARGS ?= --n 10000 --repeat 2
@@ -78,10 +103,10 @@ lint: $(STAMP)
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/mypy
 
-test: $(STAMP) apiserver stack shipwright oracle shp promtool image peer-build shipwright-it lint
+test: $(STAMP) apiserver stack node shipwright oracle shp promtool image peer-build shipwright-it lint
 	$(VENV)/bin/pytest -q $(PYTEST_ARGS)
 
-dev: $(STAMP) stack
+dev: $(STAMP) stack node
 	$(PY) -m devtools.dev.run
 
 clean:

@@ -25,7 +25,7 @@ from controller.runtime.kube import ConfigError, Kube, load_api_client
 from controller.runtime.leader import LeaderElector, LeadershipLost
 from controller.runtime.server import Endpoints
 from controller.settings import Settings
-from controller.shipwright import crds
+from controller.shipwright import crds, field_managers
 
 log = logging.getLogger(__name__)
 
@@ -51,7 +51,10 @@ class App:
 
     @classmethod
     async def create(cls, settings: Settings, identity: str) -> App:
-        kube = Kube(await load_api_client(settings.kubeconfig, settings.context))
+        # Writes no controller claims (events, the lease) name the manager the API server
+        # makes of Shipwright's binary's User-Agent (controller.shipwright.field_managers).
+        kube = Kube(await load_api_client(settings.kubeconfig, settings.context),
+                    field_manager=field_managers.BUILD_CONTROLLER)
         try:
             await kube.request("GET", "/version")
         except Exception as exc:

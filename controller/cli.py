@@ -53,6 +53,9 @@ def parser() -> argparse.ArgumentParser:
                      metavar="SECONDS", help="cancel a reconcile after this long; 0 disables")
     run.add_argument("--resync-period", type=_optional_seconds, default=None, metavar="SECONDS",
                      help="replay every cached object this often; 0 (default) disables")
+    run.add_argument("--timeout-grace", type=float, default=d.timeout_grace, metavar="SECONDS",
+                     help="seconds past a run's timeout (which Tekton enforces) before the "
+                     "BuildRun ends BuildRunTimeout without Tekton")
     run.add_argument("--shutdown-grace-period", type=float, default=d.shutdown_grace,
                      metavar="SECONDS")
 
@@ -131,6 +134,7 @@ def settings_from(args: argparse.Namespace) -> Settings:
         metrics_address=args.metrics_bind_address,
         probe_address=args.health_probe_bind_address,
         shutdown_grace=args.shutdown_grace_period,
+        timeout_grace=args.timeout_grace,
         queue=QueueSettings(
             base_delay=args.backoff_base_delay, max_delay=args.backoff_max_delay,
             qps=args.rate_limit_qps, burst=args.rate_limit_burst, jitter=args.backoff_jitter,

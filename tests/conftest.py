@@ -22,6 +22,7 @@ from kubernetes_asyncio import client
 from controller.runtime.kube import Kube, load_api_client
 from devtools.cluster.fates import FateWebhook
 from devtools.cluster.localcluster import LocalCluster
+from devtools.cluster.realnode import NodeUnavailable, RealNode
 from devtools.cluster.stack import TektonStack
 from tests.harness import World, wait_for
 
@@ -32,10 +33,25 @@ STRICT = ["--enable-admission-plugins=OwnerReferencesPermissionEnforcement"]
 
 @pytest.fixture(scope="session")
 async def stack(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[TektonStack]:
+    """The session's stack. Its real node (tests/cluster/test_real_builds.py) is prepared
+    here and started by the first test that asks for it (`await stack.real_node()`)."""
     t = time.monotonic()
-    async with TektonStack(tmp_path_factory.mktemp("stack"), apiserver_args=STRICT) as s:
-        print(f"\nTektonStack up in {time.monotonic() - t:.2f}s: {s.timings}")
+    async with TektonStack(tmp_path_factory.mktemp("stack"), apiserver_args=STRICT,
+                           real_node=True) as s:
+        print(f"\nTektonStack (Tekton {s.tekton_version}) up in {time.monotonic() - t:.2f}s: "
+              f"{s.timings}")
         yield s
+
+
+@pytest.fixture(scope="session")
+async def real_node(stack: TektonStack) -> RealNode:
+    """The session stack's real node (devtools.cluster.realnode), started on first use; a
+    test that asks for it skips, in one line saying what is missing, where this machine
+    cannot hold one. A pod goes there through realnode.placement()."""
+    try:
+        return await stack.real_node()
+    except NodeUnavailable as exc:
+        pytest.skip(f"no real node on this machine: {exc}")
 
 
 @pytest.fixture(scope="session")

@@ -60,6 +60,12 @@ class FakeKube:
         self._revision = itertools.count(1)
         self._hooks: list[_Hook] = []
         self._random = random.Random(0)  # generateName suffixes, the same in every run
+        # The creationTimestamp of what is created or added from now on.
+        self.created = CREATED
+        # Who wrote: each logged call with the field manager it named (a view's,
+        # `with_field_manager`); shared by the views.
+        self.field_manager: str | None = None
+        self.managers: list[tuple[Call, str | None]] = []
 
     # -- for the test -----------------------------------------------------------------
 
@@ -70,7 +76,7 @@ class FakeKube:
         if resource.namespaced:
             meta.setdefault("namespace", namespace)
         meta.setdefault("uid", str(uuid.uuid4()))
-        meta.setdefault("creationTimestamp", CREATED)
+        meta.setdefault("creationTimestamp", self.created)
         meta.setdefault("generation", 1)
         meta["resourceVersion"] = str(next(self._revision))
         obj.setdefault("apiVersion", resource.api_version)
@@ -157,8 +163,17 @@ class FakeKube:
         new["status"] = current.get("status")
         return self._store(resource, current, new)
 
+    def with_field_manager(self, name: str) -> FakeKube:
+        """A view writing as `name` (Kube.with_field_manager): the same objects and log."""
+        view = copy.copy(self)
+        view.field_manager = name
+        return view
+
     async def patch(self, resource: Resource, namespace: str | None, name: str, body: Any, *,
-                    subresource: str = "", content_type: str = MERGE_PATCH) -> JSON:
+                    subresource: str = "", content_type: str = MERGE_PATCH,
+                    force: bool = False) -> JSON:
+        """A merge patch; a strategic one merges lists by key; an apply (APPLY_PATCH) is
+        taken as a merge patch of its fields (one manager here, so nothing conflicts)."""
         self._call("patch", resource, name, subresource)
         current = self._existing(resource, namespace, name)
         if isinstance(body, dict):
@@ -183,6 +198,7 @@ class FakeKube:
     def _call(self, verb: str, resource: Resource, name: str, subresource: str = "") -> None:
         call = (verb, resource.plural, name, subresource)
         self.calls.append(call)
+        self.managers.append((call, self.field_manager))
         for hook in list(self._hooks):
             if (hook.verb, hook.plural) != (verb, resource.plural) or hook.times == 0 or (
                     hook.subresource is not None and hook.subresource != subresource):

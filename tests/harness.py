@@ -229,5 +229,6 @@ def record_reconciles(app: App, who: str, into: list[Interval]) -> None:
                 into.append(Interval(who, key, start, time.monotonic()))
 
         give_up = inner.give_up
+        wrapped = inner  # the reconciler it records
 
     controller.reconciler = Recording()

@@ -4,7 +4,7 @@
 
 Each run gets a fresh devtools.cluster.stack.TektonStack (etcd, kube-apiserver,
 kube-controller-manager, kube-scheduler, kwok playing the kubelet of one Node, Tekton
-Pipelines v1.10.3's controller and webhook), a namespace with the bench's
+Pipelines' controller and webhook, v1.12.0 as hack/tekton pins it), a namespace with the bench's
 BuildStrategy and Build, and the benchmark's own watch on BuildRuns (Observer). By
 --mode, ours (`python -m controller`, --max-concurrent-reconciles W) or Shipwright's
 own (bench.e2e.peer, BUILDRUN_MAX_CONCURRENT_RECONCILES W, over Shipwright's CRDs

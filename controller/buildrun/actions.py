@@ -11,7 +11,7 @@ from dataclasses import replace
 from typing import assert_never
 
 from controller.buildrun import metrics, reasons, serviceaccounts
-from controller.buildrun.buildruns import build_link, timeout_left, ttl_left
+from controller.buildrun.buildruns import build_link, deadline_left, run_start, ttl_left
 from controller.buildrun.executors import Executor
 from controller.buildrun.observe import Seen
 from controller.buildrun.plan import Plan
@@ -30,6 +30,7 @@ from controller.runtime.errors import (
 )
 from controller.runtime.events import EventRecorder
 from controller.runtime.kube import (
+    APPLY_PATCH,
     JSON,
     SERVICEACCOUNTS,
     STRATEGIC_MERGE_PATCH,
@@ -37,6 +38,7 @@ from controller.runtime.kube import (
     Kube,
 )
 from controller.runtime.timestamps import Clock, format_time, parse_time
+from controller.shipwright import field_managers
 from controller.shipwright import metrics as shipwright_metrics
 from controller.shipwright.conditions import succeeded_condition
 from controller.shipwright.resources import BUILDRUNS
@@ -45,10 +47,13 @@ log = logging.getLogger(__name__)
 
 
 class Actions:
-    def __init__(self, kube: Kube, recorder: EventRecorder, clock: Clock) -> None:
+    def __init__(self, kube: Kube, recorder: EventRecorder, clock: Clock,
+                 timeout_grace: float) -> None:
         self.kube = kube
         self.recorder = recorder
         self.clock = clock
+        # How long past Tekton's timeout a running BuildRun is given up on (the backstop).
+        self.timeout_grace = timeout_grace
 
     async def act(self, seen: Seen, decision: Decision) -> Result:
         """Carries out the decided row's action; the one place each Action is handled."""
@@ -89,7 +94,8 @@ class Actions:
             case Action.PROGRESS:
                 assert run is not None
                 written = await self._progress(buildrun, run)
-                deadline = timeout_left(written or buildrun, self.clock())
+                deadline = deadline_left(written or buildrun, run, self.clock(),
+                                         self.timeout_grace)
                 if seen.poll is not None:  # nothing else would wake it
                     deadline = min(deadline, seen.poll) if deadline is not None else seen.poll
                 return _requeue_at(deadline)
@@ -140,7 +146,10 @@ class Actions:
             if created_at is not None:
                 metrics.buildrun_started(
                     written, max((self.clock() - created_at).total_seconds(), 0.0))
-        return _requeue_at(timeout_left(written or buildrun, self.clock()))
+            self._established(buildrun, written)
+        # Tekton's events wake it before; this is for a run Tekton never starts or ends.
+        return _requeue_at(deadline_left(written or buildrun, created, self.clock(),
+                                         self.timeout_grace))
 
     async def link_to_build(self, buildrun: JSON, build: JSON) -> JSON:
         """What Shipwright writes on a BuildRun of a validated Build before it runs: the
@@ -229,18 +238,31 @@ class Actions:
                  extra={"key": f"{meta['namespace']}/{meta['name']}"})
 
     async def _progress(self, buildrun: JSON, run: JSON) -> JSON | None:
+        """Row 16: the run's reason and message, and its startTime once Tekton set it."""
         reason, message = running_reason(run)
-        current = succeeded_condition(buildrun.get("status")) or {}
-        if current.get("reason") == reason and current.get("message") == message:
+        status = buildrun.get("status") or {}
+        current = succeeded_condition(status) or {}
+        if (current.get("reason") == reason and current.get("message") == message
+                and (status.get("startTime") or not run_start(run))):
             return None
         now = format_time(self.clock())
-        written = await write_status(self.kube, buildrun, progressed(reason, message, now))
+        written = await write_status(self.kube, buildrun, progressed(run, now))
+        self._established(buildrun, written)
         if written is not None and reason == reasons.RUNNING and current.get("reason") != reason:
-            start = parse_time((buildrun.get("status") or {}).get("startTime"))
-            if start is not None:
-                metrics.RAMPUP.observe(max((self.clock() - start).total_seconds(), 0.0))
+            created = parse_time(run["metadata"].get("creationTimestamp"))
+            if created is not None:
+                metrics.RAMPUP.observe(max((self.clock() - created).total_seconds(), 0.0))
             self.recorder.record(buildrun, "Normal", reasons.RUNNING, message or "running")
         return written
+
+    def _established(self, before: JSON, written: JSON | None) -> None:
+        """Shipwright's establish duration, when a write gave the BuildRun its startTime."""
+        if written is None or (before.get("status") or {}).get("startTime"):
+            return
+        start = parse_time((written.get("status") or {}).get("startTime"))
+        created = parse_time(written["metadata"].get("creationTimestamp"))
+        if start is not None and created is not None:
+            metrics.buildrun_established(written, max((start - created).total_seconds(), 0.0))
 
     async def _finish(self, seen: Seen, buildrun: JSON, decision: Decision) -> None:
         """Writes the terminal status once; then makes sure the TaskRun (PipelineRun)
@@ -248,16 +270,20 @@ class Actions:
         run, executor = seen.run, seen.executor
         now_t = self.clock()
         now = format_time(now_t)
-        written = await write_status(self.kube, buildrun, finished(decision, now))
+        written = await write_status(self.kube, buildrun, finished(decision, run, now))
         if written is None:
             return
+        self._established(buildrun, written)
         meta = buildrun["metadata"]
-        metrics.COMPLETED.labels(decision.reason, meta["namespace"]).inc()
+        # Tekton's reasons are kept as the BuildRun's (as Shipwright); the label set stays
+        # bounded all the same.
+        label = reasons.metric_reason(decision.reason)
+        metrics.COMPLETED.labels(label, meta["namespace"]).inc()
         if decision.reason == reasons.RECONCILER_RETRIES_EXHAUSTED:
             metrics.RETRY_EXHAUSTED.inc()
         created_at = parse_time(meta.get("creationTimestamp"))
         if created_at is not None:
-            metrics.buildrun_finished(written, decision.reason,
+            metrics.buildrun_finished(written, label,
                                       max((now_t - created_at).total_seconds(), 0.0))
         self.recorder.record(
             buildrun, "Normal" if decision.succeeded == "True" else "Warning",
@@ -274,13 +300,21 @@ class Actions:
 
     async def cancel(self, executor: Executor, run: JSON) -> None:
         """Asks Tekton to stop the TaskRun (PipelineRun): `executor.cancel_patch`, as
-        Shipwright's Cancel, as a merge patch."""
+        Shipwright's Cancel sends it, a server-side apply that takes the fields over
+        (force) as field manager shipwright-build-controller, so managedFields read as
+        under Shipwright. An apply to a run deleted meanwhile would create one with
+        nothing but spec.status, which Tekton's webhook refuses: handled below as a run
+        that finished."""
         meta = run["metadata"]
         if executor.cancelled(run):
             return
+        intent = {"apiVersion": executor.resource.api_version, "kind": executor.kind,
+                  "metadata": {"name": meta["name"], "namespace": meta["namespace"]},
+                  **copy.deepcopy(executor.cancel_patch)}
         try:
-            await self.kube.patch(executor.resource, meta["namespace"], meta["name"],
-                                  copy.deepcopy(executor.cancel_patch))
+            await self.kube.with_field_manager(field_managers.BUILD_CONTROLLER).patch(
+                executor.resource, meta["namespace"], meta["name"], intent,
+                content_type=APPLY_PATCH, force=True)
         except ApiError as exc:
             if is_not_found(exc):
                 return

@@ -58,25 +58,49 @@ def run_timeout(buildrun: JSON) -> float | None:
 
 
 def retention_ttl(buildrun: JSON) -> float | None:
-    """ttlAfterSucceeded or ttlAfterFailed: the effective one snapshotted at start (BuildRun
-    over Build), else the BuildRun's own (a run that failed before it had a snapshot)."""
+    """ttlAfterSucceeded or ttlAfterFailed, as Shipwright's TTL cleanup reads it: the
+    BuildRun's live spec.retention first (a user may lower or raise it once the BuildRun
+    has finished: the CRD's rule), else the effective one snapshotted at start (BuildRun
+    over Build), which a BuildRun that failed before it had one lacks. None when neither
+    sets it, or when the one found does not parse (reported as InvalidRetention had the
+    run not started yet; set later, it keeps the BuildRun rather than delete on a guess)."""
     status = buildrun.get("status") or {}
     succeeded = (succeeded_condition(status) or {}).get("status") == "True"
     key = "ttlAfterSucceeded" if succeeded else "ttlAfterFailed"
-    for retention in ((status.get("buildSpec") or {}).get("retention"),
-                      spec_of(buildrun).get("retention")):
+    for retention in (spec_of(buildrun).get("retention"),
+                      (status.get("buildSpec") or {}).get("retention")):
         text = (retention or {}).get(key)
         if text:
             try:
                 return parse_duration(text)
             except ValueError:
-                return None  # reported as InvalidRetention when the run started
+                return None
     return None
 
 
-def timeout_left(buildrun: JSON, now: datetime.datetime) -> float | None:
-    """Seconds until the timeout deadline (0.0 once passed), None without a timeout."""
-    return _left((buildrun.get("status") or {}).get("startTime"), run_timeout(buildrun), now)
+def run_start(run: JSON | None) -> str | None:
+    """When Tekton started the run (its status.startTime, a TaskRun's or PipelineRun's),
+    which Shipwright copies into the BuildRun's; None until Tekton has."""
+    start = ((run or {}).get("status") or {}).get("startTime")
+    return str(start) if start else None
+
+
+def deadline_left(buildrun: JSON, run: JSON | None, now: datetime.datetime,
+                  grace: float) -> float | None:
+    """Seconds until the timeout backstop (0.0 once passed), None without a timeout.
+
+    Tekton ends a run at its own timeout (the TaskRun's spec.timeout, the PipelineRun's
+    timeouts.pipeline: the BuildRun's), counted from the run's status.startTime, which the
+    BuildRun's startTime copies; the BuildRun then ends BuildRunTimeout from the run's
+    outcome. This deadline is only for a run Tekton never ends (its controller down or
+    stuck): `grace` seconds after Tekton's, counted from the same start, or from the run's
+    creation while Tekton has not started it."""
+    timeout = run_timeout(buildrun)
+    if timeout is None:
+        return None
+    start = ((buildrun.get("status") or {}).get("startTime") or run_start(run)
+             or ((run or {}).get("metadata") or {}).get("creationTimestamp"))
+    return _left(start, timeout + grace, now)
 
 
 def ttl_left(buildrun: JSON, now: datetime.datetime) -> float | None:

@@ -50,11 +50,12 @@ class Executor:
     # Shipwright writes the deprecated status.taskRunName for a TaskRun only.
     records_taskrun_name: bool
     # Once it finished: the TaskRuns to read (a PipelineRun's children; none for a
-    # TaskRun, which is its own), the pod to read for a failure (eviction), and the
-    # outcome from it, the children read and that pod.
+    # TaskRun, which is its own), the pod to read for a failure (eviction, the failed
+    # container), and the outcome from it, the children read, that pod and whether the
+    # BuildRun asked for a cancel.
     children: Callable[[JSON], list[str]]
     failed_pod: Callable[[JSON, list[JSON]], str | None]
-    outcome: Callable[[JSON, list[JSON], JSON | None], Outcome | None]
+    outcome: Callable[[JSON, list[JSON], JSON | None, bool], Outcome | None]
     # The pod Shipwright's ramp-up metrics read (GetPodName, or for a PipelineRun its
     # first TaskRun's, as buildrun.go does).
     pod_name: Callable[[JSON, list[JSON]], str]
@@ -131,7 +132,8 @@ TASKRUN = Executor(
     records_taskrun_name=True,
     children=lambda _: [],
     failed_pod=lambda taskrun, _: _pod_of_failed(taskrun),
-    outcome=lambda taskrun, _, pod: outcome_from_taskrun(taskrun, pod),
+    outcome=lambda taskrun, _, pod, canceled: outcome_from_taskrun(taskrun, pod,
+                                                                    canceled=canceled),
     pod_name=lambda taskrun, _: str((taskrun.get("status") or {}).get("podName") or ""),
     slim=_slim_taskrun,
     multi_arch=False,
@@ -145,7 +147,8 @@ PIPELINERUN = Executor(
     records_taskrun_name=False,
     children=child_taskrun_names,
     failed_pod=lambda _, children: _pod_of_failed(failed_child(children)),
-    outcome=outcome_from_pipelinerun,
+    outcome=lambda run, children, pod, canceled: outcome_from_pipelinerun(
+        run, children, pod, canceled=canceled),
     pod_name=lambda _, children: pipelinerun_pod_name(children),
     slim=_slim_pipelinerun,
     multi_arch=True,

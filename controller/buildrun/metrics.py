@@ -51,10 +51,16 @@ DELETED = Counter(
 
 def buildrun_started(buildrun: JSON, seconds: float) -> None:
     """A BuildRun's TaskRun was created and recorded, `seconds` after the BuildRun was:
-    ours (buildrun_establish_duration_seconds) and Shipwright's three series of the same
+    ours (buildrun_establish_duration_seconds) and Shipwright's two series of the same
     moment (`shipwright.metrics.buildrun_started`)."""
     ESTABLISH.observe(seconds)
     shipwright_metrics.buildrun_started(buildrun, seconds)
+
+
+def buildrun_established(buildrun: JSON, seconds: float) -> None:
+    """A BuildRun got its startTime (its run's, Tekton's start), `seconds` after it was
+    created: Shipwright's series of that moment (`shipwright.metrics.buildrun_established`)."""
+    shipwright_metrics.buildrun_established(buildrun, seconds)
 
 
 def buildrun_finished(buildrun: JSON, reason: str, seconds: float) -> None:

@@ -13,10 +13,10 @@ from dataclasses import dataclass, replace
 from controller.buildrun import serviceaccounts
 from controller.buildrun.buildruns import (
     canceled,
+    deadline_left,
     phase_of,
     recorded_executor_name,
     run_timeout,
-    timeout_left,
     ttl_left,
 )
 from controller.buildrun.caches import BY_BUILDRUN, UNWATCHED_POLL, Caches
@@ -58,13 +58,15 @@ class Seen:
 
 class Observer:
     def __init__(self, kube: Kube, caches: Caches, planner: Planner, clock: Clock,
-                 executor: Executor) -> None:
+                 executor: Executor, timeout_grace: float) -> None:
         self.kube = kube
         self.caches = caches
         self.planner = planner
         self.clock = clock
         # What a new BuildRun runs as (BUILDRUN_EXECUTOR).
         self.executor = executor
+        # Row 15 is a backstop: this long past the timeout Tekton enforces itself.
+        self.timeout_grace = timeout_grace
 
     def executor_of(self, buildrun: JSON) -> Executor:
         return executor_of(buildrun, self.executor)
@@ -78,7 +80,8 @@ class Observer:
         if phase is Phase.DONE:
             return self.observe_done(buildrun)
         seen = await self.observe_run(buildrun)
-        deadline_passed = timeout_left(buildrun, self.clock()) == 0.0
+        deadline_passed = deadline_left(buildrun, seen.run, self.clock(),
+                                        self.timeout_grace) == 0.0
         observation = replace(
             seen.observation,
             canceled=canceled(buildrun),
@@ -164,7 +167,7 @@ class Observer:
         # Live: a failure verdict cannot be taken back, and the pod cache may lag its
         # eviction. The ramp-up pod is only a metric: the cache's copy serves.
         pod = await self.kube.get_or_none(PODS, namespace, pod_name) if pod_name else None
-        outcome: Outcome | None = executor.outcome(run, children, pod)
+        outcome: Outcome | None = executor.outcome(run, children, pod, canceled(buildrun))
         rampup = executor.pod_name(run, children)
         return Seen(buildrun, replace(observation, outcome=outcome), run, executor=executor,
                     children=tuple(children),

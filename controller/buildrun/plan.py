@@ -63,8 +63,9 @@ class Planner:
 
     async def validated_build(self, buildrun: JSON) -> tuple[JSON | None, bool]:
         """The referenced Build (None when spec.build.spec embeds one), and whether it
-        still waits for validation (no status.registered yet: row 9). An embedded spec
-        is validated here, as Shipwright validates it (EMBEDDED_CHECKS).
+        still waits for validation (no status.registered yet: row 9). The BuildRun's
+        name is checked first (BuildRunNameInvalid), and an embedded spec is validated
+        here, as Shipwright validates it (EMBEDDED_CHECKS).
 
         As Shipwright's BuildRun reconciler: a Build whose status.registered is set but
         not "True" failed validation, and so does every BuildRun of it, at once, with
@@ -72,6 +73,12 @@ class Planner:
         confirmed by a live GET first (the cache may not have the Build's newer status).
         """
         namespace = buildrun["metadata"]["namespace"]
+        # Shipwright's first check of a BuildRun (buildrun.go): its name goes into the
+        # buildrun.shipwright.io/name label of the TaskRun, its pod and every lookup by it
+        # (shp's, the integration suite's), so it must be a valid label value.
+        invalid = build_validation.label_value_errors(buildrun["metadata"]["name"])
+        if invalid:
+            raise UserError(reasons.BUILD_RUN_NAME_INVALID, ", ".join(invalid))
         name = build_name(buildrun)
         if name is None:
             embedded = spec_of(buildrun)["build"]["spec"]

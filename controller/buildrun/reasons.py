@@ -32,6 +32,9 @@ BUILD_RUN_BUILD_FIELD_OVERRIDE_FORBIDDEN = "BuildRunBuildFieldOverrideForbidden"
 INVALID_TIMEOUT = "InvalidTimeout"
 INVALID_RETENTION = "InvalidRetention"
 INVALID_REFERENCE = "InvalidReference"
+# The BuildRun's name is no valid label value (over 63 characters): its TaskRun's
+# buildrun.shipwright.io/name label could not name it (Shipwright's check and words).
+BUILD_RUN_NAME_INVALID = "BuildRunNameInvalid"
 # The BuildRun is too large for its build spec snapshot to fit in its status.
 BUILD_RUN_TOO_LARGE = "BuildRunTooLarge"
 # The API server refused the TaskRun we generated from what the user asked for.
@@ -52,13 +55,53 @@ VULNERABILITIES_FOUND = "VulnerabilitiesFound"
 
 RECONCILER_RETRIES_EXHAUSTED = "ReconcilerRetriesExhausted"
 
-# Tekton's reasons on a TaskRun's Succeeded condition; read, never written.
+# Tekton's reasons on a TaskRun's Succeeded condition that Shipwright maps to its own.
 TASK_RUN_CANCELLED = "TaskRunCancelled"
 TASK_RUN_TIMEOUT = "TaskRunTimeout"
+# Tekton v1.12's finer reasons for a failed pod (pkg/pod/status.go, getFailureInfo), which
+# Shipwright v0.20.13 reads as Failed before its own OOM and eviction logic
+# (resources/conditions.go); PodEvicted is spelled as Shipwright's POD_EVICTED.
+STEP_FAILED = "StepFailed"
+STEP_OOM = "StepOOM"
+TEKTON_FAILED_REASONS: frozenset[str] = frozenset({FAILED, STEP_FAILED, STEP_OOM, POD_EVICTED})
 # The same on a PipelineRun's (Tekton v1 writes "Cancelled"; Shipwright's code reads
 # PipelineRunCancelled, so both are read).
 PIPELINE_RUN_CANCELLED = "PipelineRunCancelled"
+CANCELLED = "Cancelled"
 PIPELINE_RUN_TIMEOUT = "PipelineRunTimeout"
+
+# Every other reason Tekton sets on a finished TaskRun or PipelineRun is kept on the
+# BuildRun as Tekton spelled it, as Shipwright v0.20.13 keeps it (TaskRunImagePullFailed,
+# CreateContainerConfigError, PodCreationFailed, ExceededResourceQuota, InvalidParamValue,
+# ...). These are Tekton's own, from v1.3 to v1.12 (pkg/apis/pipeline/v1 taskrun_types.go
+# and pipelinerun_types.go, pkg/pod/status.go, pkg/reconciler/taskrun): the set
+# `metric_reason` lets into a metric label as they are, so a reason nobody knows (a status
+# patched by hand) cannot grow a label without bound.
+TEKTON_REASONS: frozenset[str] = frozenset({
+    # TaskRun
+    "Started", "Running", "Succeeded", "Failed", "ToBeRetried", "TaskRunCancelled",
+    "TaskRunTimeout", "ResolvingTaskRef", "ResolvingStepActionRef", "TaskRunImagePullFailed",
+    "CreateContainerConfigError", "PodCreationFailed", "TaskRunResultLargerThanAllowedLimit",
+    "TaskRunStopSidecarFailed", "InvalidParamValue", "TaskRunResolutionFailed",
+    "TaskRunValidationFailed", "TaskValidationFailed", "ResourceVerificationFailed",
+    "PodEvicted", "StepOOM", "StepFailed", "SidecarOOM", "SidecarFailed", "InitContainerOOM",
+    "InitContainerFailed", "FailureIgnored", "TaskRunPending",
+    # the TaskRun's pod (pkg/pod/status.go) and reconciler
+    "ExceededResourceQuota", "ExceededNodeResources", "PullImageFailed",
+    "PodAdmissionFailed", "Pending",
+    # PipelineRun
+    "Completed", "Cancelled", "PipelineRunPending", "PipelineRunTimeout", "PipelineRunStopping",
+    "CancelledRunningFinally", "StoppedRunningFinally", "CouldntGetPipeline",
+    "InvalidPipelineResourceBindings", "InvalidWorkspaceBindings", "InvalidTaskRunSpecs",
+    "ParameterTypeMismatch", "ObjectParameterMissKeys", "ParamArrayIndexingInvalid",
+    "CouldntGetTask", "ParameterMissing", "PipelineValidationFailed",
+    "CouldntGetPipelineResult", "PipelineInvalidGraph", "PipelineRunCouldntCancel",
+    "PipelineRunCouldntTimeOut", "InvalidMatrixParameterTypes", "InvalidTaskResultReference",
+    "InvalidPipelineResultReference", "RequiredWorkspaceMarkedOptional",
+    "ResolvingPipelineRef", "CreateRunFailed", "CELEvaluationFailed", "PipelineRunCancelled",
+})
+# The label value of a reason outside ours and Tekton's.
+OTHER_REASON = "Other"
 # Shipwright's reason for a PipelineRun that failed other than by OOM, eviction or
 # vulnerabilities (resources/conditions.go); the PipelineRun executor's "Failed".
 PIPELINE_RUN_FAILED = "PipelineRunFailed"
@@ -78,6 +121,7 @@ USER_ERROR_REASONS: frozenset[str] = frozenset(
         INVALID_TIMEOUT,
         INVALID_RETENTION,
         INVALID_REFERENCE,
+        BUILD_RUN_NAME_INVALID,
         BUILD_RUN_TOO_LARGE,
         TASK_RUN_GENERATION_FAILED,
         UNDEFINED_VOLUME,
@@ -125,3 +169,16 @@ USER_ERROR_REASONS = USER_ERROR_REASONS | {
     EXECUTOR_NOT_PIPELINE_RUN,
     NODE_PLATFORM_NOT_FOUND,
 }
+
+
+def metric_reason(reason: str) -> str:
+    """`reason` as a metric label: ours and Tekton's as they are, anything else
+    OTHER_REASON (a TaskRun status is anyone's to patch; a label set must stay bounded)."""
+    if reason in TEKTON_REASONS or reason in _OURS:
+        return reason
+    return OTHER_REASON
+
+
+_OURS: frozenset[str] = frozenset(
+    value for name, value in list(globals().items()) if name.isupper() and isinstance(value, str)
+)

@@ -33,6 +33,7 @@ from controller.runtime.errors import RetryableError
 from controller.runtime.events import EventRecorder
 from controller.runtime.kube import JSON, Kube, split_key
 from controller.runtime.timestamps import Clock, now
+from controller.settings import Settings
 from controller.shipwright.resources import BUILDRUNS
 
 
@@ -46,15 +47,16 @@ class BuildRunReconciler:
         executor: Executor,
         clock: Clock = now,
         config: ShipwrightConfig | None = None,
+        timeout_grace: float = Settings.timeout_grace,
     ) -> None:
         """`executor` is what a new BuildRun runs as (setup.py resolves BUILDRUN_EXECUTOR
         to it once); `config` the generators' settings, read from the environment
-        when not given."""
+        when not given; `timeout_grace` how long past Tekton's timeout row 15 waits."""
         self.kube = kube
         self.caches = caches
         self.planner = Planner(kube, caches, config or ShipwrightConfig.from_env())
-        self.observer = Observer(kube, caches, self.planner, clock, executor)
-        self.actions = Actions(kube, recorder, clock)
+        self.observer = Observer(kube, caches, self.planner, clock, executor, timeout_grace)
+        self.actions = Actions(kube, recorder, clock, timeout_grace)
         self.clock = clock
 
     def next_look(self, buildrun: JSON) -> float | None:

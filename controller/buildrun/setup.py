@@ -30,6 +30,7 @@ from controller.runtime.informers import EventType, Informer, InformerFactory
 from controller.runtime.kube import JSON, PODS, SERVICEACCOUNTS, Kube, key_of
 from controller.runtime.store import Store
 from controller.settings import Settings
+from controller.shipwright import field_managers
 from controller.shipwright.conditions import succeeded_condition
 from controller.shipwright.indexes import BUILDRUN_INDEXERS
 from controller.shipwright.resources import (
@@ -56,15 +57,15 @@ def buildrun_wakes(kind: EventType, obj: JSON, old: JSON | None) -> bool:
       BuildRun's retention TTL and generated ServiceAccount (rows 1-4), so every
       BuildRun is looked at once when seen: a finished one needing nothing costs no
       reconcile, one with a TTL waits for it in the queue (next_look).
-    - MODIFIED: a spec change (generation; a cancel is the only one the CRD admits, and
-      the retention TTLs of a finished one), a change of phase (taskRunName or
-      completionTime newly set, by whoever) and a resync (the same resourceVersion). A
-      phase change is the one write of ours whose event is needed: the next look must
-      see the new phase (a started BuildRun whose adopted TaskRun had finished already;
-      a finished one's rows 1-4), and it is the last write of the try that makes it, so
-      it never brings a failing key back early. Not our other label and status writes:
-      each would queue a failing key again at once, around its backoff, and spend
-      --max-retries faster than the backoff implies (the soak's three
+    - MODIFIED: a spec change (generation: the CRD admits a cancel, and a finished
+      BuildRun's retention TTLs, which rows 2 and 4 read live), a change of phase
+      (taskRunName or completionTime newly set, by whoever) and a resync (the same
+      resourceVersion). A phase change is the one write of ours whose event is needed:
+      the next look must see the new phase (a started BuildRun whose adopted TaskRun had
+      finished already; a finished one's rows 1-4), and it is the last write of the try
+      that makes it, so it never brings a failing key back early. Not our other label
+      and status writes: each would queue a failing key again at once, around its
+      backoff, and spend --max-retries faster than the backoff implies (the soak's three
       ReconcilerRetriesExhausted runs before this filter, RELIABILITY.md).
     - DELETED: never; its TaskRun goes with it (ownerReference).
     """
@@ -150,7 +151,7 @@ def setup(kube: Kube, settings: Settings, recorder: EventRecorder,
     pods = informers.informer(PODS, transform=slim_pod, label_selector=OWN_RUNS)
     queue = controller_queue(NAME, settings.queue)
     reconciler = BuildRunReconciler(
-        kube,
+        kube.with_field_manager(field_managers.BUILDRUN_CONTROLLER),
         Caches(buildruns=buildruns.store, taskruns=runs[TASKRUNS].store, builds=builds.store,
                strategies=strategies.store, cluster_strategies=cluster_strategies.store,
                service_accounts=service_accounts.store, pods=pods.store,
@@ -160,6 +161,7 @@ def setup(kube: Kube, settings: Settings, recorder: EventRecorder,
         recorder,
         executor=executor,
         config=config,
+        timeout_grace=settings.timeout_grace,
     )
     controller = Controller(
         NAME, reconciler, queue,

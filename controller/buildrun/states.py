@@ -60,9 +60,10 @@ class Action(enum.Enum):
     STOP_RUN = "cancel the TaskRun if it still runs; status unchanged"
     DELETE = "delete the BuildRun (retention TTL), preconditioned on uid and resourceVersion"
     START = ("create the TaskRun (adopt it on AlreadyExists), write its Pending/Running "
-             "condition, requeue at deadline")
+             "condition, requeue at the timeout backstop")
     FINISH = "write the terminal status, then cancel the TaskRun if it still runs"
-    PROGRESS = "write Pending/Running if it changed, requeue at the deadline"
+    PROGRESS = ("write Pending/Running (and the TaskRun's startTime) if it changed, requeue "
+                "at the timeout backstop")
     DELETE_SERVICE_ACCOUNT = ("delete the ServiceAccount generated for the BuildRun "
                               "(preconditioned on its uid)")
 
@@ -76,6 +77,8 @@ class Observation:
 
     phase: Phase
     canceled: bool = False
+    # RUNNING: the timeout backstop passed (buildruns.deadline_left: the timeout plus
+    # --timeout-grace, from the TaskRun's start).
     deadline_passed: bool = False
     # RUNNING, when the deadline passed: BuildRunTimeout's message (status.timeout_message).
     timeout_message: str = ""
@@ -197,7 +200,10 @@ TABLE: tuple[Row, ...] = (
         _executor_missing),
     Row(14, Phase.RUNNING, "spec.state is BuildRunCanceled", lambda o: o.canceled,
         _finish(reasons.BUILD_RUN_CANCELED, "the BuildRun was canceled")),
-    Row(15, Phase.RUNNING, "timeout deadline passed", lambda o: o.deadline_passed,
+    # A backstop: Tekton ends a timed-out run itself (its TaskRunTimeout: row 11), with
+    # the timeout we gave it; this row only when it has not, --timeout-grace later.
+    Row(15, Phase.RUNNING, "timeout plus the grace passed, Tekton never ended the TaskRun",
+        lambda o: o.deadline_passed,
         lambda o: Decision(Action.FINISH, reasons.BUILD_RUN_TIMEOUT, o.timeout_message)),
     Row(16, Phase.RUNNING, "TaskRun in progress", lambda _: True,
         _just(Action.PROGRESS)),

@@ -11,6 +11,7 @@ from typing import Any
 from controller.buildrun.reasons import (
     BUILD_RUN_CANCELED,
     BUILD_RUN_TIMEOUT,
+    CANCELLED,
     FAILED,
     PENDING,
     PIPELINE_RUN_CANCELLED,
@@ -18,10 +19,12 @@ from controller.buildrun.reasons import (
     PIPELINE_RUN_TIMEOUT,
     POD_EVICTED,
     RUNNING,
+    STEP_FAILED,
     STEP_OUT_OF_MEMORY,
     SUCCEEDED,
     TASK_RUN_CANCELLED,
     TASK_RUN_TIMEOUT,
+    TEKTON_FAILED_REASONS,
     VULNERABILITIES_FOUND,
 )
 from controller.buildrun.spec import go_duration, parse_duration
@@ -110,79 +113,170 @@ def timeout_message(buildrun_name: str, seconds: float) -> str:
 
 
 def outcome_from_taskrun(
-    taskrun: dict[str, Any], pod: dict[str, Any] | None = None
+    taskrun: dict[str, Any], pod: dict[str, Any] | None = None, *, canceled: bool = False
 ) -> Outcome | None:
-    """The BuildRun outcome a TaskRun gives, or None while the TaskRun has not finished.
+    """The BuildRun outcome a TaskRun gives, or None while the TaskRun has not finished;
+    as Shipwright v0.20.13 sets it (resources/conditions.go,
+    UpdateBuildRunUsingTaskRunCondition, then failure_details.go,
+    UpdateBuildRunUsingTaskFailures; tests/oracle/test_status_parity.py runs both).
 
-    `pod` is the TaskRun's pod when the caller could fetch it; only an eviction is
-    read from it.
+    Tekton's reason and message are kept, but for those Shipwright maps: TaskRunTimeout is
+    BuildRunTimeout; TaskRunCancelled is BuildRunCanceled when the BuildRun asked for it
+    (`canceled`); Failed, and Tekton v1.12's StepFailed, StepOOM and PodEvicted, are read
+    off the pod (`failed_in_pod`): PodEvicted, StepOutOfMemory, VulnerabilitiesFound or
+    Failed, with the failed container. `pod` is the TaskRun's pod, None when it is gone.
     """
     status = taskrun.get("status") or {}
     condition = succeeded_condition(status) or {}
-    name = (taskrun.get("metadata") or {}).get("name") or ""
+    cond_status = condition.get("status")
+    if cond_status not in ("True", "False"):
+        return None
     results = _results(status)
     extra = {"output": output_from_results(results), "source": source_from_results(results)}
-    if condition.get("status") == "True":
-        message = condition.get("message") or f"TaskRun {name} succeeded"
-        return Outcome("True", SUCCEEDED, message, None, _digest(results), **extra)
-    if condition.get("status") != "False":
-        return None
+    meta = taskrun.get("metadata") or {}
+    tekton_reason = str(condition.get("reason") or "")
+    reason, message = tekton_reason, str(condition.get("message") or "")
+    if cond_status == "True":
+        return _succeeded("TaskRun", reason, message, canceled, results, extra)
 
-    tekton_reason = condition.get("reason")
+    details: dict[str, Any] | None = None
     if tekton_reason == TASK_RUN_TIMEOUT:
         timeout = (taskrun.get("spec") or {}).get("timeout")
-        buildrun = ((taskrun.get("metadata") or {}).get("labels") or {}).get(LABEL_BUILDRUN, "")
-        message = (timeout_message(buildrun, parse_duration(timeout)) if timeout
-                   else _message(condition))
-        return Outcome("False", BUILD_RUN_TIMEOUT, message, None, None)
-    if tekton_reason == TASK_RUN_CANCELLED:
-        message = "The BuildRun and its TaskRun were canceled"
-        return Outcome("False", BUILD_RUN_CANCELED, message, None, None)
+        buildrun = (meta.get("labels") or {}).get(LABEL_BUILDRUN, "")
+        reason = BUILD_RUN_TIMEOUT
+        # Tekton's webhook always sets spec.timeout; without one Shipwright quotes the
+        # time since creation, ours Tekton's message (README, "Status from Tekton").
+        if timeout:
+            message = timeout_message(buildrun, parse_duration(timeout))
+    elif tekton_reason == TASK_RUN_CANCELLED and canceled:
+        reason = BUILD_RUN_CANCELED
+        message = "The BuildRun and underlying TaskRun were canceled successfully."
+    elif tekton_reason in TEKTON_FAILED_REASONS and status.get("completionTime"):
+        namespace = str(meta.get("namespace") or "")
+        if pod is None:
+            reason = FAILED
+            message = f"buildrun failed, pod {namespace}/{status.get('podName') or ''} not found"
+        else:
+            reason, message, details = failed_in_pod(pod, _STEP_WORDS)
+    elif tekton_reason in TEKTON_FAILED_REASONS:
+        reason = FAILED
+    if tekton_reason in (FAILED, STEP_FAILED):
+        # UpdateBuildRunUsingTaskFailures: what the strategy wrote, where it failed.
+        details = _strategy_failure(status, pod)
+    return Outcome("False", truncate(reason, REASON_MAX), truncate(message, MESSAGE_MAX),
+                   details, None, **extra)
 
-    namespace = (taskrun.get("metadata") or {}).get("namespace") or ""
-    pod_name = status.get("podName") or ""
-    steps = status.get("steps") or []
-    failed = [s for s in steps if (s.get("terminated") or {}).get("exitCode", 0) != 0]
-    oom = [s for s in steps if (s.get("terminated") or {}).get("reason") == "OOMKilled"]
-    pod_status = (pod or {}).get("status") or {}
-    step: dict[str, Any] | None
+
+def _succeeded(kind: str, reason: str, message: str, canceled: bool,
+               results: dict[str, str], extra: dict[str, Any]) -> Outcome:
+    """A run Tekton says succeeded: its reason and message, but Shipwright's words when the
+    BuildRun asked for a cancel that came too late."""
+    if canceled and reason == SUCCEEDED:
+        message = (f"The {kind} completed before the request to cancel the {kind} could be "
+                   "processed.")
+    return Outcome("True", reason, message, None, _digest(results), **extra)
+
+
+# Shipwright's words for a failure read off the pod, for a TaskRun and for a PipelineRun
+# (conditions.go: UpdateBuildRunUsingTaskRunCondition, extractPipelineRunFailureDetails),
+# filled in with {run} (the PipelineRun), {container}, {namespace} and {pod}.
+@dataclass(frozen=True)
+class _Words:
+    step: str
+    oom: str
+    vulnerabilities: str
+    unexpected: str
+
+
+_STEP_WORDS = _Words(
+    step="buildrun step {container} failed, for detailed information: kubectl --namespace "
+         "{namespace} logs {pod} --container={container}",
+    oom="buildrun step {container} failed due to out-of-memory, for detailed information: "
+        "kubectl --namespace {namespace} logs {pod} --container={container}",
+    vulnerabilities="Vulnerabilities have been found in the image which can be seen in the "
+                    "buildrun status. For detailed information,see kubectl --namespace "
+                    "{namespace} logs {pod} --container={container}",
+    unexpected="buildrun failed due to an unexpected error in pod {pod}: for detailed "
+               "information: kubectl --namespace {namespace} logs {pod} --all-containers",
+)
+_PIPELINE_WORDS = _Words(
+    step="PipelineRun {run} failed in step {container}, for detailed information: kubectl "
+         "--namespace {namespace} logs {pod} --container={container}",
+    oom="PipelineRun {run} failed due to out-of-memory in step {container}, for detailed "
+        "information: kubectl --namespace {namespace} logs {pod} --container={container}",
+    vulnerabilities="Vulnerabilities have been found in the image from PipelineRun {run}, "
+                    "for detailed information: kubectl --namespace {namespace} logs {pod} "
+                    "--container={container}",
+    unexpected="PipelineRun {run} failed due to an unexpected error in pod {pod}: for "
+               "detailed information: kubectl --namespace {namespace} logs {pod} "
+               "--all-containers",
+)
+
+
+def failed_container(pod: dict[str, Any]) -> tuple[str, dict[str, Any]] | None:
+    """The pod's first container, in spec order, that terminated with a non-zero exit
+    code, and its status (Shipwright's extractFailedPodAndContainer: container statuses
+    are not sorted)."""
+    statuses = {str(s.get("name")): s for s in (pod.get("status") or {}).get(
+        "containerStatuses") or []
+        if _exit_code((s.get("state") or {}).get("terminated")) not in (None, 0)}
+    for container in (pod.get("spec") or {}).get("containers") or []:
+        name = str(container.get("name") or "")
+        if name in statuses:
+            return name, statuses[name]
+    return None
+
+
+def failed_in_pod(pod: dict[str, Any], words: _Words = _STEP_WORDS, run: str = ""
+                  ) -> tuple[str, str, dict[str, Any]]:
+    """(reason, message, failureDetails) of a failed run, read off its pod: an evicted pod
+    is PodEvicted with the kubelet's message; else the failed container's OOMKilled is
+    StepOutOfMemory, image-processing's exit code 22 VulnerabilitiesFound, any other
+    failure Failed; a pod without a failed container Failed "unexpected error"."""
+    meta = pod.get("metadata") or {}
+    pod_name, namespace = str(meta.get("name") or ""), str(meta.get("namespace") or "")
+    location: dict[str, Any] = {"pod": truncate(pod_name, NAME_MAX)}
+    found = failed_container(pod)
+    pod_status = pod.get("status") or {}
+    reason = FAILED
+    if found is not None:
+        location["container"] = truncate(found[0], NAME_MAX)
     if pod_status.get("reason") == "Evicted":
-        reason, step = POD_EVICTED, (failed or [None])[0]
-        message = pod_status.get("message") or f"pod {pod_name} was evicted"
-    elif oom:
-        reason, step = STEP_OUT_OF_MEMORY, oom[0]
-        message = f"step {oom[0].get('name')} ran out of memory; " + _logs_hint(
-            namespace, pod_name, oom[0]
-        )
-    elif failed and _container(failed[0]) == f"step-{STEP_IMAGE_PROCESSING}" and (
-        failed[0]["terminated"].get("exitCode") == EXIT_VULNERABILITIES_FOUND
-    ):
-        reason, step = VULNERABILITIES_FOUND, failed[0]
-        message = ("Vulnerabilities have been found in the image which can be seen in the "
-                   "buildrun status; " + _logs_hint(namespace, pod_name, failed[0]))
-    elif failed:
-        reason, step = FAILED, failed[0]
-        exit_code = failed[0]["terminated"]["exitCode"]
-        message = f"step {failed[0].get('name')} failed with exit code {exit_code}; " + _logs_hint(
-            namespace, pod_name, failed[0]
-        )
+        reason, message = POD_EVICTED, str(pod_status.get("message") or "")
+    elif found is not None:
+        container, container_status = found
+        terminated = (container_status.get("state") or {}).get("terminated") or {}
+        fill = {"run": run, "container": container, "namespace": namespace, "pod": pod_name}
+        message = words.step.format(**fill)
+        if terminated.get("reason") == "OOMKilled":
+            reason, message = STEP_OUT_OF_MEMORY, words.oom.format(**fill)
+        elif (container == f"step-{STEP_IMAGE_PROCESSING}"
+              and _exit_code(terminated) == EXIT_VULNERABILITIES_FOUND):
+            reason, message = VULNERABILITIES_FOUND, words.vulnerabilities.format(**fill)
     else:
-        reason, step, message = FAILED, None, _message(condition)
+        message = words.unexpected.format(run=run, namespace=namespace, pod=pod_name)
+    return reason, message, {"location": location}
 
-    location = {}
-    if pod_name:
-        location["pod"] = truncate(pod_name, NAME_MAX)
-    if step is not None:
-        location["container"] = truncate(_container(step), NAME_MAX)
-    # The strategy's own words about what went wrong beat our guess from exit codes.
-    errors = {**_termination_results(failed), **results}
-    details: dict[str, Any] = {
-        "reason": truncate(errors.get(RESULT_ERROR_REASON) or reason, REASON_MAX),
-        "message": truncate(errors.get(RESULT_ERROR_MESSAGE) or message, MESSAGE_MAX),
-    }
+
+def _strategy_failure(status: dict[str, Any], pod: dict[str, Any] | None) -> dict[str, Any]:
+    """failureDetails as Shipwright's extractFailureDetails makes them: the reason and
+    message a failed step wrote (shp-error-reason, shp-error-message, in its termination
+    message), at the pod and the failed container, or the TaskRun's podName."""
+    errors = _termination_results(status.get("steps") or [])
+    details: dict[str, Any] = {}
+    for key, name in (("reason", RESULT_ERROR_REASON), ("message", RESULT_ERROR_MESSAGE)):
+        if errors.get(name):
+            details[key] = truncate(errors[name], REASON_MAX if key == "reason" else MESSAGE_MAX)
+    location = {"pod": truncate(str(status.get("podName") or ""), NAME_MAX)}
+    found = failed_container(pod) if pod is not None else None
+    if pod is not None and found is not None:
+        location = {"pod": truncate(str((pod.get("metadata") or {}).get("name") or ""),
+                                    NAME_MAX),
+                    "container": truncate(found[0], NAME_MAX)}
+    location = {k: v for k, v in location.items() if v}
     if location:
         details["location"] = location
-    return Outcome("False", reason, message, details, None, **extra)
+    return details
 
 
 _SEVERITIES = {"L": "low", "M": "medium", "H": "high", "C": "critical"}
@@ -246,16 +340,12 @@ def running_reason(run: dict[str, Any]) -> tuple[str, str]:
     return PENDING, condition.get("message") or f"{kind} {name} is pending"
 
 
-def _message(condition: dict[str, Any]) -> str:
-    return str(condition.get("message") or condition.get("reason") or "TaskRun failed")
-
-
-def _container(step: dict[str, Any]) -> str:
-    return str(step.get("container") or f"step-{step.get('name')}")
-
-
-def _logs_hint(namespace: str, pod_name: str, step: dict[str, Any]) -> str:
-    return f"for details: kubectl logs -n {namespace} {pod_name} -c {_container(step)}"
+def _exit_code(terminated: Any) -> int | None:
+    """A terminated container's (or step's) exit code, None when it did not terminate."""
+    if not isinstance(terminated, dict):
+        return None
+    code = terminated.get("exitCode", 0)
+    return code if isinstance(code, int) else 0
 
 
 def _results(status: dict[str, Any]) -> dict[str, str]:
@@ -267,26 +357,41 @@ def _results(status: dict[str, Any]) -> dict[str, str]:
     }
 
 
-def _termination_results(failed_steps: list[dict[str, Any]]) -> dict[str, str]:
-    """Results a failed step wrote: Tekton does not publish results of a failed TaskRun in
-    status.results, but they remain in the step's termination message (a JSON list of
-    {key, value}), where Shipwright reads them too."""
+def _termination_results(steps: list[dict[str, Any]]) -> dict[str, str]:
+    """Results the failed steps wrote: Tekton does not publish results of a failed TaskRun
+    in status.results, but they remain in each step's termination message (a JSON list of
+    {key, value}), where Shipwright reads them too (a later step's win; a message that
+    is not such a list is skipped whole, as Go's decoding fails on it)."""
     found: dict[str, str] = {}
-    for step in failed_steps:
-        try:
-            entries = json.loads(step["terminated"].get("message") or "[]")
-        except ValueError:
+    for step in steps:
+        terminated = step.get("terminated") if isinstance(step, dict) else None
+        if _exit_code(terminated) in (None, 0):
             continue
-        if not isinstance(entries, list):
+        assert isinstance(terminated, dict)
+        try:
+            entries = json.loads(terminated.get("message") or "")
+        except (TypeError, ValueError):
+            continue
+        if entries is None:
+            entries = []
+        if not isinstance(entries, list) or not all(_run_result(e) for e in entries):
             continue
         for entry in entries:
-            if (
-                isinstance(entry, dict)
-                and entry.get("key") in (RESULT_ERROR_REASON, RESULT_ERROR_MESSAGE)
-                and isinstance(entry.get("value"), str)
-            ):
-                found[entry["key"]] = entry["value"].strip()
+            if entry and entry.get("key") in (RESULT_ERROR_REASON, RESULT_ERROR_MESSAGE):
+                found[entry["key"]] = (entry.get("value") or "").strip()
     return found
+
+
+def _run_result(entry: Any) -> bool:
+    """Whether Go decodes `entry` as Tekton's RunResult (key and value strings, type a
+    number; null is an empty one)."""
+    if entry is None:
+        return True
+    return (isinstance(entry, dict)
+            and isinstance(entry.get("key", ""), (str, type(None)))
+            and isinstance(entry.get("value", ""), (str, type(None)))
+            and isinstance(entry.get("type", 0), (int, type(None)))
+            and not isinstance(entry.get("type", 0), bool))
 
 
 def _digest(results: dict[str, str]) -> str | None:
@@ -320,64 +425,74 @@ def pipelinerun_pod_name(children: list[dict[str, Any]]) -> str:
 
 def outcome_from_pipelinerun(
     pipelinerun: dict[str, Any], children: list[dict[str, Any]],
-    pod: dict[str, Any] | None = None,
+    pod: dict[str, Any] | None = None, *, canceled: bool = False,
 ) -> Outcome | None:
     """The BuildRun outcome a PipelineRun gives, or None while it has not finished; as
-    Shipwright v0.20.13 maps one (resources/conditions.go,
-    UpdateBuildRunUsingPipelineRunCondition).
+    Shipwright v0.20.13 sets it (resources/conditions.go,
+    UpdateBuildRunUsingPipelineRunCondition and extractPipelineRunFailureDetails;
+    tests/oracle/test_status_parity.py runs both).
 
     `children` are its TaskRuns that could be read, in status.childReferences order (a
     deleted one is left out, as Shipwright skips it); their string results make
     status.output and status.source, as GetResults does when the PipelineRun has none of
-    its own. `pod` is the first failed child's pod, when it could be read: a failure is
-    described as that TaskRun's (`outcome_from_taskrun`, so eviction, OOM and
-    vulnerabilities are told apart the same way), with Shipwright's PipelineRunFailed
-    for a plain failure.
+    its own. `pod` is the first failed child's pod, None when it is gone. Tekton's reason
+    and message are kept but for PipelineRunTimeout (BuildRunTimeout), a cancel the
+    BuildRun asked for (BuildRunCanceled) and Failed, described by the first failed
+    TaskRun's pod (`failed_in_pod`) with Shipwright's PipelineRunFailed for a plain
+    failure.
     """
     status = pipelinerun.get("status") or {}
     condition = succeeded_condition(status) or {}
-    name = (pipelinerun.get("metadata") or {}).get("name") or ""
+    cond_status = condition.get("status")
+    if cond_status not in ("True", "False"):
+        return None
+    meta = pipelinerun.get("metadata") or {}
     results = _results(status)
     if not results:
         for child in children:
             results.update(_results(child.get("status") or {}))
     extra = {"output": output_from_results(results), "source": source_from_results(results)}
-    if condition.get("status") == "True":
+    tekton_reason = str(condition.get("reason") or "")
+    reason, message = tekton_reason, str(condition.get("message") or "")
+    if cond_status == "True":
         # Tekton says Succeeded, or Completed when a task was skipped.
-        message = condition.get("message") or f"PipelineRun {name} succeeded"
-        return Outcome("True", SUCCEEDED, message, None, _digest(results), **extra)
-    if condition.get("status") != "False":
-        return None
+        return _succeeded("PipelineRun", reason, message, canceled, results, extra)
 
-    tekton_reason = condition.get("reason")
+    details: dict[str, Any] | None = None
     if tekton_reason == PIPELINE_RUN_TIMEOUT:
         timeout = ((pipelinerun.get("spec") or {}).get("timeouts") or {}).get("pipeline")
-        buildrun = ((pipelinerun.get("metadata") or {}).get("labels") or {}).get(
-            LABEL_BUILDRUN, "")
-        message = (timeout_message(buildrun, parse_duration(timeout)) if timeout
-                   else _message(condition))
-        return Outcome("False", BUILD_RUN_TIMEOUT, message, None, None)
-    # Tekton v1 says Cancelled; Shipwright's code looks for PipelineRunCancelled, a reason
-    # Tekton does not write, and so keeps Tekton's reason. Both mean the same here.
-    if tekton_reason in (PIPELINE_RUN_CANCELLED, "Cancelled"):
-        message = "The BuildRun and its PipelineRun were canceled"
-        return Outcome("False", BUILD_RUN_CANCELED, message, None, None)
+        buildrun = (meta.get("labels") or {}).get(LABEL_BUILDRUN, "")
+        reason = BUILD_RUN_TIMEOUT
+        if timeout:
+            message = timeout_message(buildrun, parse_duration(timeout))
+    elif tekton_reason in (PIPELINE_RUN_CANCELLED, CANCELLED) and canceled:
+        # Tekton v1 writes Cancelled; Shipwright's code looks for PipelineRunCancelled, a
+        # reason Tekton does not write, and so ends a canceled BuildRun "Cancelled" (README,
+        # "Status from Tekton").
+        reason = BUILD_RUN_CANCELED
+        message = "The BuildRun and underlying PipelineRun were canceled successfully."
+    elif tekton_reason == FAILED and status.get("completionTime"):
+        reason, message, details = _pipelinerun_failure(pipelinerun, children, pod)
+    return Outcome("False", truncate(reason, REASON_MAX), truncate(message, MESSAGE_MAX),
+                   details, None, **extra)
 
+
+def _pipelinerun_failure(pipelinerun: dict[str, Any], children: list[dict[str, Any]],
+                         pod: dict[str, Any] | None
+                         ) -> tuple[str, str, dict[str, Any] | None]:
+    """Shipwright's extractPipelineRunFailureDetails: the first failed TaskRun's pod says
+    what went wrong, else PipelineRunFailed."""
+    meta = pipelinerun.get("metadata") or {}
+    name = str(meta.get("name") or "")
+    if not (pipelinerun.get("status") or {}).get("childReferences"):
+        return PIPELINE_RUN_FAILED, f"PipelineRun {name} failed with no child TaskRuns", None
     failed_run = failed_child(children)
     if failed_run is None:
-        # No TaskRun failed (none made: Tekton refused the pipeline; or it was deleted):
-        # Tekton's own words, under Shipwright's reason.
-        detail = condition.get("message") or tekton_reason or "failed"
-        message = (f"PipelineRun {name} failed with no child TaskRuns: {detail}"
-                   if not children else f"PipelineRun {name} failed: {detail}")
-        return Outcome("False", PIPELINE_RUN_FAILED, message, None, None, **extra)
-    failed = outcome_from_taskrun(failed_run, pod)
-    if failed is None or failed.status != "False":  # a child condition says False
-        return Outcome("False", PIPELINE_RUN_FAILED, f"PipelineRun {name} failed", None, None,
-                       **extra)
-    reason = PIPELINE_RUN_FAILED if failed.reason == FAILED else failed.reason
-    details = dict(failed.failure_details or {})
-    if details.get("reason") == FAILED:
-        details["reason"] = reason
-    message = f"PipelineRun {name} failed: {failed.message}"
-    return Outcome("False", reason, message, details or None, None, **extra)
+        return PIPELINE_RUN_FAILED, f"PipelineRun {name} failed", None
+    if pod is None:
+        pod_name = (failed_run.get("status") or {}).get("podName") or ""
+        namespace = (failed_run.get("metadata") or {}).get("namespace") or ""
+        return (PIPELINE_RUN_FAILED,
+                f"PipelineRun {name} failed, pod {namespace}/{pod_name} not found", None)
+    reason, message, details = failed_in_pod(pod, _PIPELINE_WORDS, name)
+    return (PIPELINE_RUN_FAILED if reason == FAILED else reason), message, details

@@ -11,7 +11,12 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from controller.buildrun.buildruns import phase_of, recorded_executor, with_executor
+from controller.buildrun.buildruns import (
+    phase_of,
+    recorded_executor,
+    run_start,
+    with_executor,
+)
 from controller.buildrun.executors import Executor
 from controller.buildrun.states import Decision, Phase
 from controller.buildrun.status import running_reason, with_condition
@@ -55,19 +60,20 @@ async def write_status(kube: Kube, buildrun: JSON, change: Change) -> JSON | Non
 
 
 def started(executor: Executor, run: JSON, snapshot: JSON, now: str) -> Change:
-    """Row 10: the TaskRun (PipelineRun) created or adopted, the start time and the build
-    spec snapshot, with the condition the first reconcile of the running BuildRun would
-    write, so it finds nothing to change: one status write per start, not two.
+    """Row 10: the TaskRun (PipelineRun) created or adopted and the build spec snapshot,
+    with the condition the first reconcile of the running BuildRun would write, so it
+    finds nothing to change: one status write per start, not two.
 
     status.executor names it; the deprecated status.taskRunName only a TaskRun, as
-    Shipwright writes it."""
+    Shipwright writes it. startTime is the run's own, as Shipwright copies it (an adopted
+    run may have one already; a new one gets it from Tekton, and the write that reports
+    its progress copies it: `progressed`)."""
     name = run["metadata"]["name"]
 
     def change(status: JSON) -> JSON:
         if recorded_executor(status):
             return status  # recorded already (we read a stale copy); keep its progress
-        status = dict(status)
-        status.setdefault("startTime", now)
+        status = with_start(status, run_start(run))
         if executor.records_taskrun_name:
             status["taskRunName"] = name
         status["executor"] = {"kind": executor.kind, "name": name}
@@ -77,19 +83,23 @@ def started(executor: Executor, run: JSON, snapshot: JSON, now: str) -> Change:
     return change
 
 
-def progressed(reason: str, message: str, now: str) -> Change:
-    """Row 16: the running TaskRun's reason and message on the Succeeded condition."""
-    return lambda status: with_condition(with_executor(status), "Unknown", reason, message, now)
+def progressed(run: JSON, now: str) -> Change:
+    """Row 16: the running TaskRun's reason and message on the Succeeded condition, and its
+    startTime once Tekton has set it."""
+    reason, message = running_reason(run)
+    return lambda status: with_condition(with_start(with_executor(status), run_start(run)),
+                                         "Unknown", reason, message, now)
 
 
-def finished(decision: Decision, now: str) -> Change:
-    """A FINISH row: the decided condition, completionTime, and what the outcome read
-    from the TaskRun (failure details, image digest, source results)."""
+def finished(decision: Decision, run: JSON | None, now: str) -> Change:
+    """A FINISH row: the decided condition, completionTime, the run's startTime if not
+    copied yet, and what the outcome read from the TaskRun (failure details, image digest,
+    source results)."""
     outcome = decision.outcome
 
     def change(status: JSON) -> JSON:
-        status = with_condition(with_executor(status), decision.succeeded,
-                                decision.reason, decision.message, now)
+        status = with_condition(with_start(with_executor(status), run_start(run)),
+                                decision.succeeded, decision.reason, decision.message, now)
         status["completionTime"] = now
         if outcome is not None and outcome.failure_details:
             status["failureDetails"] = outcome.failure_details
@@ -100,3 +110,12 @@ def finished(decision: Decision, now: str) -> Change:
         return status
 
     return change
+
+
+def with_start(status: JSON, start: str | None) -> JSON:
+    """A copy of `status` with startTime set to the run's `start`, unless it has one (as
+    Shipwright: set once, from the executor) or the run has none yet."""
+    status = dict(status)
+    if start and not status.get("startTime"):
+        status["startTime"] = start
+    return status

@@ -19,6 +19,7 @@ from controller.runtime.informers import EventType, InformerFactory, identity_on
 from controller.runtime.kube import JSON, SECRETS, Kube, key_of
 from controller.runtime.store import Indexer
 from controller.settings import Settings
+from controller.shipwright import field_managers
 from controller.shipwright.indexes import BUILDRUN_INDEXERS
 from controller.shipwright.resources import BUILDRUNS, BUILDS, BUILDSTRATEGIES
 
@@ -68,7 +69,8 @@ def setup(kube: Kube, settings: Settings, informers: InformerFactory) -> Control
     buildruns = informers.informer(BUILDRUNS, indexers=BUILDRUN_INDEXERS)
     queue = controller_queue(NAME, settings.queue)
     controller = Controller(
-        NAME, BuildReconciler(kube, builds.store, strategies.store, buildruns.store), queue,
+        NAME, BuildReconciler(kube.with_field_manager(field_managers.BUILD_CONTROLLER),
+                              builds.store, strategies.store, buildruns.store), queue,
         workers=settings.workers,
         budget=settings.budget,
         reconcile_timeout=settings.reconcile_timeout,

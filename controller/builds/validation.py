@@ -41,8 +41,10 @@ ANNOTATION_VERIFY_REPOSITORY = "build.shipwright.io/verify.repository"
 # Bound on a status message: user strings (names, keys) are quoted into it.
 MESSAGE_MAX = 1024
 
-# k8s.io/apimachinery/pkg/util/validation, v0.34: the formats and messages Shipwright's
-# validators report.
+# k8s.io/apimachinery/pkg/util/validation, v0.36.1 (Shipwright v0.20.13's go.mod): the
+# formats and messages Shipwright's validators report. Since v0.36 a label value's and a
+# label key's checks come from pkg/api/validate/content, which counts "bytes"; the DNS
+# subdomain's still says "characters".
 _QNAME_FMT = "([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]"
 _QNAME_MSG = ("must consist of alphanumeric characters, '-', '_' or '.', and must start "
               "and end with an alphanumeric character")
@@ -532,7 +534,7 @@ def _too_long(value: str, limit: int) -> bool:
 def label_value_errors(value: str) -> list[str]:
     errors = []
     if _too_long(value, 63):
-        errors.append("must be no more than 63 characters")
+        errors.append("must be no more than 63 bytes")
     if not re.fullmatch(_LABEL_VALUE_FMT, value):
         errors.append(_regex_error(_LABEL_VALUE_MSG, _LABEL_VALUE_FMT,
                                    "MyValue", "my_value", "12345"))
@@ -554,7 +556,7 @@ def qualified_name_errors(value: str) -> list[str]:
     regex = _regex_error(_QNAME_MSG, _QNAME_FMT, "MyName", "my.name", "123-abc")
     parts = value.split("/")
     if len(parts) > 2:
-        return [f"a qualified name {regex} with an optional DNS subdomain prefix and '/' "
+        return [f"a valid label key {regex} with an optional DNS subdomain prefix and '/' "
                 "(e.g. 'example.com/MyName')"]
     name = parts[-1]
     if len(parts) == 2:
@@ -566,7 +568,7 @@ def qualified_name_errors(value: str) -> list[str]:
     if not name:
         errors.append("name part must be non-empty")
     elif _too_long(name, 63):
-        errors.append("name part must be no more than 63 characters")
+        errors.append("name part must be no more than 63 bytes")
     if not re.fullmatch(_QNAME_FMT, name):
         errors.append(f"name part {regex}")
     return errors

@@ -9,6 +9,7 @@ Kubernetes Status reason, so callers can tell NotFound from Conflict.
 
 from __future__ import annotations
 
+import copy
 import os
 from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass
@@ -29,6 +30,10 @@ JSON = dict[str, Any]
 # merges a list by the key its schema names (patchMergeKey).
 MERGE_PATCH = "application/merge-patch+json"
 STRATEGIC_MERGE_PATCH = "application/strategic-merge-patch+json"
+# A server-side apply: the body is the whole intent of one field manager (JSON is YAML).
+APPLY_PATCH = "application/apply-patch+yaml"
+# The methods that write, and so name a field manager (managedFields).
+_WRITES = frozenset({"POST", "PUT", "PATCH"})
 # What a metadata-only list and watch ask for (client-go's metadata client, which
 # controller-runtime's builder.OnlyMetadata uses): each object as a PartialObjectMetadata,
 # its metadata and nothing else, so a Secret's data never reaches the process. No plain
@@ -37,10 +42,10 @@ STRATEGIC_MERGE_PATCH = "application/strategic-merge-patch+json"
 METADATA_LIST = "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1"
 METADATA = "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1"
 
-# The API server names a writer in managedFields by its User-Agent up to the "/": so
-# our writes show as "buildrun-controller" (aiohttp's default made them "Python"),
-# and Shipwright's as "shipwright-build-controller", telling the two apart across a
-# switch.
+# The API server names a writer in managedFields by the request's fieldManager, else by
+# its User-Agent up to the "/" (aiohttp's default made ours "Python"). The controller's
+# writes name Shipwright's field managers (`Kube.with_field_manager`); the User-Agent
+# still tells the two apart in the API server's logs and audit.
 USER_AGENT = "buildrun-controller/0.1.0"
 
 # Seconds a watch may run past the timeoutSeconds it asked for before the client gives
@@ -134,13 +139,22 @@ async def load_api_client(
 
 
 class Kube:
-    """Raw JSON requests over kubernetes_asyncio's authenticated session."""
+    """Raw JSON requests over kubernetes_asyncio's authenticated session.
 
-    def __init__(self, api_client: client.ApiClient, *, request_timeout: float = 30.0) -> None:
+    `field_manager`, when set, is sent as the `fieldManager` of every write (create,
+    update, patch), as controller-runtime's client.WithFieldOwner does; unset, the API
+    server takes it from the User-Agent. `with_field_manager` makes a view that shares
+    this client's connections."""
+
+    def __init__(self, api_client: client.ApiClient, *, request_timeout: float = 30.0,
+                 field_manager: str | None = None) -> None:
         self.api_client = api_client
+        self.field_manager = field_manager
         self._host = str(api_client.configuration.host).rstrip("/")
         self._timeout = aiohttp.ClientTimeout(total=request_timeout)
-        self._own_session: aiohttp.ClientSession | None = None
+        # One session, shared by every view `with_field_manager` makes (a list, so a
+        # copy refers to the same one).
+        self._sessions: list[aiohttp.ClientSession] = []
         # kubernetes_asyncio's session has trust_env=True, so aiohttp looked up the proxy
         # (environment, no_proxy, ~/.netrc) and netrc credentials for the host on every
         # request, each in a worker thread: under load that was half the controller's
@@ -148,9 +162,17 @@ class Kube:
         self._proxy, self._proxy_auth = _env_proxy(URL(self._host))
         self._netrc_auth = _netrc_auth(URL(self._host).host)
 
+    def with_field_manager(self, name: str) -> Kube:
+        """This client, writing as field manager `name` (controller-runtime's
+        client.WithFieldOwner): the same connections; `close` the original, once."""
+        view = copy.copy(self)
+        view.field_manager = name
+        return view
+
     async def close(self) -> None:
-        if self._own_session is not None:
-            await self._own_session.close()
+        for session in self._sessions:
+            await session.close()
+        self._sessions.clear()
         await self.api_client.close()
 
     async def _headers(self, content_type: str | None,
@@ -166,13 +188,13 @@ class Kube:
     def _session(self) -> aiohttp.ClientSession:
         """kubernetes_asyncio's connection pool (its TLS and client certificates), in a
         session of our own that leaves the environment alone (see __init__)."""
-        if self._own_session is None:
+        if not self._sessions:
             pool: aiohttp.ClientSession = self.api_client.rest_client.pool_manager
-            self._own_session = aiohttp.ClientSession(
+            self._sessions.append(aiohttp.ClientSession(
                 connector=pool.connector, connector_owner=False,
                 read_bufsize=2**21,  # as kubernetes_asyncio's: a watch line may be large
-            )
-        return self._own_session
+            ))
+        return self._sessions[0]
 
     async def request(
         self,
@@ -184,6 +206,8 @@ class Kube:
         content_type: str = "application/json",
         accept: str = "application/json",
     ) -> JSON:
+        if method in _WRITES and self.field_manager and not (query and "fieldManager" in query):
+            query = {**(query or {}), "fieldManager": self.field_manager}
         url = self._host + path + ("?" + urlencode(query) if query else "")
         data = None if body is None else orjson.dumps(body)
         headers = await self._headers(content_type if data is not None else None, accept)
@@ -238,10 +262,13 @@ class Kube:
         *,
         subresource: str = "",
         content_type: str = MERGE_PATCH,
+        force: bool = False,
     ) -> JSON:
+        """`force` takes over the fields another manager owns: a server-side apply only
+        (APPLY_PATCH)."""
         return await self.request(
             "PATCH", resource.path(namespace, name, subresource), body=body,
-            content_type=content_type,
+            content_type=content_type, query={"force": "true"} if force else None,
         )
 
     async def delete(

@@ -114,11 +114,15 @@ def build_registered(strategy: str, namespace: str, build: str) -> None:
 def buildrun_started(buildrun: JSON, seconds: float) -> None:
     """A BuildRun's executor was created and recorded, `seconds` after the BuildRun was:
     Shipwright's BuildRunCountInc (build_buildruns_completed_total: despite the name,
-    Shipwright counts a BuildRun when its TaskRun is created), its ramp-up
-    (build_buildrun_rampup_duration_seconds) and its establish
-    (build_buildrun_establish_duration_seconds, which ends at status.startTime)."""
+    Shipwright counts a BuildRun when its TaskRun is created) and its ramp-up
+    (build_buildrun_rampup_duration_seconds)."""
     _child(SHP_BUILDRUNS_COMPLETED, buildrun).inc()
     _child(SHP_RAMPUP, buildrun).observe(seconds)
+
+
+def buildrun_established(buildrun: JSON, seconds: float) -> None:
+    """A BuildRun got its startTime (its executor's, once Tekton started it), `seconds`
+    after it was created: Shipwright's build_buildrun_establish_duration_seconds."""
     _child(SHP_ESTABLISH, buildrun).observe(seconds)
 
 

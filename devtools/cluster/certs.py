@@ -10,7 +10,7 @@ from pathlib import Path
 from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
-from cryptography.x509.oid import NameOID
+from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
 
 @dataclass(frozen=True)
@@ -43,12 +43,12 @@ def _name(common_name: str) -> x509.Name:
 
 
 def _builder(
-    subject: str, issuer: x509.Name, public_key: rsa.RSAPublicKey
+    subject: str | x509.Name, issuer: x509.Name, public_key: rsa.RSAPublicKey
 ) -> x509.CertificateBuilder:
     now = datetime.datetime.now(datetime.UTC)
     return (
         x509.CertificateBuilder()
-        .subject_name(_name(subject))
+        .subject_name(subject if isinstance(subject, x509.Name) else _name(subject))
         .issuer_name(issuer)
         .public_key(public_key)
         .serial_number(x509.random_serial_number())
@@ -82,6 +82,25 @@ def issue_serving_cert(ca: KeyPair, hosts: list[str]) -> KeyPair:
     cert = (
         _builder(hosts[0], ca_cert.subject, key.public_key())
         .add_extension(x509.SubjectAlternativeName(names), critical=False)
+        .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
+        .sign(ca_key, hashes.SHA256())
+    )
+    return KeyPair(cert.public_bytes(serialization.Encoding.PEM), _pem(key))
+
+
+def issue_client_cert(ca: KeyPair, user: str, groups: tuple[str, ...] = ()) -> KeyPair:
+    """A client certificate signed by `ca` for `user` (CN) in `groups` (O), as the API
+    server reads an X.509 client's identity."""
+    ca_cert = x509.load_pem_x509_certificate(ca.cert_pem)
+    ca_key = serialization.load_pem_private_key(ca.key_pem, password=None)
+    assert isinstance(ca_key, rsa.RSAPrivateKey)
+    key = _key()
+    subject = x509.Name([x509.NameAttribute(NameOID.ORGANIZATION_NAME, g) for g in groups]
+                        + [x509.NameAttribute(NameOID.COMMON_NAME, user)])
+    cert = (
+        _builder(subject, ca_cert.subject, key.public_key())
+        .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.CLIENT_AUTH]),
+                       critical=False)
         .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
         .sign(ca_key, hashes.SHA256())
     )

@@ -18,7 +18,9 @@ its own step commands determine (`step_fate`), for a workload that picks its pod
 fates the way a real cluster would, by what the containers run (Shipwright's
 integration suite: a strategy step `false` fails, `sleep 30s` runs 30 s). It is a
 stand-in for running the commands, limited to the few whose whole effect is an exit
-code and a duration; it knows nothing of who created the pod.
+code and a duration; any other step (kaniko, buildah, crane, Shipwright's git and
+bundle steps) runs UNKNOWN_STEP_SECONDS and exits 0, a stand-in for a tool's work whose
+length is the one thing kept. It knows nothing of who created the pod.
 """
 
 from __future__ import annotations
@@ -52,6 +54,14 @@ TEKTON_ENTRYPOINT = "/tekton/bin/entrypoint"
 # decimal number of seconds, optionally suffixed s, m, h or d; several are added up.
 _SLEEP_OPERAND = re.compile(r"^(\d+\.?\d*|\.\d+)([smhd]?)$")
 _SLEEP_UNIT = {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400}
+# How long a step whose command is not emulated here runs before it exits 0 (step_fate):
+# a build tool's work, whose length is all a test can see of it without a container.
+# Shipwright's integration suite (hack/kwok/stages/README "The 5 s a tool's step runs"):
+# every build it times out (5 s) runs a Git source step and a kaniko or buildah one, 10 s
+# here; its fastest such build, a Git step and `true`, outlasts its 3 s poll by 2 s plus
+# the pod's start. Longer would slow every spec that waits for a build to end: at 10 s the
+# same 111 specs took 1905 s in all, 1433 s with none (two whole runs at load 10-16).
+UNKNOWN_STEP_SECONDS = 5.0
 # $(NAME) in a container's command and args, which the kubelet expands from its env.
 _ENV_REFERENCE = re.compile(r"\$\(([A-Za-z_][A-Za-z0-9_]*)\)")
 
@@ -103,16 +113,15 @@ def step_fate(pod: JSON) -> dict[str, str]:
     containers ran: steps run in order, each for as long as its command does; the first
     that exits non-zero (unless its onError is continue) ends the pod Failed with that
     exit code, and the steps after it do not run. A step whose command is not one
-    `_step_effect` knows counts as kwok's default, exit 0 at once. {} when that is all
-    there is (the pod's default fate). kwok reports the LAST step as the failing one
+    `_step_effect` knows (a build tool, a shell, a command read from a Secret) runs
+    UNKNOWN_STEP_SECONDS and exits 0. {} when nothing differs from the pod's default fate
+    (exit 0 at once). kwok reports the LAST step as the failing one
     (hack/kwok/stages/pod-fail.yaml), so a failure is exact for a one-step strategy."""
     seconds, exit_code = 0.0, 0
     for container in (pod.get("spec") or {}).get("containers") or []:
         if not str(container.get("name", "")).startswith("step-"):
             continue  # sidecars
-        effect = _step_effect(container)
-        if effect is None:
-            continue
+        effect = _step_effect(container) or (UNKNOWN_STEP_SECONDS, 0)
         seconds += effect[0]
         args = [str(a) for a in container.get("args") or []]
         on_error = args[args.index("-on_error") + 1] if "-on_error" in args[:-1] else ""

@@ -10,9 +10,11 @@ processes built by hack/build-all and cached in ~/.cache/buildrun-controller:
                             root-ca-cert-publisher, persistent volumes (its hostPath
                             provisioner behind the default StorageClass) and
                             StatefulSets, each with its own SA credentials
-  Tekton webhook+controller v1.10.3, under Tekton's own RBAC (TokenRequest tokens of
-                            its ServiceAccounts); CRDs, RBAC and config maps read at
-                            run time from config/ in the Go module cache
+  Tekton webhook+controller the version hack/tekton/go.mod pins (v1.12.0), or
+                            TEKTON_VERSION's (`make tekton-compat`), under Tekton's own
+                            RBAC (TokenRequest tokens of its ServiceAccounts); CRDs, RBAC
+                            and config maps read at run time from config/ of that version
+                            in the Go module cache
 
 Invariants:
   * Every child runs with die_with_parent: a killed test run leaves nothing behind,
@@ -27,6 +29,13 @@ Invariants:
   * Only Tekton's CRDs define TaskRuns here: the repo's permissive stand-in in
     manifests/testing is never applied; the repo's own CRDs (manifests/crds) and the
     monitoring CRDs from manifests/testing (for the ServiceMonitor and rules) are.
+
+TektonStack(real_node=True) also prepares a real node (devtools.cluster.realnode:
+containerd and a real kubelet, with a registry and a Git server on loopback), started by
+the first `await stack.real_node()`; pods go there only when they ask to (its
+nodeSelector and toleration, realnode.placement()). Such a stack names Tekton's images as
+hack/node-images/build made them, gives the API server a client certificate the kubelet
+trusts (pods/log, exec), and has Tekton give every TaskRun pod the host's network.
 
 Tekton reaches its webhook the way a cluster does, through a Service reference,
 here the ExternalName Service `tekton-pipelines-webhook` -> 127.0.0.1 on the
@@ -55,7 +64,8 @@ from typing import Any
 
 import yaml
 
-from devtools.cluster.certs import issue_serving_cert, make_ca
+from devtools.cluster import realnode
+from devtools.cluster.certs import issue_client_cert, issue_serving_cert, make_ca
 from devtools.cluster.localcluster import (
     REPO,
     ChildProcess,
@@ -63,6 +73,7 @@ from devtools.cluster.localcluster import (
     free_port,
     write_token_kubeconfig,
 )
+from devtools.cluster.realnode import NodeError, NodeUnavailable, RealNode
 
 HACK = REPO / "hack"
 STAGES = HACK / "kwok" / "stages"
@@ -95,15 +106,20 @@ STORAGE_CLASS: dict[str, Any] = {
     "reclaimPolicy": "Delete",
     "volumeBindingMode": "Immediate",
 }
-# Only strings: Tekton puts them in pod specs and nothing here ever pulls an image.
-FAKE_IMAGES = {
-    "-entrypoint-image": "registry.invalid/tekton/entrypoint:v1.10.3",
-    "-nop-image": "registry.invalid/tekton/nop:v1.10.3",
-    "-sidecarlogresults-image": "registry.invalid/tekton/sidecarlogresults:v1.10.3",
-    "-workingdirinit-image": "registry.invalid/tekton/workingdirinit:v1.10.3",
-    "-shell-image": "registry.invalid/busybox:latest",
-    "-shell-image-win": "registry.invalid/powershell:nanoserver",
-}
+
+
+def fake_images(tekton_version: str) -> dict[str, str]:
+    """The image flags of Tekton's controller, tagged with the release that runs. Only
+    strings: Tekton puts them in pod specs and nothing here ever pulls an image."""
+    return {
+        "-entrypoint-image": f"registry.invalid/tekton/entrypoint:{tekton_version}",
+        "-nop-image": f"registry.invalid/tekton/nop:{tekton_version}",
+        "-sidecarlogresults-image": f"registry.invalid/tekton/sidecarlogresults:{tekton_version}",
+        "-workingdirinit-image": f"registry.invalid/tekton/workingdirinit:{tekton_version}",
+        "-shell-image": "registry.invalid/busybox:latest",
+        "-shell-image-win": "registry.invalid/powershell:nanoserver",
+    }
+
 
 JSON = dict[str, Any]
 
@@ -178,12 +194,27 @@ class TektonStack:
     """
 
     def __init__(self, workdir: Path, *, apiserver_args: list[str] | None = None,
-                 tekton_controller_env: dict[str, str] | None = None) -> None:
+                 tekton_controller_env: dict[str, str] | None = None,
+                 real_node: bool = False,
+                 controller_manager_args: list[str] | None = None) -> None:
         """`apiserver_args` go to kube-apiserver (LocalCluster); `tekton_controller_env`
         adds to the Tekton controller's environment, e.g. KUBE_API_QPS / KUBE_API_BURST
-        (knative reads them; Tekton doubles them)."""
+        (knative reads them; Tekton doubles them). `real_node`: prepare a real node
+        (devtools.cluster.realnode) that `await real_node()` starts; where this machine
+        cannot hold one, `real_node_unavailable` says why and the stack runs without.
+        `controller_manager_args` go last to kube-controller-manager, e.g. -v=4
+        (bench/e2e/namespaces.py)."""
         self.workdir = workdir
         workdir.mkdir(parents=True, exist_ok=True)
+        apiserver_args = list(apiserver_args or ())
+        self._node_prepared: realnode.Prepared | None = None
+        self._real_node: RealNode | None = None
+        self._real_node_lock = asyncio.Lock()
+        self.real_node_unavailable: str | None = "not asked for (TektonStack(real_node=True))"
+        # The real node's Tekton images, over fake_images' names where it is prepared.
+        self._tekton_images: dict[str, str] = {}
+        if real_node:
+            apiserver_args += self._prepare_real_node()
         kube_bins = build("localcluster")
         self._kcm_bin = _need("kube-controller-manager", kube_bins / "kube-controller-manager")
         self._scheduler_bin = _need("kube-scheduler", kube_bins / "kube-scheduler")
@@ -191,13 +222,16 @@ class TektonStack:
         tekton_bins = build("tekton")
         self._tekton_webhook_bin = _need("tekton webhook", tekton_bins / "webhook")
         self._tekton_controller_bin = _need("tekton controller", tekton_bins / "controller")
+        # The release built (hack/tekton/build: go.mod's pin, or TEKTON_VERSION's).
+        self.tekton_version = _need("tekton version", tekton_bins / "version").read_text().strip()
         self.tekton_config = _need("tekton config", build("tekton", "--config-dir"))
-        self.cluster = LocalCluster(workdir / "cluster", apiserver_args=apiserver_args or ())
+        self.cluster = LocalCluster(workdir / "cluster", apiserver_args=apiserver_args)
         self.webhook_port = free_port()
         self._children: list[ChildProcess] = []
         self._webhook: ChildProcess | None = None
         self._tekton_controller: ChildProcess | None = None
         self._controller_env = dict(tekton_controller_env or {})
+        self._kcm_args = list(controller_manager_args or ())
         self._kubeconfigs: dict[str, Path] = {}
         self._webhook_ca = b""
         # Seconds from start() to each milestone, for the record.
@@ -247,6 +281,9 @@ class TektonStack:
             raise
 
     def stop(self) -> None:
+        if self._real_node is not None:
+            self._real_node.stop()
+            self._real_node = None
         # SIGTERM, then SIGKILL after 1 s: Tekton's webhook drains for 10 s on SIGTERM
         # (measured: 10.01 s, every other child under 0.25 s), and nothing here is kept.
         for child in reversed(self._children):
@@ -269,6 +306,53 @@ class TektonStack:
                 child.check_alive()
             except RuntimeError as exc:
                 raise StackError(str(exc)) from None
+        if self._real_node is not None:
+            try:
+                self._real_node.check_alive()
+            except RuntimeError as exc:
+                raise StackError(f"real node: {exc}") from None
+
+    # -- the real node ---------------------------------------------------------------
+
+    def _prepare_real_node(self) -> list[str]:
+        """Builds (or finds) the node's kubelet and images; the API server's flags for
+        calling that kubelet (pods/log, exec) with a client certificate it trusts."""
+        try:
+            self._node_prepared = realnode.prepare()
+        except NodeUnavailable as exc:
+            self.real_node_unavailable = str(exc)
+            return []
+        except NodeError as exc:
+            raise StackError(f"real node: {exc}") from None
+        self.real_node_unavailable = None
+        # Every TaskRun pod (kwok's too, where it changes nothing) names Tekton's images
+        # as built here; only the real node ever pulls them.
+        self._tekton_images.update(self._node_prepared.images.tekton_flags())
+        folder = self.workdir / "kubelet-client"
+        folder.mkdir(exist_ok=True)
+        ca = make_ca("kubelet-client-ca")
+        (folder / "ca.crt").write_bytes(ca.cert_pem)
+        cert, key = issue_client_cert(ca, realnode.KUBELET_CLIENT, ("system:masters",)).write(
+            folder, "apiserver-kubelet-client")
+        return [f"--kubelet-client-certificate={cert}", f"--kubelet-client-key={key}"]
+
+    async def real_node(self) -> RealNode:
+        """The real node, started on the first call (Ready in 1.9-2.9 s): NodeUnavailable (one
+        line) where this machine cannot hold one or it was not asked for; StackError when
+        it was to start and did not."""
+        async with self._real_node_lock:
+            if self._real_node is not None:
+                return self._real_node
+            if self._node_prepared is None:
+                raise NodeUnavailable(self.real_node_unavailable or "not prepared")
+            node = RealNode(self.workdir / "node", self.cluster, self._node_prepared,
+                            self.workdir / "kubelet-client" / "ca.crt")
+            try:
+                await node.start()
+            except NodeError as exc:
+                raise StackError(f"real node: {exc}") from None
+            self._real_node = node
+            return node
 
     # -- Tekton's webhook, stoppable by tests ----------------------------------------
 
@@ -387,6 +471,7 @@ class TektonStack:
                 f"--service-account-private-key-file={self.cluster.service_account_key}",
                 f"--root-ca-file={self.cluster.ca_file}",
                 "--use-service-account-credentials=true",
+                *self._kcm_args,
             ],
             _base_env(),
         )
@@ -459,6 +544,10 @@ class TektonStack:
             self.tekton_config, "100-namespace/*.yaml", "200-*.yaml", "201-*.yaml",
             "clusterrole-aggregate-*.yaml", "config-*.yaml",
         ):
+            if self._node_prepared is not None and doc["metadata"]["name"] == "config-defaults":
+                # The real node has no pod network, only the host's loopback: every
+                # TaskRun pod uses the host's network (kwok's pods are not changed by it).
+                doc.setdefault("data", {})["default-pod-template"] = "hostNetwork: true\n"
             await c.apply(doc)
         # The webhook serves the certificate in its Secret: made for the Service's DNS
         # names (what the API server checks through the ExternalName Service) and 127.0.0.1.
@@ -562,7 +651,8 @@ class TektonStack:
         self._tekton_controller = self._spawn(
             "tekton-controller",
             [str(self._tekton_controller_bin), "-disable-ha",
-             *(a for kv in FAKE_IMAGES.items() for a in kv)],
+             *(a for kv in {**fake_images(self.tekton_version), **self._tekton_images}.items()
+               for a in kv)],
             self._tekton_env(
                 CONTROLLER_SA,
                 "config-leader-election-controller",
@@ -581,18 +671,26 @@ class TektonStack:
             self._tekton_controller = None
 
 async def _main() -> None:
-    """`python -m devtools.cluster.stack [DIR]`: start, print the timings, stop."""
+    """`python -m devtools.cluster.stack [DIR] [--real-node]`: start, print the timings,
+    stop; with --real-node, start the real node too and print its timings."""
     import sys
     import tempfile
 
-    workdir = Path(sys.argv[1]) if len(sys.argv) > 1 else Path(tempfile.mkdtemp(prefix="stack-"))
+    args = [a for a in sys.argv[1:] if a != "--real-node"]
+    real = "--real-node" in sys.argv[1:]
+    workdir = Path(args[0]) if args else Path(tempfile.mkdtemp(prefix="stack-"))
     t = time.monotonic()
-    stack = TektonStack(workdir)
+    stack = TektonStack(workdir, real_node=real)
     built = time.monotonic() - t
+    node = None
     async with stack:
         print(f"build scripts (cached) {built:.2f}s; " + ", ".join(
             f"{k} {v:.2f}s" for k, v in stack.timings.items()), flush=True)
+        if real:
+            node = await stack.real_node()
         print(f"logs in {workdir}")
+    if node is not None:
+        print("real node: " + ", ".join(f"{k} {v:.2f}s" for k, v in node.timings.items()))
 
 
 if __name__ == "__main__":

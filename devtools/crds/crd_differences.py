@@ -61,12 +61,17 @@ DIFFERENCES: list[Difference] = [
     # Our CEL rules.
     Difference(("BuildRun",), ".spec", "x-kubernetes-validations",
                "a BuildRun is one try: its spec is immutable once created, except that "
-               "spec.state may be set to BuildRunCanceled; Shipwright's CRD lets a user edit "
+               "spec.state may be set to BuildRunCanceled and spec.retention changed once it "
+               "finished (the rule on the BuildRun below); Shipwright's CRD lets a user edit "
                "the spec, and its BuildRun controller reconciles no update but the cancel "
-               "(the update predicate in pkg/reconciler/buildrun/controller.go); its TTL "
-               "cleanup controller does act on a `spec.retention` TTL lowered on a finished "
-               "BuildRun (two specs of its integration suite), which ours refuses at "
-               "admission: delete the BuildRun instead"),
+               "(the update predicate in pkg/reconciler/buildrun/controller.go)"),
+    Difference(("BuildRun",), "", "x-kubernetes-validations",
+               "spec.retention is frozen with the rest of the spec until status.completionTime "
+               "is set; then its TTLs may be lowered or raised, and the TTL is read from the "
+               "live spec first, as Shipwright's TTL cleanup reads it (raising one keeps a "
+               "failed run to investigate; lowering one deletes it sooner). Shipwright's CRD "
+               "lets it change at any time; a TTL set while the BuildRun runs is refused here, "
+               "since the spec of a running BuildRun is the try it makes"),
     Difference(("Build", "BuildRun"), "*.source", "x-kubernetes-validations",
                "a source's type must match the one source given (Git with git, OCI with "
                "ociArtifact, Local with local): Shipwright's Build validation refuses a "
@@ -131,6 +136,7 @@ def markdown_table() -> str:
     lines = ["| kinds | where | what | why |", "|-------|-------|------|-----|"]
     for (kinds, what, reason), paths in rows.items():
         shown_kinds = "all four" if kinds == ALL else ", ".join(kinds)
-        where = ", ".join(f"`{p}`" if p else "the CRD" for p in paths)
+        root = "the CRD" if what.startswith("crd:") else "the whole object"
+        where = ", ".join(f"`{p}`" if p else root for p in paths)
         lines.append(f"| {shown_kinds} | {where} | `{what}` | {reason} |")
     return "\n".join(lines) + "\n"

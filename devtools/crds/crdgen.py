@@ -450,10 +450,12 @@ def build_run_spec() -> Schema:  # buildrun_types.go BuildRunSpec
 
 def _spec_immutable_rules() -> list[Schema]:
     """Ours: a BuildRun's spec is immutable except that spec.state may become BuildRunCanceled
-    (Shipwright documents the same; its webhook-less CRD does not enforce it)."""
+    (Shipwright documents the same; its webhook-less CRD does not enforce it), and
+    spec.retention once the BuildRun has finished (_BUILDRUN_RULES: only the root sees the
+    status)."""
     fields = ("build", "source", "serviceAccount", "timeout", "paramValues", "output", "env",
-              "retention", "volumes", "stepResources", "nodeSelector", "tolerations",
-              "schedulerName", "runtimeClassName")
+              "volumes", "stepResources", "nodeSelector", "tolerations", "schedulerName",
+              "runtimeClassName")
     rules = [{
         "rule": (f"has(self.{f}) == has(oldSelf.{f}) && "
                  f"(!has(self.{f}) || self.{f} == oldSelf.{f})"),
@@ -465,6 +467,19 @@ def _spec_immutable_rules() -> list[Schema]:
         "message": "spec.state may only change to BuildRunCanceled",
     })
     return rules
+
+
+# Ours, on the BuildRun as a whole (a rule under .spec cannot see the status): the retention
+# TTLs are frozen with the rest of the spec until the BuildRun has finished; then they may
+# be lowered or raised, as Shipwright's TTL cleanup reads them live (raising one keeps a
+# failed run to investigate). They change how long the object is kept, never the outcome.
+_BUILDRUN_RULES: list[Schema] = [{
+    "rule": ("(has(oldSelf.status) && has(oldSelf.status.completionTime)) || "
+             "(has(self.spec.retention) == has(oldSelf.spec.retention) && "
+             "(!has(self.spec.retention) || self.spec.retention == oldSelf.spec.retention))"),
+    "message": ("spec.retention is immutable until the BuildRun has finished "
+                "(status.completionTime): then its TTLs may be lowered or raised"),
+}]
 
 
 def build_run_status() -> Schema:  # buildrun_types.go BuildRunStatus
@@ -552,9 +567,10 @@ def strategy_spec() -> Schema:  # buildstrategy.go BuildStrategySpec
 # --- the CRDs ------------------------------------------------------------------------------
 
 
-def _root(spec: Schema, status: Schema, required: tuple[str, ...] = ()) -> Schema:
+def _root(spec: Schema, status: Schema, required: tuple[str, ...] = (),
+          rules: list[Schema] | None = None) -> Schema:
     return obj({"apiVersion": string(), "kind": string(), "metadata": {"type": "object"},
-                "spec": spec, "status": status}, required=required)
+                "spec": spec, "status": status}, required=required, rules=rules)
 
 
 def _column(name: str, type_: str, path: str, description: str) -> Schema:
@@ -598,7 +614,7 @@ def crds() -> dict[str, Schema]:
             ]),
         "shipwright.io_buildruns.yaml": _crd(
             "BuildRun", "buildruns", "Namespaced", ["br", "brs"],
-            _root(build_run_spec(), build_run_status(), ("spec",)), [
+            _root(build_run_spec(), build_run_status(), ("spec",), _BUILDRUN_RULES), [
                 _column("Succeeded", "string", '.status.conditions[?(@.type=="Succeeded")].status',
                         "Status of the Succeeded condition"),
                 _column("Reason", "string", '.status.conditions[?(@.type=="Succeeded")].reason',

@@ -74,9 +74,12 @@ FIELDS: list[Field] = [
     Field(ALL, ".kind", "Kubernetes' type field, as `.apiVersion`",
           (_SA + "test_every_sample_kind_is_known",)),
     Field(ALL, ".metadata", "names, uid and generations label the TaskRun and own it; a "
-          "strategy's annotations are copied to the TaskRun but Shipwright's own", (
+          "strategy's annotations are copied to the TaskRun but Shipwright's own; a BuildRun "
+          "whose name is no valid label value (over 63 characters) fails at once with "
+          "BuildRunNameInvalid, as Shipwright's", (
               _TR + "test_metadata_labels_and_owner",
-              _TR + "test_strategy_annotations_are_copied_except_shipwrights_own"),
+              _TR + "test_strategy_annotations_are_copied_except_shipwrights_own",
+              _BR + "test_a_name_over_63_characters_fails_as_shipwrights"),
           oracle=True),
 
     # Build and BuildRun specs (a BuildRun's fields of the same name override the Build's).
@@ -142,10 +145,13 @@ FIELDS: list[Field] = [
            _PX + "test_multi_arch_runs_where_nodes_of_each_platform_exist",
            _CK + "test_platforms_of_the_buildrun_replace_the_builds_when_not_empty",
            _BR + "test_user_errors_are_terminal_at_once")),
-    Field(BOTH, ".spec.timeout", "the TaskRun's timeout; a BuildRun's wins; past it the "
-          "BuildRun ends BuildRunTimeout",
+    Field(BOTH, ".spec.timeout", "the TaskRun's timeout; a BuildRun's wins; Tekton ends the "
+          "TaskRun past it (TaskRunTimeout) and the BuildRun ends BuildRunTimeout; if Tekton "
+          "has not `--timeout-grace` later, the controller ends it and cancels the TaskRun",
           (_SP + "test_effective_build_rejects_bad_build_timeout",
-           _BR + "test_timeout_wins_and_a_late_success_never_flips_it"), oracle=True),
+           _BR + "test_timeout_wins_and_a_late_success_never_flips_it",
+           _TK + "test_timeout_tekton_stops_the_taskrun_and_deletes_its_pod",
+           _TK + "test_the_timeout_backstop_when_tekton_never_ends_the_taskrun"), oracle=True),
     Field(BOTH, ".spec.env", "env of every strategy step; names checked as Shipwright checks "
           "them (our CEL rules refuse a blank name or value with valueFrom at admission)",
           (_SP + "test_effective_build_checks_env_as_shipwright",
@@ -174,9 +180,12 @@ FIELDS: list[Field] = [
            _VA + "test_failures", _CK + "test_buildrun_runtime_class_name_not_valid"),
           oracle=True),
     Field(BOTH, ".spec.retention.ttlAfterFailed", "a failed BuildRun is deleted this long after "
-          "it finished (a BuildRun's wins), preconditioned on its uid and resourceVersion",
+          "it finished (a BuildRun's wins), preconditioned on its uid and resourceVersion; a "
+          "BuildRun's may be lowered or raised once it finished and is read live (as "
+          "Shipwright's TTL cleanup reads it; a value that does not parse keeps the BuildRun)",
           (_LC + "test_ttl_survives_a_controller_restart",
-           _LC + "test_ttl_falls_back_to_the_build_and_keeps_succeeded_runs")),
+           _LC + "test_ttl_falls_back_to_the_build_and_keeps_succeeded_runs",
+           _LC + "test_a_finished_buildruns_ttl_may_be_lowered_or_raised")),
     Field(BOTH, ".spec.retention.ttlAfterSucceeded", "as `ttlAfterFailed`, for a succeeded "
           "BuildRun", (_LC + "test_ttl_after_succeeded_deletes_on_time",)),
     Field(BUILD, ".spec.retention.failedLimit", "the oldest failed BuildRuns of the Build beyond "
@@ -229,7 +238,8 @@ FIELDS: list[Field] = [
               _DOM + "test_a_named_service_account_gets_the_push_secret_added_and_keeps_its_own",
               "tests/unit/buildrun/test_serviceaccounts.py::test_choose")),
     Field(RUN, ".spec.state", "`BuildRunCanceled` cancels the TaskRun and ends the BuildRun "
-          "BuildRunCanceled; the one spec change allowed after creation (our CEL rule)",
+          "BuildRunCanceled; with `spec.retention` once the BuildRun finished, the one spec "
+          "change allowed after creation (our CEL rules)",
           (_BR + "test_cancel_before_start_and_while_running",
            "tests/unit/devtools/test_crdgen.py::test_every_buildrun_spec_field_but_state_is_immutable")),
     Field(RUN, ".spec.stepResources", "replaces the named strategy step's resources; a step "
@@ -263,9 +273,12 @@ FIELDS: list[Field] = [
            _BC + "test_a_missing_strategy_then_a_fixed_spec")),
     Field(RUN, ".status.buildSpec", "the Build spec the run used, written when the TaskRun "
           "is created", (_BR + "test_success_creates_one_owned_taskrun_and_reports_the_digest",)),
-    Field(RUN, ".status.startTime", "when the TaskRun was created (Shipwright writes it from "
-          "the TaskRun later)",
-          (_BR + "test_success_creates_one_owned_taskrun_and_reports_the_digest",)),
+    Field(RUN, ".status.startTime", "the TaskRun's (PipelineRun's) own startTime, copied once "
+          "Tekton has started it, as Shipwright copies it",
+          (_BR + "test_success_creates_one_owned_taskrun_and_reports_the_digest",
+           _TK + "test_timeout_tekton_stops_the_taskrun_and_deletes_its_pod",
+           "tests/unit/buildrun/test_actions.py::"
+           "test_row_16_copies_the_taskruns_start_time_as_shipwright")),
     Field(RUN, ".status.taskRunName", "the TaskRun's name (deterministic from the BuildRun's "
           "uid); not written for a PipelineRun, as Shipwright",
           (_BR + "test_cancel_before_start_and_while_running",

@@ -9,6 +9,11 @@ What runs, all on loopback and in a throwaway folder under /tmp:
   (devtools.cluster.fates) tells kwok how long each sample's pod runs and how it ends,
   and every change Tekton makes to a TaskRun's condition is told on a "[tekton]"
   line (devtools.dev.tektonlog);
+- where the machine holds one, the stack's real node (devtools.cluster.realnode:
+  containerd and a real kubelet, a Git server and a registry on loopback), on which the
+  sample `real-build` really builds Shipwright's buildah sample; every line its build
+  prints is told on a "[build]" line (devtools.dev.buildlog). Where it cannot, one
+  "[dev]" line says what is missing and the other samples run as before;
 - the controller itself, in-process (controller.app.App), watching namespace
   "demo", its /metrics on the printed URL;
 - a FlakyWebhook (a real validating admission webhook) whose first two calls
@@ -61,11 +66,16 @@ from controller.shipwright.resources import BUILDRUNS
 from devtools.cluster.fates import FateWebhook
 from devtools.cluster.localcluster import LocalCluster
 from devtools.cluster.polling import wait_until
+from devtools.cluster.realnode import RealNode
 from devtools.cluster.stack import TektonStack
 from devtools.cluster.webhook import FlakyWebhook
+from devtools.dev.buildlog import BuildLog
 from devtools.dev.samples import (
     NAMESPACE,
+    REAL_BUILD,
     SAMPLES,
+    Sample,
+    create_real_build,
     create_samples_base,
     fate_for,
     finished,
@@ -106,16 +116,32 @@ class Dev:
     screen: Screen
     workdir: Path
     stop: asyncio.Event = field(default_factory=asyncio.Event)
+    real_node: RealNode | None = None
+    samples: tuple[Sample, ...] = SAMPLES
+    # The Tekton release the stack runs (hack/tekton/build's), once it is built.
+    tekton_version: str = ""
 
     async def run(self) -> int:
         screen = self.screen
         screen.print(f"{DEV} working folder: {self.workdir}")
         screen.print(f"{DEV} starting etcd, kube-apiserver, kube-controller-manager, "
                      "kube-scheduler, kwok and Tekton Pipelines ...")
-        stack = TektonStack(self.workdir / "stack")
+        stack = TektonStack(self.workdir / "stack", real_node=True)
+        self.tekton_version = stack.tekton_version
         async with stack:
             screen.print(f"{DEV} stack up in {stack.timings['stack up']:.1f}s "
                          f"(logs: {stack.workdir})")
+            if stack.real_node_unavailable:
+                screen.print(f"{DEV} no real build here: {stack.real_node_unavailable}")
+            else:
+                node = self.real_node = await stack.real_node()
+                self.samples = (*SAMPLES, REAL_BUILD)
+                # Shipwright's step images as built here, read by the controller at start.
+                os.environ.update(node.images.shipwright_env())
+                screen.print(f"{DEV} real node {node.name} up in "
+                             f"{node.timings['node ready']:.1f}s: containerd and a kubelet; "
+                             f"git server http://127.0.0.1:{node.git_port}, registry "
+                             f"http://{node.registry}")
             cluster = stack.cluster
             kube = Kube(await _load_api_client(str(cluster.kubeconfig)))
             try:
@@ -128,6 +154,8 @@ class Dev:
     async def _with_cluster(self, cluster: LocalCluster, kube: Kube) -> int:
         screen = self.screen
         await create_samples_base(kube)
+        if self.real_node is not None:
+            await create_real_build(kube, self.real_node)
         settings = Settings(
             kubeconfig=str(cluster.kubeconfig),
             namespace=NAMESPACE,
@@ -153,8 +181,10 @@ class Dev:
             screen.print(f"{DEV} controller logs: {self.log_file}")
             screen.print(f"{DEV} kubectl --kubeconfig {cluster.kubeconfig} -n {NAMESPACE} "
                          "get buildruns,taskruns")
-            screen.print(f"{DEV} {TEKTON} Tekton Pipelines v1.10.3 runs the TaskRuns; kwok plays "
-                         "the kubelet, so pods run no containers and no image is built")
+            screen.print(f"{DEV} {TEKTON} Tekton Pipelines {self.tekton_version} runs the "
+                         "TaskRuns; kwok plays the kubelet of every sample's pod"
+                         + (f" but {REAL_BUILD.name}'s, which really runs on the real node"
+                            if self.real_node else ", so no container runs"))
             if not self.args.once:
                 screen.print(f"{DEV} Ctrl-C stops everything")
             screen.print()
@@ -164,8 +194,12 @@ class Dev:
             try:
                 tekton = TektonLog(kube, NAMESPACE, screen.say)
                 tasks.append(asyncio.create_task(tekton.run(), name="tekton-log"))
-                tasks.append(asyncio.create_task(play_samples(kube, screen.say),
-                                                 name="samples"))
+                if self.real_node is not None:
+                    build_log = BuildLog(kube, cluster, NAMESPACE, REAL_BUILD.name, screen.say)
+                    tasks.append(asyncio.create_task(build_log.run(), name="build-log"))
+                tasks.append(asyncio.create_task(
+                    play_samples(kube, screen.say, real=self.real_node is not None),
+                    name="samples"))
                 code = await self._watch(kube, app_task, tasks[-1])
                 # In order: the Tekton log and the samples, then the controller
                 # (it drains while the webhook still answers), then the webhook.
@@ -205,7 +239,7 @@ class Dev:
             self.screen.update(buildruns)
             if self.args.once:
                 done = finished(buildruns)
-                if all(s.name in done for s in SAMPLES):
+                if all(s.name in done for s in self.samples):
                     self.screen.final(buildruns)
                     return self._verdict(done)
                 if time.monotonic() > deadline:
@@ -219,12 +253,12 @@ class Dev:
         return 0
 
     def _verdict(self, done: dict[str, str | None]) -> int:
-        wrong = unexpected(done)
+        wrong = unexpected(done, self.samples)
         if wrong:
             self.screen.print(f"{DEV} unexpected outcomes: " + "; ".join(wrong))
             return 1
-        self.screen.print(f"{DEV} all {len(SAMPLES)} sample BuildRuns ended as expected: "
-                          + ", ".join(f"{s.name}={s.expect}" for s in SAMPLES))
+        self.screen.print(f"{DEV} all {len(self.samples)} sample BuildRuns ended as expected: "
+                          + ", ".join(f"{s.name}={s.expect}" for s in self.samples))
         return 0
 
     @property

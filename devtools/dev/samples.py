@@ -5,7 +5,10 @@ end as, and the order and timing that make each one's story happen.
   webhook times out (a system error, retried), then succeeds;
 - `hello` runs and succeeds;
 - `missing-build` names a Build that does not exist (a user error, never retried);
-- `cancel-me` runs until cancelled, and is cancelled once Running.
+- `cancel-me` runs until cancelled, and is cancelled once Running;
+- `real-build` (REAL_BUILD, where the machine holds a real node) is Shipwright's buildah
+  sample built for real: a pod on the stack's real node clones the stack's Git server,
+  builds with buildah and pushes to the stack's registry.
 
 Real Tekton runs the TaskRuns and kwok their pods; `fate_for` tells kwok (through
 devtools.cluster.fates) how long each sample's pod runs and how it ends.
@@ -18,15 +21,17 @@ and cancels `cancel-me` only after it is Running.
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from controller.runtime.kube import JSON, Kube
+from controller.runtime.kube import JSON, ApiError, Kube
 from controller.shipwright.conditions import succeeded_condition
-from controller.shipwright.resources import BUILDRUNS
-from devtools.cluster import fixtures
+from controller.shipwright.resources import BUILDRUNS, BUILDS, CLUSTERBUILDSTRATEGIES
+from devtools.cluster import fixtures, realbuilds
 from devtools.cluster.fates import fate_annotations, results
 from devtools.cluster.polling import wait_until
+from devtools.cluster.realnode import RealNode
 from devtools.cluster.webhook import Verdict
 from devtools.dev.screen import DEV
 
@@ -60,6 +65,12 @@ SAMPLES = (
            "cancelled (spec.state=BuildRunCanceled) while its TaskRun runs", None),
 )
 SAMPLE_BY_NAME = {s.name: s for s in SAMPLES}
+# Where this machine holds a real node (devtools.cluster.realnode): Shipwright's buildah
+# sample, really built from the stack's Git server and pushed to its registry; its log is
+# told line by line (devtools.dev.buildlog).
+REAL_BUILD = Sample("real-build", "real-hello", "Succeeded",
+                    "Shipwright's buildah sample, built for real on the real node: "
+                    "git clone, buildah bud, push", None)
 
 # The strategy pushes where the Build says (shp-output-image), and the Build "hello" is
 # Shipwright's own sample: what a user would write.
@@ -82,8 +93,20 @@ async def create_buildrun(kube: Kube, sample: Sample) -> None:
     await kube.create(BUILDRUNS, NAMESPACE, fixtures.buildrun(sample.name, sample.build))
 
 
-async def play_samples(kube: Kube, say: Callable[[str], None]) -> None:
-    """Creates the sample BuildRuns in an order that makes each story happen."""
+async def create_real_build(kube: Kube, node: RealNode) -> None:
+    """REAL_BUILD's Build: Shipwright's buildah sample with managed push and its strategy,
+    as written but for the Git URL, the registry and the real node's placement."""
+    (build,) = realbuilds.shipwright_sample("build", realbuilds.BUILDAH_MANAGED_PUSH)
+    with contextlib.suppress(ApiError):  # a cluster-wide strategy: it may be there
+        await kube.create(CLUSTERBUILDSTRATEGIES, None, realbuilds.sample_strategy(build))
+    await kube.create(BUILDS, NAMESPACE, realbuilds.on_real_node(
+        node, build, NAMESPACE, name=REAL_BUILD.build))
+
+
+async def play_samples(kube: Kube, say: Callable[[str], None], real: bool = False) -> None:
+    """Creates the sample BuildRuns in an order that makes each story happen; with `real`,
+    REAL_BUILD too (create_real_build made its Build), right after `flaky-webhook` has
+    taken the webhook's failing calls."""
     flaky, hello, missing, cancel = SAMPLES
 
     async def get(name: str) -> JSON:
@@ -97,7 +120,7 @@ async def play_samples(kube: Kube, say: Callable[[str], None]) -> None:
     say(f"{DEV} creating BuildRun {flaky.name}: {flaky.story}")
     await create_buildrun(kube, flaky)
     await wait_until(lambda: has_taskrun(flaky.name), 60)
-    for sample in (hello, missing, cancel):
+    for sample in ((REAL_BUILD,) if real else ()) + (hello, missing, cancel):
         say(f"{DEV} creating BuildRun {sample.name}: {sample.story}")
         await create_buildrun(kube, sample)
 
@@ -117,10 +140,11 @@ def finished(buildruns: list[JSON]) -> dict[str, str | None]:
             for b in buildruns if (b.get("status") or {}).get("completionTime")}
 
 
-def unexpected(done: dict[str, str | None]) -> list[str]:
+def unexpected(done: dict[str, str | None],
+               samples: tuple[Sample, ...] = SAMPLES) -> list[str]:
     """One line per sample that did not end as it should (`done` as `finished` gives)."""
     return [f"{s.name}: expected {s.expect}, got {done.get(s.name)}"
-            for s in SAMPLES if done.get(s.name) != s.expect]
+            for s in samples if done.get(s.name) != s.expect]
 
 
 def fate_for(namespace: str, buildrun: str) -> dict[str, str] | None:

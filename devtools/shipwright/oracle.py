@@ -1,6 +1,7 @@
 """Client of the oracle (hack/oracle): Shipwright's own GenerateTaskRun (or, for a case
 with `executor="PipelineRun"`, its GeneratePipelineRun) and Tekton's own SetDefaults +
-Validate, in one Go process answering a batch of cases.
+Validate, in one Go process answering a batch of cases; and (`status_case`) the BuildRun
+status Shipwright's reconciler sets from a finished TaskRun or PipelineRun.
 
 `ask(cases)` sends every case at once on stdin (one JSON object a line) and reads one
 answer a line, in order; see hack/oracle/main.go for the fields. The binary is built
@@ -13,6 +14,7 @@ from __future__ import annotations
 
 import functools
 import json
+import os
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -29,6 +31,22 @@ def binary() -> Path:
     if not path.exists():
         raise StackError(f"oracle: {path} missing (run make oracle)")
     return path
+
+
+@functools.cache
+def tekton_source() -> Path:
+    """The source of the Tekton Pipelines module the oracle is built with (its version
+    from hack/oracle/go.mod), in the Go module cache, which building the oracle filled."""
+    here = Path(__file__).resolve().parents[2] / "hack" / "oracle"
+    version = next(line.split()[1] for line in (here / "go.mod").read_text().splitlines()
+                   if line.split()[:1] == ["github.com/tektoncd/pipeline"])
+    proc = subprocess.run(["go", "mod", "download", "-json",
+                           f"github.com/tektoncd/pipeline@{version}"], cwd=here,
+                          capture_output=True, text=True, env={**os.environ,
+                                                               "GOTOOLCHAIN": "local"})
+    if proc.returncode != 0:
+        raise StackError(f"oracle: no Tekton {version} source: {proc.stderr.strip()[-500:]}")
+    return Path(json.loads(proc.stdout)["Dir"])
 
 
 def case(strategy: JSON, build: JSON, buildrun: JSON, *, service_account: str = "default",
@@ -52,6 +70,16 @@ def case(strategy: JSON, build: JSON, buildrun: JSON, *, service_account: str = 
         "env": env or {},
         "ours": ours,
     }
+
+
+def status_case(run: JSON, objects: list[JSON], build: JSON, buildrun: JSON, *,
+                executor: str = "TaskRun", case_id: str = "") -> JSON:
+    """A request for the status Shipwright's BuildRun reconciler sets from `run` (a
+    TaskRun or PipelineRun as Tekton left it), its client holding `objects` (the pods
+    and a PipelineRun's TaskRuns; anything else is NotFound). The answer's "status" has
+    the Succeeded condition, failureDetails, output and source."""
+    return {"id": case_id, "executor": executor, "build": build, "buildRun": buildrun,
+            "statusOf": {"executor": run, "objects": objects}}
 
 
 def ask(cases: list[JSON], timeout: float = 300) -> list[JSON]:

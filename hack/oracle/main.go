@@ -24,6 +24,21 @@
 // own UpdateBuildRunUsingTaskResults (status.buildSpec set to the Build's spec, as
 // Shipwright's reconciler has it by then); a panic there is reported, not fatal.
 //
+// With "statusOf" the request asks only how Shipwright's BuildRun reconciler would set
+// the BuildRun's status from a TaskRun or PipelineRun (the executor) as Tekton left it:
+// buildrun.go's steps, on Shipwright's own runner of that kind (TektonTaskRunWrapper or
+// TektonPipelineRunWrapper): GetResults into UpdateBuildRunUsingTaskResults, then the
+// Succeeded condition into UpdateImageBuildRunFromExecutor (for a TaskRun that includes
+// UpdateBuildRunUsingTaskFailures). Its client is controller-runtime's fake client
+// holding "objects" (the executor's pod, a PipelineRun's TaskRuns and their pods): what
+// is missing there is NotFound, as a deleted object is. The strategy is not read.
+//
+//	in:  {"id", "executor", "build", "buildRun",
+//	      "statusOf": {"executor": TaskRun/PipelineRun, "objects": [Pod|TaskRun]}}
+//	out: {"id", "status": {"condition", "failureDetails", "output", "source"} | null,
+//	      "statusError": "" (the error Shipwright's reconcile would return, to retry),
+//	      "statusPanic": "", "error": ""}
+//
 // "ours" is decoded strictly: a field Tekton's Go types do not have is an
 // error in oursInvalid, never silently dropped. oursDecoded is ours as Go
 // reads and writes it back, so it compares with "shipwright" field for field
@@ -40,10 +55,15 @@ import (
 
 	buildapi "github.com/shipwright-io/build/pkg/apis/build/v1beta1"
 	"github.com/shipwright-io/build/pkg/config"
+	shipwrightbuildrun "github.com/shipwright-io/build/pkg/reconciler/buildrun"
 	"github.com/shipwright-io/build/pkg/reconciler/buildrun/resources"
 	pipelineapi "github.com/tektoncd/pipeline/pkg/apis/pipeline/v1"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"knative.dev/pkg/apis"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 )
 
@@ -58,6 +78,20 @@ type request struct {
 	Executor           string                      `json:"executor"`
 	Ours               json.RawMessage             `json:"ours"`
 	Results            []pipelineapi.TaskRunResult `json:"results"`
+	StatusOf           *statusRequest              `json:"statusOf"`
+}
+
+type statusRequest struct {
+	Executor json.RawMessage   `json:"executor"`
+	Objects  []json.RawMessage `json:"objects"`
+}
+
+// statusAnswer is what Shipwright's reconcile leaves in the BuildRun's status.
+type statusAnswer struct {
+	Condition      *buildapi.Condition      `json:"condition"`
+	FailureDetails *buildapi.FailureDetails `json:"failureDetails"`
+	Output         *buildapi.Output         `json:"output"`
+	Source         *buildapi.SourceResult   `json:"source"`
 }
 
 type statusFromResults struct {
@@ -79,6 +113,9 @@ type response struct {
 	Error               string             `json:"error"`
 	StatusFromResults   *statusFromResults `json:"statusFromResults"`
 	ResultsPanic        string             `json:"resultsPanic"`
+	Status              *statusAnswer      `json:"status,omitempty"`
+	StatusError         string             `json:"statusError,omitempty"`
+	StatusPanic         string             `json:"statusPanic,omitempty"`
 }
 
 // executor is what both kinds of Tekton run share here: defaulting, validation,
@@ -133,6 +170,99 @@ func fromResults(build *buildapi.Build, buildRun *buildapi.BuildRun,
 	return &statusFromResults{Output: run.Status.Output, Source: run.Status.Source}, ""
 }
 
+// statusClient is controller-runtime's fake client holding `objects` (Pods and TaskRuns,
+// told apart by their kind).
+func statusClient(objects []json.RawMessage) (client.Client, error) {
+	scheme := runtime.NewScheme()
+	if err := corev1.AddToScheme(scheme); err != nil {
+		return nil, err
+	}
+	if err := pipelineapi.AddToScheme(scheme); err != nil {
+		return nil, err
+	}
+	var objs []client.Object
+	for _, raw := range objects {
+		var kind metav1.TypeMeta
+		if err := json.Unmarshal(raw, &kind); err != nil {
+			return nil, err
+		}
+		var obj client.Object
+		switch kind.Kind {
+		case "Pod":
+			obj = &corev1.Pod{}
+		case "TaskRun":
+			obj = &pipelineapi.TaskRun{}
+		default:
+			return nil, fmt.Errorf("object of kind %q: only Pod and TaskRun", kind.Kind)
+		}
+		if err := json.Unmarshal(raw, obj); err != nil {
+			return nil, fmt.Errorf("%s: %w", kind.Kind, err)
+		}
+		objs = append(objs, obj)
+	}
+	return fake.NewClientBuilder().WithScheme(scheme).WithObjects(objs...).Build(), nil
+}
+
+// fromExecutor is Shipwright's BuildRun reconciler (buildrun.go) setting the status of
+// a BuildRun not yet completed from its executor: results first, then the condition.
+func fromExecutor(c client.Client, buildRun *buildapi.BuildRun,
+	runner shipwrightbuildrun.ImageBuildRunner) (out *statusAnswer, failed, panicked string) {
+	defer func() {
+		if r := recover(); r != nil {
+			out, failed, panicked = nil, "", fmt.Sprint(r)
+		}
+	}()
+	ctx := context.Background()
+	if results := runner.GetResults(ctx, c); len(results) > 0 {
+		resources.UpdateBuildRunUsingTaskResults(ctx, buildRun, results, reconcile.Request{})
+	}
+	if condition := runner.GetCondition(apis.ConditionSucceeded); condition != nil {
+		if err := resources.UpdateImageBuildRunFromExecutor(ctx, c, buildRun, runner.GetObject(), condition); err != nil {
+			failed = err.Error()
+		}
+	}
+	status := &buildRun.Status
+	//nolint:staticcheck // FailureDetails is what Shipwright v0.20 still writes
+	return &statusAnswer{Condition: status.GetCondition(buildapi.Succeeded),
+		FailureDetails: status.FailureDetails, Output: status.Output, Source: status.Source}, failed, ""
+}
+
+func answerStatus(req *request, resp *response, pipelineRun bool) {
+	build := &buildapi.Build{}
+	if err := strict(req.Build, build); err != nil {
+		resp.Error = "build: " + err.Error()
+		return
+	}
+	buildRun := &buildapi.BuildRun{}
+	if err := strict(req.BuildRun, buildRun); err != nil {
+		resp.Error = "buildRun: " + err.Error()
+		return
+	}
+	buildRun.Status.BuildSpec = build.Spec.DeepCopy()
+	c, err := statusClient(req.StatusOf.Objects)
+	if err != nil {
+		resp.Error = "objects: " + err.Error()
+		return
+	}
+	var runner shipwrightbuildrun.ImageBuildRunner
+	if pipelineRun {
+		run := &pipelineapi.PipelineRun{}
+		if err := json.Unmarshal(req.StatusOf.Executor, run); err != nil {
+			resp.Error = "executor: " + err.Error()
+			return
+		}
+		runner = &shipwrightbuildrun.TektonPipelineRunWrapper{PipelineRun: run}
+	} else {
+		run := &pipelineapi.TaskRun{}
+		if err := json.Unmarshal(req.StatusOf.Executor, run); err != nil {
+			resp.Error = "executor: " + err.Error()
+			return
+		}
+		runner = &shipwrightbuildrun.TektonTaskRunWrapper{TaskRun: run}
+	}
+	resp.Status, resp.StatusError, resp.StatusPanic = fromExecutor(c, buildRun, runner)
+}
+
 func strict(raw []byte, into any) error {
 	dec := json.NewDecoder(bytes.NewReader(raw))
 	dec.DisallowUnknownFields()
@@ -176,6 +306,10 @@ func answer(req *request) response {
 	pipelineRun, err := pipelineRunExecutor(req)
 	if err != nil {
 		resp.Error = err.Error()
+		return resp
+	}
+	if req.StatusOf != nil {
+		answerStatus(req, &resp, pipelineRun)
 		return resp
 	}
 	if len(req.Ours) > 0 && string(req.Ours) != "null" {

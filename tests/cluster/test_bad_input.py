@@ -188,8 +188,10 @@ CORPUS: list[Case] = [
     Case("unicode-param-name", params({"name": "größe", "value": "1"}),
          UNDEFINED_PARAMETER,
          "The following parameters are not defined in the build strategy: größe"),
+    # A valid object name, but no valid label value: Shipwright's BuildRunNameInvalid.
+    Case(LONG_NAME, APP, reasons.BUILD_RUN_NAME_INVALID, "must be no more than 63 bytes"),
     # -- valid, however odd: these must run and succeed ---------------------------------------
-    Case(LONG_NAME, APP, succeeds=True),
+    Case("n" * 63, APP, succeeds=True),
     Case("unicode-value", params({"name": "dockerfile", "value": "Dockerfile.🚀\u202e\u0000ü"}),
          succeeds=True),
     Case("value-64k", params({"name": "dockerfile", "value": "d" * 65536}), succeeds=True),

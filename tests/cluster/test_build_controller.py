@@ -46,10 +46,10 @@ async def test_a_valid_build_is_registered_and_counted(
         assert status == {"registered": "True", "reason": "Succeeded",
                           "message": "all validations succeeded"}
         assert metric("build_builds_registered_total") == before + 1
-        # The status write is ours by name (Shipwright's would be shipwright-build-controller).
+        # The status write names Shipwright's Build controller, as Shipwright's does.
         managers = {(f["manager"], f.get("subresource", "")) for f in
                     (await kube.get(BUILDS, world.ns, "app"))["metadata"]["managedFields"]}
-        assert ("buildrun-controller", "status") in managers, managers
+        assert ("shipwright-build-controller", "status") in managers, managers
         # Its own status write, and nothing else, follows: no second reconcile.
         settled = reconciles()
         await asyncio.sleep(1.0)

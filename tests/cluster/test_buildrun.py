@@ -13,13 +13,15 @@ from typing import Any
 import pytest
 
 from bench.e2e.common import apiserver_requests
-from controller.buildrun import reasons
+from controller.buildrun import reasons, serviceaccounts
 from controller.buildrun.caches import Caches
 from controller.buildrun.executors import TASKRUN
 from controller.buildrun.reconciler import BuildRunReconciler
 from controller.runtime.errors import RetryableError
 from controller.runtime.events import EventRecorder
-from controller.runtime.kube import EVENTS, JSON, ApiError, Kube
+from controller.runtime.kube import EVENTS, JSON, SERVICEACCOUNTS, USER_AGENT, ApiError, Kube
+from controller.shipwright import field_managers
+from controller.shipwright.labels import LABEL_BUILDRUN
 from controller.shipwright.params import (
     MISSING_PARAMETER_VALUES,
     RESTRICTED_PARAMETERS_IN_USE,
@@ -27,7 +29,8 @@ from controller.shipwright.params import (
     WRONG_PARAMETER_VALUE_TYPE,
 )
 from controller.shipwright.resources import BUILDRUNS, BUILDS, BUILDSTRATEGIES, TASKRUNS
-from devtools.cluster.fates import results
+from devtools.cluster import fixtures
+from devtools.cluster.fates import FateWebhook, results
 from devtools.cluster.localcluster import LocalCluster
 from devtools.cluster.stack import TektonStack
 from devtools.cluster.tekton import TektonSimulator
@@ -86,11 +89,13 @@ async def test_success_creates_one_owned_taskrun_and_reports_the_digest(
         assert condition(pending)["reason"] == reasons.PENDING
         snapshot = pending["status"]["buildSpec"]
         assert snapshot["output"]["image"] == "registry.example.com/app:latest"
-        assert pending["status"]["startTime"]
 
         async def running() -> bool:
             return condition(await world.get("ok")).get("reason") == reasons.RUNNING
         await wait_for(running, 30, what="Running reason")
+        # Shipwright's startTime: the TaskRun's, copied once Tekton has started it.
+        started = (await world.get("ok"))["status"]["startTime"]
+        assert started == (await kube.get(TASKRUNS, world.ns, tr_name))["status"]["startTime"]
         await release(world, "ok")
         done = await world.finished("ok", 30)
 
@@ -139,7 +144,8 @@ async def test_a_start_costs_one_taskrun_create_and_one_status_write(
     [
         ("failure", reasons.FAILED),
         ("timeout", reasons.BUILD_RUN_TIMEOUT),
-        ("cancelled", reasons.BUILD_RUN_CANCELED),
+        # Someone else cancelled the TaskRun: Tekton's reason, as Shipwright keeps it.
+        ("cancelled", reasons.TASK_RUN_CANCELLED),
         ("oom", reasons.STEP_OUT_OF_MEMORY),
         ("evicted", reasons.POD_EVICTED),
     ],
@@ -161,7 +167,7 @@ async def test_taskrun_failures_map_to_buildrun_reasons(
     assert condition(done)["reason"] == reason
     if how in ("failure", "oom"):
         assert done["status"]["failureDetails"]["location"]["container"] == "step-build"
-        assert "kubectl logs" in done["status"]["failureDetails"]["message"]
+        assert "--container=step-build" in condition(done)["message"]
 
 
 # -- user errors: terminal at once, no TaskRun, no requeue (row 8) -------------------------
@@ -226,6 +232,28 @@ async def test_user_errors_are_terminal_at_once(
     assert await world.taskruns() == []
 
 
+async def test_a_name_over_63_characters_fails_as_shipwrights(
+    cluster: LocalCluster, kube: Kube, world: World
+) -> None:
+    """Shipwright's BuildRunNameInvalid, in its words: the name is the value of the
+    buildrun.shipwright.io/name label every lookup of its TaskRun uses. A 63-character
+    name runs, its TaskRun found by that label with the whole name."""
+    long, fits = "s" * 64, "s" * 63
+    async with running_controller(controller_settings(cluster, world.ns)):
+        await world.buildrun(long)
+        await world.buildrun(fits)
+        refused = await world.finished(long)
+        ran = await world.finished(fits)
+    assert (condition(refused)["reason"], condition(refused)["message"]) == (
+        reasons.BUILD_RUN_NAME_INVALID, "must be no more than 63 bytes")
+    assert "taskRunName" not in refused["status"]
+    assert condition(ran)["reason"] == reasons.SUCCEEDED, condition(ran)
+    [found] = (await kube.list(TASKRUNS, world.ns,
+                               labelSelector=f"{LABEL_BUILDRUN}={fits}"))["items"]
+    assert found["metadata"]["name"] == ran["status"]["taskRunName"]
+    assert [t["metadata"]["name"] for t in await world.taskruns()] == [found["metadata"]["name"]]
+
+
 # -- cancel (rows 7, 14), a deleted TaskRun (13), the DONE rows (1, 4) -------------------
 
 
@@ -269,9 +297,8 @@ async def test_timeout_wins_and_a_late_success_never_flips_it(
         tr_name = await world.taskrun_of("slow")
         await running_pod(world, "slow")
         timed_out = await world.finished("slow", timeout=10)
-        # Tekton stops the TaskRun (its own timeout, or our cancel if we noticed first)...
-        assert (await tekton_verdict(world, "slow"))["reason"] in (
-            "TaskRunTimeout", "TaskRunCancelled")
+        # Tekton stops the TaskRun at its own timeout, as under Shipwright...
+        assert (await tekton_verdict(world, "slow"))["reason"] == "TaskRunTimeout"
         # ...but a success lands on it regardless. Simulated: Tekton never reports success
         # once a cancel is asked, and the TaskRun is Done, so Tekton leaves this write be.
         await TektonSimulator(kube).finish(world.ns, tr_name, "success")
@@ -294,6 +321,53 @@ async def test_deleted_taskrun_ends_the_buildrun(
         await kube.delete(TASKRUNS, world.ns, tr_name)
         done = await world.finished("br")
     assert condition(done)["reason"] == reasons.TASK_RUN_IS_MISSING
+
+
+Entry = tuple[str, str, str]  # (manager, operation, subresource) of a managedFields entry
+
+
+def managed(obj: JSON) -> set[Entry]:
+    return {(e["manager"], e["operation"], e.get("subresource", ""))
+            for e in obj["metadata"].get("managedFields") or []}
+
+
+async def test_every_write_names_shipwrights_field_manager(
+    cluster: LocalCluster, kube: Kube, namespace: str, fates: FateWebhook
+) -> None:
+    """As Shipwright v0.20.13's controllers write (client.WithFieldOwner; its Cancel a
+    server-side apply), so managedFields read the same after a switch: the BuildRun
+    reconciler's writes as shipwright-buildrun-controller, the Build controller's and a
+    cancel as shipwright-build-controller, and nothing under our User-Agent's name. The
+    test's own writes are "test-user"'s."""
+    user = World(kube.with_field_manager("test-user"), namespace, fates)
+    await user.strategy()
+    await user.build()
+    user.fate("held", fate="hold")
+    async with running_controller(controller_settings(cluster, namespace)):
+        await user.buildrun("ok")
+        await user.buildrun("held", serviceAccount=".generate")
+        await running_pod(user, "held")
+        held_sa = await kube.get(SERVICEACCOUNTS, namespace,
+                                 serviceaccounts.generated_name(await user.get("held")))
+        await user.kube.patch(BUILDRUNS, namespace, "held", {"spec": {"state": "BuildRunCanceled"}})
+        ok, held = await user.finished("ok", 30), await user.finished("held", 30)
+        cancelled = await tekton_verdict(user, "held")
+        build = await kube.get(BUILDS, namespace, fixtures.BUILD)
+    assert condition(held)["reason"] == reasons.BUILD_RUN_CANCELED, cancelled
+    ours, theirs = field_managers.BUILDRUN_CONTROLLER, field_managers.BUILD_CONTROLLER
+    assert (theirs, "Update", "status") in managed(build)  # the suite's Build spec
+    for br in (ok, held):
+        assert {(ours, "Update", "status"), (ours, "Update", "")} <= managed(br), br
+        assert {m for m, _, _ in managed(br)} == {"test-user", ours}, managed(br)
+    taskruns = {t["metadata"]["labels"][LABEL_BUILDRUN]: t for t in await user.taskruns()}
+    assert (ours, "Update", "") in managed(taskruns["ok"])  # the suite's TaskRun spec
+    assert {(ours, "Update", ""), (theirs, "Apply", "")} <= managed(taskruns["held"])
+    assert managed(held_sa) == {(ours, "Update", "")}
+    events = [e for e in (await kube.list(EVENTS, namespace))["items"]
+              if e["involvedObject"]["kind"] == "BuildRun"]
+    assert events and {m for e in events for m, _, _ in managed(e)} == {theirs}
+    everything = [build, ok, held, held_sa, *taskruns.values(), *events]
+    assert not any(m == USER_AGENT.split("/")[0] for o in everything for m, _, _ in managed(o))
 
 
 # -- the API server enforces the one-try shot too ------------------------------------------

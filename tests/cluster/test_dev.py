@@ -1,7 +1,8 @@
 """`make dev` end to end: `python -m devtools.dev.run` in a subprocess.
 
 Each test starts its own whole stack (as `make dev` does), so these run the whole
-thing: controller, real Tekton with kwok pods, flaky webhook and the samples.
+thing: controller, real Tekton with kwok pods, flaky webhook and the samples, and on a
+machine that holds a real node, one sample really built there.
 """
 
 from __future__ import annotations
@@ -19,7 +20,9 @@ from pathlib import Path
 import pytest
 
 from devtools.cluster.processes import command_lines
-from devtools.dev.samples import SAMPLES
+from devtools.cluster.realbuilds import BUILD_LINE, GREETING
+from devtools.cluster.realnode import unavailable
+from devtools.dev.samples import REAL_BUILD, SAMPLES
 
 pytestmark = pytest.mark.cluster
 
@@ -72,6 +75,7 @@ def test_dev_once_runs_every_sample_to_its_expected_outcome(tmp_path: Path) -> N
     assert re.search(r"retries by error_class \S*webhook=[1-9]", out), out
 
     rows = final_rows(out)
+    real = rows.pop(REAL_BUILD.name, None)
     assert rows == {
         "flaky-webhook": ("True", "Succeeded"),
         "hello": ("True", "Succeeded"),
@@ -79,7 +83,17 @@ def test_dev_once_runs_every_sample_to_its_expected_outcome(tmp_path: Path) -> N
         "cancel-me": ("False", "BuildRunCanceled"),
     }, out
     assert {s.name: s.expect for s in SAMPLES} == {k: v[1] for k, v in rows.items()}
-    assert "[dev] all 4 sample BuildRuns ended as expected" in out
+    # Where the machine holds a real node, one sample is really built and its log shown.
+    if unavailable() is None:
+        assert re.search(r"\[dev\] real node localhost up in [\d.]+s", out), out
+        assert real == ("True", "Succeeded"), out
+        assert f"[build] build: {BUILD_LINE}" in out, out
+        assert f"[build] build: {GREETING}" in out, out
+        assert re.search(r"\[build\] image-processing: .* pushed", out), out
+        assert "[dev] all 5 sample BuildRuns ended as expected" in out
+    else:
+        assert f"[dev] no real build here: {unavailable()}" in out, out
+        assert "[dev] all 4 sample BuildRuns ended as expected" in out
     assert "controller stopped with exit code 0" in out
     # Controller logs went to the file, not over the table.
     assert (workdir / "controller.log").read_text().strip()

@@ -95,6 +95,48 @@ async def test_ttl_falls_back_to_the_build_and_keeps_succeeded_runs(
     assert condition(kept)["reason"] == reasons.SUCCEEDED
 
 
+async def test_a_finished_buildruns_ttl_may_be_lowered_or_raised(
+    cluster: LocalCluster, kube: Kube, world: World
+) -> None:
+    """As Shipwright's TTL cleanup (and two specs of its integration suite): once a
+    BuildRun has finished, its spec.retention TTLs may change and the live value counts.
+    Lowered, the BuildRun goes at once (it finished more than the new TTL ago); raised,
+    it stays past the TTL it was created with. While it runs the CRD refuses the change,
+    and any other spec change stays refused after it finished."""
+    for name in ("lowered", "raised"):
+        world.fate(name, fate="fail")
+    world.fate("running", fate="hold")
+    async with running_controller(controller_settings(cluster, world.ns)):
+        await world.buildrun("lowered", retention={"ttlAfterFailed": "1h"})
+        await world.buildrun("raised", retention={"ttlAfterFailed": "4s"})
+        await world.buildrun("running", retention={"ttlAfterFailed": "1h"})
+        await world.finished("lowered", 30)
+        raised = await world.finished("raised", 30)
+        await kube.patch(BUILDRUNS, world.ns, "raised",
+                         {"spec": {"retention": {"ttlAfterFailed": "1h"}}})
+        await asyncio.sleep(1.0)
+        await kube.patch(BUILDRUNS, world.ns, "lowered",
+                         {"spec": {"retention": {"ttlAfterFailed": "1s"}}})
+        lowered_at = time.time()
+        gone = await deleted_at(world, "lowered")
+        assert gone - lowered_at < 2.0, gone - lowered_at
+        with pytest.raises(ApiError) as refused:
+            await kube.patch(BUILDRUNS, world.ns, "raised", {"spec": {"timeout": "1h"}})
+        assert "spec.timeout is immutable" in refused.value.message
+        await running_pod(world, "running")
+        with pytest.raises(ApiError) as refused:
+            await kube.patch(BUILDRUNS, world.ns, "running",
+                             {"spec": {"retention": {"ttlAfterFailed": "1s"}}})
+        assert refused.value.status == 422
+        assert "spec.retention is immutable until the BuildRun has finished" in (
+            refused.value.message)
+        # Past the 4 s it was created with (and the 1 s grace of completionTime's seconds).
+        await asyncio.sleep(max(ts(raised["status"]["completionTime"]) + 6 - time.time(), 0))
+        kept = await world.get("raised")
+    assert kept["spec"]["retention"] == {"ttlAfterFailed": "1h"}
+    assert kept["status"] == raised["status"]  # the outcome untouched
+
+
 async def test_deletion_never_hits_a_recreated_namesake(kube: Kube, world: World) -> None:
     old = await world.buildrun("br", build_ref="missing")
     await kube.delete(BUILDRUNS, world.ns, "br")

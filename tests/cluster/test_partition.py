@@ -29,6 +29,7 @@ import pytest
 
 from controller.app import App
 from controller.buildrun import reasons
+from controller.buildrun.reconciler import BuildRunReconciler
 from controller.runtime.kube import EVENTS, JSON, LEASES, ApiError, Kube
 from controller.runtime.leader import LeaderElector
 from controller.runtime.timestamps import parse_time
@@ -49,6 +50,15 @@ from tests.harness import (
 )
 
 pytestmark = pytest.mark.cluster
+
+
+def buildrun_kube(app: App) -> Kube:
+    """The BuildRun controller's client: a view of app.kube that writes as Shipwright's
+    field manager (controller/buildrun/setup.py), where its writes can be intercepted."""
+    reconciler = app.controller("buildrun").reconciler
+    reconciler = getattr(reconciler, "wrapped", reconciler)  # under record_reconciles
+    assert isinstance(reconciler, BuildRunReconciler)
+    return reconciler.kube
 
 LEASE, RENEW, RETRY = 4.0, 3.0, 1.0
 
@@ -205,7 +215,8 @@ async def test_a_stalled_leader_exits_before_the_standby_takes_over(
         # that write (and its lease renewal) stay in flight, held by the proxy.
         target = "during-0"
         stalled: dict[str, float] = {}
-        patch = a.app.kube.patch
+        client = buildrun_kube(a.app)
+        patch = client.patch
 
         async def stalling_patch(resource: Any, namespace: Any, name: str, body: Any,
                                  **kw: Any) -> JSON:
@@ -215,7 +226,7 @@ async def test_a_stalled_leader_exits_before_the_standby_takes_over(
                                rv=float(body["metadata"]["resourceVersion"]))
             return await patch(resource, namespace, name, body, **kw)
 
-        a.app.kube.patch = stalling_patch  # type: ignore[method-assign]
+        client.patch = stalling_patch  # type: ignore[method-assign]
         leases = LeaseLog(kube, w.ns, "partition")
         during = [f"during-{i}" for i in range(5)]
         for name in during:
@@ -325,7 +336,8 @@ async def test_a_taskrun_create_delivered_after_the_lease_was_lost_is_never_a_se
         late = Kube(await api_client_for(tmp_path / "kubeconfig-a"))  # through pa too
         await late.list(TASKRUNS, w.ns)  # its connection is open before the partition
         held: dict[str, Any] = {}
-        create = a.app.kube.create
+        client = buildrun_kube(a.app)
+        create = client.create
 
         async def stalling_create(resource: Any, namespace: Any, body: JSON) -> JSON:
             labels = body["metadata"].get("labels") or {}
@@ -337,7 +349,7 @@ async def test_a_taskrun_create_delivered_after_the_lease_was_lost_is_never_a_se
             return await asyncio.shield(held["task"])
 
         try:
-            a.app.kube.create = stalling_create  # type: ignore[method-assign]
+            client.create = stalling_create  # type: ignore[method-assign]
             await w.buildrun("late")
             await wait_for(lambda: held, what="a to send the TaskRun create")
             assert await asyncio.wait_for(a.task, 45) == 1, "a should exit on the lost lease"

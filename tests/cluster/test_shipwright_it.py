@@ -11,23 +11,33 @@ prints for a failed spec, and stops it (SIGTERM) when the suite ends.
 
 It runs on the session's stack (tests/conftest.py: real Tekton, our CRDs, kwok as the
 kubelet). Each pod the suite causes gets the fate its step commands determine
-(devtools/cluster/fates.py step_fate: a step `false` exits 1, `sleep 30s` runs 30 s; any
-other command, kaniko or buildah included, exits 0 at once, kwok's default). The suite
-makes its own namespaces (`test-build-N`), strategies and cluster strategies; cluster
-strategies it leaves behind are deleted after. It reads only $KUBECONFIG (the admin's
-here) and installs no CRDs. Its conversion webhook (utils.StartBuildWebhook,
-BeforeSuite; our CRDs never call it) listens on :30443 with TLS from
+(devtools/cluster/fates.py step_fate: a step `false` exits 1, `sleep 30s` runs 30 s, and
+any other command, kaniko, buildah or Shipwright's git step, runs 5 s and exits 0, the
+stand-in for a tool's work; hack/kwok/stages/README.md). The suite makes its own
+namespaces (`test-build-N`), strategies and cluster strategies; cluster strategies it
+leaves behind are deleted after. It reads only $KUBECONFIG (the admin's here) and
+installs no CRDs. Its conversion webhook (utils.StartBuildWebhook, BeforeSuite; our CRDs
+have one version and no conversion, so nothing calls it) listens on :30443 with TLS from
 /tmp/server-{cert,key}.pem, fixed paths: so the suite runs in a network namespace of its
 own (devtools/cluster/netns.py) that reaches the API server's port and the host's DNS
 and nothing else, and two runs on one machine do not collide.
 
-Every spec passes, or is in CANNOT_PASS with why; the test fails both ways (a spec
-failing that is not listed, and a listed spec that passes), so the table is kept in
-step with the suite's real results. A listed spec that would wait out the suite's fixed
-300 s for a reason that cannot change here (SKIPPED), and the github.com ones while it
-does not answer, are skipped by name (--ginkgo.skip) and must be reported skipped.
+Every spec passes, or is in CANNOT_PASS with why and the failure it shows (a substring
+of its failure message in Ginkgo's JSON report); the test fails every way the table
+can be wrong: a spec failing that is not listed, a listed spec failing with another
+message, and a listed spec that passes. Only the specs that need github.com are skipped
+by name (--ginkgo.skip), while it does not answer, and must be reported skipped.
 The suite runs twice, as Shipwright splits it: the specs not labelled PipelineRun, then
 those that are, with our controller started with BUILDRUN_EXECUTOR=PipelineRun.
+
+Time: a spec waits on the suite's 3 s polls, and its namespace takes 6 s of them to go
+(kube-controller-manager's namespace controller starts on a deleted namespace only after
+a fixed 5 s, BENCHMARKS.md "Setup"), so the specs not labelled PipelineRun run in SHARDS
+runs at once, each on a stack of its own (the session's, and one started here) with a
+controller of its own: a spec sees one cluster and one controller, as in Shipwright's
+CI, and the whole takes about half as long. Each run is the suite's binary with
+--ginkgo.focus naming its share of the specs (round robin over their sorted names,
+from a dry run); the reports are merged.
 """
 
 from __future__ import annotations
@@ -44,7 +54,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import pytest
 
@@ -56,124 +66,80 @@ from devtools.cluster.localcluster import REPO
 from devtools.cluster.polling import transient, wait_until
 from devtools.cluster.processes import die_with_parent
 from devtools.cluster.stack import TektonStack
+from tests.conftest import STRICT
 
 pytestmark = [pytest.mark.cluster, pytest.mark.shipwright_it]
 
 SPECS = 119
-# A spec takes 9-18 s (each waits for its namespace to go); one that fails waiting for a
-# state waits out the suite's fixed 300 s (TestBuild.TimeOut), hence the skips below. The
-# whole run takes about half an hour (BENCHMARKS.md); this bounds a hung one.
+# A spec takes 9-35 s (each waits for its namespace to go, 6 s); one that fails waiting
+# for a state waits out the suite's fixed 300 s (TestBuild.TimeOut). A whole run takes
+# about a quarter of an hour (BENCHMARKS.md); this bounds a hung one.
 SUITE_TIMEOUT = 60 * 60
+# How many runs of the suite share the specs not labelled PipelineRun, each on a stack of
+# its own, at once (module docstring). 1 where there are no network namespaces: each run
+# binds :30443 on the host.
+SHARDS = 3
 # The suite's conversion webhook serves TLS from these fixed paths.
 WEBHOOK_CERT, WEBHOOK_KEY = Path("/tmp/server-cert.pem"), Path("/tmp/server-key.pem")
 GITHUB = ("github.com", 443)
 # The Ginkgo label of the specs that need BuildRuns run as PipelineRuns.
 PIPELINERUN = "PipelineRun"
 
+
+class Cannot(NamedTuple):
+    """Why a spec cannot pass here, and `failure`: a substring of the message its failure
+    has in Ginkgo's JSON report (Failure.Message, and a panic's value), so a listed spec
+    failing for another reason fails the test. "" for a spec skipped by name.
+    `may_pass`: a race whose outcome the machine's timing decides (`why` says which), so
+    the spec passes or fails with `failure`, and either is accepted."""
+    why: str
+    failure: str = ""
+    may_pass: bool = False
+
+
 NEEDS_GITHUB = ("verify.repository: asks github.com, which this machine cannot reach "
                 "(run, and expected to pass, when it answers)")
 _KWOK = ("kwok plays the kubelet and runs no container: a step's fate comes from its command "
-         "(hack/kwok/stages/README: true, false and sleep are emulated), and a kaniko or "
-         "buildah step exits 0 at once, so ")
-BUILD_ENDS_AT_ONCE = _KWOK + (
-    "a spec that needs the build still running (to time out, be cancelled, outlive its "
-    "Build, keep its ServiceAccount) or failing as the real tool would, sees it Succeeded")
-BUILD_ENDS_AT_ONCE_WAITS = BUILD_ENDS_AT_ONCE + (
-    "; this one then waits out the suite's fixed 300 s, so it is skipped by name")
-BUILD_RACES = _KWOK + (
-    "whether the spec's next 3 s poll still finds the build running (or timed out first, "
-    "for a 1 s timeout) depends on the machine's load: each passed in one whole run and "
-    "failed in another, so it is skipped by name rather than listed as failing or passing")
-KWOK_RUNS_NOTHING = ("kwok runs no container, so nothing the strategy's steps would write "
-                     "(results, source timestamps, vulnerabilities, an image) exists")
-FIELD_MANAGER = ("controller difference, for the lead: looks for Shipwright's field managers "
-                 "by name in managedFields (shipwright-buildrun-controller on the TaskRun, "
-                 "shipwright-build-controller on the Build); ours writes as "
-                 "buildrun-controller (controller/runtime/kube.py USER_AGENT)")
-RETENTION_IMMUTABLE = ("ours refuses a change to a BuildRun's spec.retention, a finished one's "
-                       "TTL too (its CRD: 'spec.retention is immutable: create a new "
-                       "BuildRun'; docs/shipwright-api.md's CRD differences: a BuildRun is "
-                       "one try); Shipwright lets it be lowered")
-LONG_NAME = ("ours cuts label values to 63 characters, so a BuildRun with a 64-character name "
-             "runs (docs/taskrun.md, \"Where we differ on purpose\"); Shipwright's TaskRun is "
-             "refused and the BuildRun fails BuildRunNameInvalid")
-# Specs listed for these reasons are skipped by name (--ginkgo.skip) and must be reported
-# skipped; NEEDS_GITHUB ones only while github.com does not answer.
-SKIPPED = frozenset({BUILD_ENDS_AT_ONCE_WAITS, BUILD_RACES})
-# Each spec of the suite that cannot pass here, by its full text, and why; every other
-# spec must pass. From the whole runs in BENCHMARKS.md.
-CANNOT_PASS: dict[str, str] = {
+         "(hack/kwok/stages/README: true, false and sleep are emulated; any other step runs "
+         "5 s and exits 0), so ")
+KWOK_RUNS_NOTHING = _KWOK + ("nothing the strategy's steps would write (results, source "
+                             "timestamps, vulnerabilities, an image) exists")
+TOOL_REFUSES_FLAG = _KWOK + (
+    "this strategy's kaniko, whose flag is misspelled on purpose, does not exit 1 at once as "
+    "the real one would: the BuildRun succeeds and the spec's read of its failureDetails "
+    "panics")
+# A BuildRun's Succeeded condition True where the spec wants False, as Gomega words it.
+SUCCEEDED = "<v1.ConditionStatus>: True\nto equal\n    <v1.ConditionStatus>: False"
+# Each spec of the suite that cannot pass here, by its full text: why, and the failure it
+# shows now. Every other spec must pass. From the whole runs in BENCHMARKS.md.
+CANNOT_PASS: dict[str, Cannot] = {
     "Integration tests Build and referenced Source url when the build source url protocol "
     "is http and the verify annotation is true should validate source url successfully":
-        NEEDS_GITHUB,
+        Cannot(NEEDS_GITHUB),
     "Integration tests Build and referenced Source url when the build source url protocol "
     "is https and the verify annotation is true should validate source url successfully":
-        NEEDS_GITHUB,
-    "Integration tests BuildRuns and TaskRuns when a buildrun is created but fails because "
-    "of a timeout should reflect a TaskRunTimeout reason and Completion time on timeout":
-        BUILD_ENDS_AT_ONCE_WAITS,
-    "Integration tests BuildRuns and TaskRuns when a standalone buildrun is created and the "
-    "buildrun is cancelled should reflect a TaskRunCancelled reason and no completionTime":
-        BUILD_ENDS_AT_ONCE_WAITS,
-    "Integration tests BuildRuns and TaskRuns when a buildrun is created and the buildrun "
-    "is cancelled should reflect a TaskRunCancelled reason in the taskrun, BuildRunCanceled "
-    "in the buildrun, and no completionTime": BUILD_ENDS_AT_ONCE_WAITS,
-    "Integration tests BuildRuns and TaskRuns when a buildrun is created and the taskrun "
-    "deleted before completion should reflect a Failed reason": BUILD_ENDS_AT_ONCE_WAITS,
-    "Integration tests Build and BuildRuns when a buildrun defines build spec properties "
-    "should be able to override the build timeout": BUILD_RACES,
-    "Integration tests Build and BuildRuns when a build with a short timeout is defined "
-    "should fail the builRun with a Reason": BUILD_ENDS_AT_ONCE,
-    "Integration tests Build and BuildRuns when a build is deleted after the buildrun "
-    "creation does not fail the buildrun and nothing is reflected in the buildrun status":
-        BUILD_ENDS_AT_ONCE,
+        Cannot(NEEDS_GITHUB),
     "Integration tests BuildRuns and TaskRuns when buildrun uses conditions when condition "
-    "status is false reflects a timeout": BUILD_ENDS_AT_ONCE,
-    "Integration tests BuildRuns and TaskRuns when buildrun uses conditions when condition "
-    "status is false reflects a failed reason": BUILD_ENDS_AT_ONCE,
-    "Integration tests BuildRuns and TaskRuns when a buildrun is created and the taskrun "
-    "is cancelled should reflect a TaskRunCancelled reason and no completionTime":
-        BUILD_ENDS_AT_ONCE,
-    "Integration tests BuildRuns and Service-accounts when a buildrun is created with "
-    "autogenerated service-account creates a new service-account and deletes it after the "
-    "build is terminated": BUILD_ENDS_AT_ONCE,
-    "Integration tests BuildRuns and Service-accounts when a buildrun is cancelled with an "
-    "autogenerated serviceaccount it deletes it after the build is cancelled":
-        BUILD_ENDS_AT_ONCE,
+    "status is false reflects a failed reason":
+        Cannot(TOOL_REFUSES_FLAG, "invalid memory address or nil pointer dereference"),
     "Checking BuildRun Status fields Verifying BuildRun status source results should have "
-    "the correct source timestamp for Git sources": KWOK_RUNS_NOTHING,
+    "the correct source timestamp for Git sources":
+        Cannot(KWOK_RUNS_NOTHING, "<*v1beta1.SourceResult | 0x0>: nil"),
     "Checking BuildRun Status fields Verifying BuildRun status source results should have "
-    "the correct source timestamp for Bundle sources": KWOK_RUNS_NOTHING,
+    "the correct source timestamp for Bundle sources":
+        Cannot(KWOK_RUNS_NOTHING, "<*v1beta1.SourceResult | 0x0>: nil"),
     "Vulnerability scan tests when a build with vulnerability scan options is defined "
-    "should fail the builRun with a Reason": KWOK_RUNS_NOTHING,
+    "should fail the builRun with a Reason": Cannot(KWOK_RUNS_NOTHING, SUCCEEDED),
     "Vulnerability scan tests When a buildrun with vulnerability scan is defined should "
-    "fail the builRun with a Reason": KWOK_RUNS_NOTHING,
+    "fail the builRun with a Reason": Cannot(KWOK_RUNS_NOTHING, SUCCEEDED),
     "Vulnerability scan tests When both build and buildrun with vulnerability scan is "
-    "defined should override the vulnerability settings from builRun": KWOK_RUNS_NOTHING,
+    "defined should override the vulnerability settings from builRun":
+        Cannot(KWOK_RUNS_NOTHING, SUCCEEDED),
     "Vulnerability scan tests When a standalone buildrun with vulnerability scan is "
-    "defined should fail the builRun with a Reason": KWOK_RUNS_NOTHING,
+    "defined should fail the builRun with a Reason": Cannot(KWOK_RUNS_NOTHING, SUCCEEDED),
     "Integration tests BuildStrategies and TaskRuns buildstrategy with defined parameters "
     "when a taskrun fails with an error result surfaces the result to the buildrun":
-        KWOK_RUNS_NOTHING,
-    "Integration tests for retention limits and ttls for succeeded buildruns. When we lower "
-    "a successfully completed buildrun's ttl retention parameters. Original param - 5m, "
-    "Updated param - 5s Should not find the buildrun few seconds after it succeeds":
-        RETENTION_IMMUTABLE,
-    "Integration tests for retention limits and ttls of buildRuns that fail When we lower "
-    "a failed completed buildrun's ttl retention parameters. Original param - 5m, Updated "
-    "param - 5s Should not find the buildrun few seconds after it succeeds":
-        RETENTION_IMMUTABLE,
-    "Integration tests BuildRuns and TaskRuns when a buildrun is created with invalid name "
-    "fails the buildrun with a proper error in Reason": LONG_NAME,
-    "Integration tests BuildRuns and TaskRuns when a buildrun is created should create a "
-    "taskrun that is owned by the buildrun": FIELD_MANAGER,
-    "Integration tests Build and TaskRun when a build with annotation or label is defined "
-    "when creating the build should set the buildrun controller as a field manager":
-        FIELD_MANAGER,
-    "Integration tests BuildRuns and PipelineRuns when condition status is false reflects "
-    "a timeout": BUILD_ENDS_AT_ONCE,
-    "Integration tests BuildRuns and PipelineRuns when pipelinerun status changes should "
-    "synchronize running status to buildrun": BUILD_RACES,
+        Cannot(KWOK_RUNS_NOTHING, "<*v1beta1.FailureDetails | 0x0>: nil"),
 }
 
 
@@ -203,20 +169,58 @@ def labels(spec: dict[str, Any]) -> set[str]:
             *(label for level in spec.get("ContainerHierarchyLabels") or [] for label in level)}
 
 
-def results(report_path: Path) -> tuple[int, dict[str, tuple[str, set[str]]]]:
-    """(the random seed, spec -> (its state: "passed", "failed", "skipped", ...; its
-    labels)) from Ginkgo's JSON report."""
+class Spec(NamedTuple):
+    """One spec in Ginkgo's JSON report: its state ("passed", "failed", "panicked",
+    "timedout", "skipped", ...), labels, failure message (a panic's value after it; ""
+    when it did not fail) and seconds run."""
+    state: str
+    labels: set[str]
+    failure: str
+    seconds: float
+
+
+def results(report_path: Path) -> tuple[int, dict[str, Spec]]:
+    """(the random seed, spec name -> Spec) from Ginkgo's JSON report."""
     [suite] = json.loads(report_path.read_text())
-    return suite["SuiteConfig"]["RandomSeed"], {
-        spec_name(s): (s["State"], labels(s))
-        for s in suite["SpecReports"] if s.get("LeafNodeType") == "It"}
+    specs = {}
+    for s in suite["SpecReports"]:
+        if s.get("LeafNodeType") != "It":
+            continue
+        failure = s.get("Failure") or {}
+        message = "\n".join(filter(None, [failure.get("Message"),
+                                          failure.get("ForwardedPanic")]))
+        specs[spec_name(s)] = Spec(s["State"], labels(s), message, s.get("RunTime", 0) / 1e9)
+    return suite["SuiteConfig"]["RandomSeed"], specs
 
 
-def skip_pattern(names: list[str]) -> str:
-    """A --ginkgo.skip regular expression matching exactly these full spec texts. Ginkgo
-    matches it against "<suite description> <spec text>" (internal/focus.go), so it is
-    anchored at the end and at the blank before the spec's text."""
+def names_pattern(names: list[str]) -> str:
+    """A --ginkgo.focus or --ginkgo.skip regular expression matching exactly these full
+    spec texts. Ginkgo matches it against "<suite description> <spec text>"
+    (internal/focus.go), so it is anchored at the end and at the blank before the
+    spec's text."""
     return "^Integration Suite (" + "|".join(re.escape(n) for n in names) + ")$"
+
+
+def dry_run(binary: Path, label_filter: str, where: Path) -> list[str]:
+    """The full texts of the specs `label_filter` selects, from a dry run of the suite
+    (no cluster, no BeforeSuite: about 0.05 s)."""
+    report = where / "dry-run.json"
+    subprocess.run([str(binary), "--ginkgo.dry-run", f"--ginkgo.json-report={report}",
+                    "--ginkgo.no-color", f"--ginkgo.label-filter={label_filter}"],
+                   check=True, stdout=subprocess.DEVNULL, cwd=where)
+    return sorted(name for name, spec in results(report)[1].items()
+                  if spec.state == "passed")
+
+
+def shares(names: list[str], runs: int) -> list[list[str]]:
+    """`names` dealt round robin, in sorted order, to at most `runs` runs; none empty."""
+    ordered = sorted(names)
+    return [share for share in (ordered[i::runs] for i in range(runs)) if share]
+
+
+def mkdirs(path: Path) -> Path:
+    path.mkdir(parents=True, exist_ok=True)
+    return path
 
 
 def ensure_webhook_certs() -> None:
@@ -269,68 +273,154 @@ async def cluster_strategies(kube: Kube) -> set[str]:
     return set(found[0])
 
 
-async def run_and_check(stack: TektonStack, kube: Kube, tmp_path: Path, pipelineruns: bool,
-                        env: dict[str, str]) -> None:
-    """Runs the suite's specs labelled PipelineRun (`pipelineruns`) or all the others,
-    with `env` added to the controller's environment, and holds the results to
-    CANNOT_PASS."""
-    binary = suite_binary()
-    ensure_webhook_certs()
-    reachable = github_answers()
-    skipped = sorted(name for name, why in CANNOT_PASS.items()
-                     if why in SKIPPED or (why == NEEDS_GITHUB and not reachable))
-    expected_failing = {name for name, why in CANNOT_PASS.items()
-                        if why != NEEDS_GITHUB} - set(skipped)
+class Run(NamedTuple):
+    """One run of the suite's binary: the specs it was given, where its log and report
+    are, and how long it took (its stack's start-up not included)."""
+    names: list[str]
+    folder: Path
+    seconds: float
 
+
+async def run_share(stack: TektonStack, binary: Path, names: list[str], label_filter: str,
+                    env: dict[str, str], folder: Path, isolated: bool) -> Run:
+    """Runs the suite's binary on `stack` for the specs `names` (--ginkgo.focus), with our
+    controller and `env` added to its environment, with the step fates on `stack`; in a
+    network namespace of its own when `isolated`."""
     kubeconfig = str(stack.cluster.kubeconfig)
     controller = (f"{sys.executable} -m controller --kubeconfig {kubeconfig} "
                   "--metrics-bind-address 0 --health-probe-bind-address 0 "
                   "--shutdown-grace-period 5 --log-format text")
     env = {**os.environ, "KUBECONFIG": kubeconfig, "SHIPWRIGHT_IT_CONTROLLER": controller,
            "PYTHONPATH": str(REPO), **env}
-    report = tmp_path / "report.json"
-    label_filter = PIPELINERUN if pipelineruns else f"!{PIPELINERUN}"
-    argv = [str(binary), f"--ginkgo.json-report={report}", "--ginkgo.no-color",
-            "--ginkgo.randomize-all", f"--ginkgo.timeout={SUITE_TIMEOUT}s",
-            f"--ginkgo.label-filter={label_filter}"]
-    if skipped:
-        argv.append(f"--ginkgo.skip={skip_pattern(skipped)}")
-
-    before = await cluster_strategies(kube)
+    argv = [str(binary), f"--ginkgo.json-report={folder / 'report.json'}",
+            "--ginkgo.no-color", "--ginkgo.randomize-all",
+            f"--ginkgo.timeout={SUITE_TIMEOUT}s", f"--ginkgo.label-filter={label_filter}",
+            f"--ginkgo.focus={names_pattern(names)}"]
     started = time.monotonic()
     port = int(stack.cluster.url.rsplit(":", 1)[1])
     async with FateWebhook(stack.cluster, lambda namespace, buildrun: None,
                            name="steps.buildrun-controller.test", from_steps=True):
-        if netns.available() is None:
-            async with netns.Gateway(tmp_path / "netns", [port]) as gateway:
-                await run_suite(gateway.command(argv), env, tmp_path / "suite.log")
+        if isolated:
+            async with netns.Gateway(folder / "netns", [port]) as gateway:
+                await run_suite(gateway.command(argv), env, folder / "suite.log")
         else:  # no namespaces here: the suite binds :30443 on the host
-            await run_suite(argv, env, tmp_path / "suite.log")
+            await run_suite(argv, env, folder / "suite.log")
+    return Run(names, folder, time.monotonic() - started)
+
+
+async def run_on_a_stack_of_its_own(binary: Path, names: list[str], label_filter: str,
+                                    env: dict[str, str], folder: Path) -> Run:
+    """run_share on a TektonStack started for it (as the session's: tests/conftest.py),
+    stopped after."""
+    async with TektonStack(folder / "stack", apiserver_args=STRICT) as stack:
+        return await run_share(stack, binary, names, label_filter, env, folder, True)
+
+
+async def run_and_check(stack: TektonStack, kube: Kube, tmp_path: Path, pipelineruns: bool,
+                        env: dict[str, str], runs: int = 1) -> None:
+    """Runs the suite's specs labelled PipelineRun (`pipelineruns`) or all the others,
+    shared among `runs` runs at once (the first on the session's `stack`, each other on
+    a stack of its own), with `env` added to the controller's environment, and holds
+    the merged results to CANNOT_PASS."""
+    binary = suite_binary()
+    ensure_webhook_certs()
+    label_filter = PIPELINERUN if pipelineruns else f"!{PIPELINERUN}"
+    selection = dry_run(binary, label_filter, tmp_path)
+    reachable = github_answers()
+    skipped = sorted(name for name, cannot in CANNOT_PASS.items()
+                     if cannot.why == NEEDS_GITHUB and not reachable and name in selection)
+    isolated = netns.available() is None
+    if not isolated:
+        runs = 1
+    dealt = shares([name for name in selection if name not in skipped], runs)
+    for i in range(len(dealt)):
+        mkdirs(tmp_path / f"run{i}")
+
+    before = await cluster_strategies(kube)
+    started = time.monotonic()
+    async with asyncio.TaskGroup() as group:  # one failing stops the others
+        tasks = [group.create_task(run_share(stack, binary, dealt[0], label_filter, env,
+                                             tmp_path / "run0", isolated))]
+        tasks += [group.create_task(run_on_a_stack_of_its_own(
+            binary, names, label_filter, env, tmp_path / f"run{i}"))
+            for i, names in enumerate(dealt[1:], 1)]
+    done = [task.result() for task in tasks]
     wall = time.monotonic() - started
     for name in await cluster_strategies(kube) - before:  # the suite's, left behind
         await kube.delete(CLUSTERBUILDSTRATEGIES, None, name)
 
-    assert report.exists(), (tmp_path / "suite.log").read_text()[-3000:]
-    seed, reported = results(report)
-    where = f"(seed {seed}: rerun that order with --ginkgo.seed={seed}; log {tmp_path})"
-    selected = {name: state for name, (state, tags) in reported.items()
-                if (PIPELINERUN in tags) == pipelineruns}
-    counts = collections.Counter(
-        "skipped by name" if name in skipped else state for name, state in selected.items())
+    ran: dict[str, Spec] = {}
+    seeds = []
+    for run in done:
+        report = run.folder / "report.json"
+        assert report.exists(), (run.folder / "suite.log").read_text()[-3000:]
+        seed, reported = results(report)
+        seeds.append(f"{run.folder.name}: seed {seed}, {run.seconds:.0f} s")
+        assert len(reported) == SPECS, sorted(reported)
+        assert set(CANNOT_PASS) <= set(reported), set(CANNOT_PASS) - set(reported)
+        assert {spec.state for name, spec in reported.items() if name not in run.names} <= {
+            "skipped"}, f"{run.folder}: ran a spec it was not given"
+        assert {name: reported[name].state for name in skipped} == dict.fromkeys(
+            skipped, "skipped")
+        ran |= {name: reported[name] for name in run.names}
+    where = (f"(rerun one in the same order with --ginkgo.seed and its --ginkgo.focus; "
+             f"{'; '.join(seeds)}; logs and reports in {tmp_path}/run*)")
+    counts = collections.Counter(spec.state for spec in ran.values())
     print(f"\nShipwright's integration suite, --ginkgo.label-filter={label_filter}: "
-          f"{wall:.0f} s, {len(selected)} specs: {dict(counts)} {where}")
-    assert len(reported) == SPECS, sorted(reported)
-    assert set(CANNOT_PASS) <= set(reported), set(CANNOT_PASS) - set(reported)
-    assert {state for name, (state, _) in reported.items() if name not in selected} <= {
-        "skipped"}, f"ran a spec --ginkgo.label-filter={label_filter} leaves out"
-    skipped = [name for name in skipped if name in selected]
-    assert {name: selected[name] for name in skipped} == dict.fromkeys(skipped, "skipped")
-    ran = {name: state for name, state in selected.items() if name not in skipped}
-    assert sorted(name for name, state in ran.items() if state == "skipped") == [], where
-    failed = {name for name, state in ran.items() if state != "passed"}
-    assert sorted(failed - expected_failing) == [], f"failing, not in CANNOT_PASS {where}"
-    assert sorted((expected_failing & set(ran)) - failed) == [], (
-        f"in CANNOT_PASS, passing now {where}")
+          f"{wall:.0f} s in {len(done)} run(s) at once, {len(selection)} specs: "
+          f"{dict(counts)}, {len(skipped)} skipped by name {where}")
+    assert sorted(set(selection) - set(ran) - set(skipped)) == [], "specs no run was given"
+    assert {what: names for what, names in verdict(ran).items() if names} == {}, where
+
+
+def verdict(ran: dict[str, Spec], table: dict[str, Cannot] | None = None
+            ) -> dict[str, list[str]]:
+    """What is wrong with the specs `ran` (by name) against `table` (CANNOT_PASS): each
+    must pass unless listed (NEEDS_GITHUB ones must pass when run); a listed one must
+    fail, with its failure in its message, or may pass too if it races."""
+    table = CANNOT_PASS if table is None else table
+    failed = {name for name, spec in ran.items() if spec.state != "passed"}
+    listed = {name for name, cannot in table.items() if cannot.why != NEEDS_GITHUB}
+    racing = {name for name, cannot in table.items() if cannot.may_pass}
+    return {
+        "skipped, though a run was given it": sorted(
+            name for name, spec in ran.items() if spec.state == "skipped"),
+        "failing, not in CANNOT_PASS": sorted(
+            f"{name}: {ran[name].failure[:300]}" for name in failed - listed),
+        "in CANNOT_PASS, passing now": sorted((listed & set(ran)) - failed - racing),
+        "in CANNOT_PASS, failing for another reason": sorted(
+            f"{name}: {ran[name].failure[:300]}" for name in failed & listed
+            if table[name].failure not in ran[name].failure),
+    }
+
+
+def test_verdict_holds_each_spec_to_its_entry() -> None:
+    """The table is checked every way it can be wrong (no suite run: a few ms)."""
+    table = {"a": Cannot("why a", "boom"), "b": Cannot("why b", "late", may_pass=True),
+             "g": Cannot(NEEDS_GITHUB)}
+
+    def spec(state: str, failure: str = "") -> Spec:
+        return Spec(state, set(), failure, 1.0)
+
+    good = {"a": spec("failed", "Expected\nboom!"), "b": spec("passed"), "g": spec("passed"),
+            "z": spec("passed")}
+    assert not any(verdict(good, table).values())
+    assert not any(verdict(good | {"b": spec("failed", "too late")}, table).values())
+    assert not any(verdict(good | {"a": spec("panicked", "Test Panicked\nboom")},
+                           table).values())
+    assert verdict(good | {"z": spec("failed", "x")}, table)[
+        "failing, not in CANNOT_PASS"] == ["z: x"]
+    assert verdict(good | {"g": spec("failed", "no such host")}, table)[
+        "failing, not in CANNOT_PASS"] == ["g: no such host"]
+    assert verdict(good | {"a": spec("passed")}, table)["in CANNOT_PASS, passing now"] == ["a"]
+    assert verdict(good | {"a": spec("failed", "other")}, table)[
+        "in CANNOT_PASS, failing for another reason"] == ["a: other"]
+    assert verdict(good | {"b": spec("failed", "other")}, table)[
+        "in CANNOT_PASS, failing for another reason"] == ["b: other"]
+    assert verdict(good | {"z": spec("skipped")}, table)[
+        "skipped, though a run was given it"] == ["z"]
+    assert all(cannot.failure for cannot in CANNOT_PASS.values()
+               if cannot.why != NEEDS_GITHUB), "a listed spec names the failure it shows"
 
 
 @pytest.mark.timeout(SUITE_TIMEOUT + 300)
@@ -338,7 +428,7 @@ async def test_shipwrights_integration_suite_against_ours(stack: TektonStack, ku
                                                           tmp_path: Path) -> None:
     """Every spec but those labelled PipelineRun, as Shipwright's `make test-integration`
     runs them (--label-filter='!PipelineRun'), against our controller as it starts."""
-    await run_and_check(stack, kube, tmp_path, pipelineruns=False, env={})
+    await run_and_check(stack, kube, tmp_path, pipelineruns=False, env={}, runs=SHARDS)
 
 
 @pytest.mark.timeout(SUITE_TIMEOUT + 300)

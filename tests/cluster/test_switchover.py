@@ -52,6 +52,9 @@ Shipwright created but never recorded in the BuildRun's status. Ours adopts it (
 finds the BuildRun's TaskRuns by owner in its cache, Observer._unrecorded_run);
 until that fix it made a second TaskRun, and this test was a strict xfail.
 
+The third is the rollback's own risk: a TaskRun ours made, deleted once Shipwright is
+back, must still lead Shipwright to its BuildRun (by its name: TaskRunIsMissing).
+
 Shipwright's controller watches every namespace (it has no option to watch fewer) and
 runs as admin; ours watches only the test's namespace. The session's CRDs are ours
 again when the test ends, however it ends.
@@ -77,10 +80,11 @@ from aiohttp import web
 
 from controller.buildrun import reasons
 from controller.runtime.informers import Informer
-from controller.runtime.kube import JSON, MERGE_PATCH, ApiError, ConfigError, Kube
+from controller.runtime.kube import JSON, LEASES, MERGE_PATCH, ApiError, ConfigError, Kube
+from controller.shipwright import field_managers
 from controller.shipwright.crds import CRDS, NAMES
 from controller.shipwright.labels import LABEL_BUILDRUN
-from controller.shipwright.resources import BUILDRUNS
+from controller.shipwright.resources import BUILDRUNS, TASKRUNS
 from devtools.cluster import shipwright_controller as sw
 from devtools.cluster.fates import FateWebhook
 from devtools.cluster.localcluster import REPO, LocalCluster, free_port
@@ -411,3 +415,53 @@ async def test_a_taskrun_shipwright_never_recorded_is_adopted(
             assert condition(done)["reason"] == reasons.SUCCEEDED
     finally:
         await cluster.apply_crds([OUR_CRDS])
+
+
+async def test_after_a_rollback_shipwright_finds_the_buildrun_of_a_deleted_taskrun(
+    cluster: LocalCluster, kube: Kube, namespace: str, fates: FateWebhook, tmp_path: Path,
+) -> None:
+    """The rollback as an operator makes it: ours runs builds, Shipwright takes over
+    (its CRDs, then its controller), and a running TaskRun ours made is deleted.
+    Shipwright finds its BuildRun by the TaskRun's name alone (VerifyRequestName strips
+    `-[a-z0-9]{5}$`) and fails it TaskRunIsMissing; the other one it finishes as its own.
+    With ours' earlier names (an 8-hex hash) the BuildRun stayed Running for good.
+
+    Shipwright's Lease is written under the field manager the API server makes of its
+    binary's User-Agent, the one ours names for its own Lease and Events
+    (controller.shipwright.field_managers.BUILD_CONTROLLER)."""
+    w = World(kube, namespace, fates)
+    for name in ("deleted", "kept"):
+        w.fate(name, fate="hold")
+    try:
+        await w.strategy()
+        await w.build()
+        async with running_controller(controller_settings(cluster, namespace)):
+            for name in ("deleted", "kept"):
+                await w.buildrun(name)
+                await running_pod(w, name)
+        ours = {name: (await w.get(name))["status"]["taskRunName"] for name in ("deleted", "kept")}
+        await sw.apply_crds(cluster, sw.crds())
+        async with sw.ShipwrightController(cluster.kubeconfig, tmp_path / "shipwright.log",
+                                           lease_seconds=6):
+            # Shipwright runs a new BuildRun: it leads and its informers have synced, so
+            # it will see the deletion.
+            await w.buildrun("probe")
+            await w.finished("probe", 60)
+            await kube.delete(TASKRUNS, namespace, ours["deleted"])
+
+            async def missing() -> JSON | None:
+                br = await w.get("deleted")
+                return br if condition(br).get("reason") == reasons.TASK_RUN_IS_MISSING else None
+            deleted = await wait_for(missing, 60, 0.2, what="Shipwright's TaskRunIsMissing")
+            await release(w, "kept")
+            kept = await w.finished("kept", 60)
+            lease = await kube.get(LEASES, "default", "shipwright-build-controller-lock")
+    finally:
+        await cluster.apply_crds([OUR_CRDS])
+    cond = condition(deleted)
+    assert (cond["status"], cond["message"]) == (
+        "False", f"taskRun {ours['deleted']} doesn't exist"), cond
+    assert condition(kept)["reason"] == reasons.SUCCEEDED, condition(kept)
+    assert kept["status"]["taskRunName"] == ours["kept"]
+    assert {e["manager"] for e in lease["metadata"]["managedFields"]} == {
+        field_managers.BUILD_CONTROLLER}

@@ -24,6 +24,7 @@ from controller.buildrun.reconciler import BuildRunReconciler
 from controller.buildrun.status import run_finished
 from controller.runtime.events import EventRecorder
 from controller.runtime.kube import JSON, PODS, ApiError, Kube, Resource
+from controller.runtime.timestamps import parse_time
 from controller.settings import RetryBudget
 from controller.shipwright.resources import BUILDRUNS, BUILDS, BUILDSTRATEGIES, TASKRUNS
 from devtools.cluster import fixtures
@@ -104,12 +105,16 @@ async def test_failing_step_is_failed_with_failure_details(
         await world.buildrun("bad")
         done = await world.finished("bad", 60)
     cond = condition(done)
+    tr = await taskrun(world, "bad")
+    pod_name = tr["status"]["podName"]
+    # Tekton v1.12 says StepFailed (v1.10 said Failed); Shipwright's reason and words.
     assert (cond["status"], cond["reason"]) == ("False", reasons.FAILED), cond
-    assert "step build failed with exit code 3" in cond["message"]
-    details = done["status"]["failureDetails"]
-    assert details["reason"] == reasons.FAILED
-    assert details["location"] == {"pod": (await taskrun(world, "bad"))["status"]["podName"],
-                                   "container": "step-build"}
+    assert cond["message"] == (
+        f"buildrun step step-build failed, for detailed information: kubectl --namespace "
+        f"{world.ns} logs {pod_name} --container=step-build")
+    # The strategy wrote no error results: only where it failed (UpdateBuildRunUsingTaskFailures).
+    assert done["status"]["failureDetails"] == {
+        "location": {"pod": pod_name, "container": "step-build"}}
 
 
 async def test_oom_killed_step_is_step_out_of_memory(
@@ -143,6 +148,9 @@ async def test_evicted_pod_is_pod_evicted(
 async def test_timeout_tekton_stops_the_taskrun_and_deletes_its_pod(
     stack: TektonStack, world: World
 ) -> None:
+    """Tekton's timeout ends the TaskRun (TaskRunTimeout), as under Shipwright: the
+    BuildRun's startTime is the TaskRun's, so our own deadline, a backstop --timeout-grace
+    later (60 s here), never comes first."""
     world.fate("slow", fate="hold")
     async with controller(stack, world):
         await world.buildrun("slow", timeout="3s")
@@ -150,16 +158,49 @@ async def test_timeout_tekton_stops_the_taskrun_and_deletes_its_pod(
         done = await world.finished("slow", 60)
         await gone(world, PODS, pod["metadata"]["name"])
     assert condition(done)["reason"] == reasons.BUILD_RUN_TIMEOUT, condition(done)
-    # Shipwright's words whichever noticed first (its integration suite checks them).
+    # Shipwright's words (its integration suite checks them).
     assert condition(done)["message"] == "BuildRun slow failed to finish within 3s"
     tr = await taskrun(world, "slow")
     assert tr["spec"]["timeout"] == "3s"
-
+    assert "status" not in tr["spec"], tr["spec"]  # never cancelled by us
     tekton = await tekton_verdict(world, "slow")
-    # Who noticed first: Tekton (TaskRunTimeout) or our deadline (then we cancel it).
-    assert (tekton["status"], tekton["reason"]) in (
-        ("False", "TaskRunTimeout"), ("False", "TaskRunCancelled")), tekton
-    print(f"\ntimeout: BuildRun {condition(done)['message']!r}; TaskRun {tekton['reason']}")
+    assert (tekton["status"], tekton["reason"]) == ("False", "TaskRunTimeout"), tekton
+    tr = await taskrun(world, "slow")
+    assert done["status"]["startTime"] == tr["status"]["startTime"]
+    late = (parse_time(tr["status"]["completionTime"]) - parse_time(  # type: ignore[operator]
+        tr["status"]["startTime"])).total_seconds() - 3
+    print(f"\ntimeout: TaskRun {tekton['reason']} {late:.0f} s after its 3 s "
+          f"(completionTime - startTime - timeout, whole seconds)")
+
+
+async def test_the_timeout_backstop_when_tekton_never_ends_the_taskrun(
+    stack: TektonStack, world: World
+) -> None:
+    """Tekton's controller down: nobody starts the TaskRun nor times it out. The BuildRun
+    ends BuildRunTimeout --timeout-grace past its timeout, counted from the TaskRun's
+    creation, and its TaskRun is cancelled, which Tekton carries out once it is back."""
+    stack.stop_tekton_controller()
+    try:
+        async with controller(stack, world, timeout_grace=2.0):
+            await world.buildrun("stuck", timeout="2s")
+            name = await world.taskrun_of("stuck")
+            done = await world.finished("stuck", 30)
+
+            async def cancelled() -> JSON | None:  # the cancel follows the status write
+                tr = await taskrun(world, "stuck")
+                return tr if tr["spec"].get("status") == "TaskRunCancelled" else None
+            tr = await wait_for(cancelled, 10, 0.1, what="the TaskRun to be cancelled")
+    finally:
+        stack.start_tekton_controller()
+    assert (condition(done)["reason"], condition(done)["message"]) == (
+        reasons.BUILD_RUN_TIMEOUT, "BuildRun stuck failed to finish within 2s")
+    assert "startTime" not in done["status"]  # Tekton never started the TaskRun
+    waited = (parse_time(done["status"]["completionTime"]) - parse_time(  # type: ignore[operator]
+        tr["metadata"]["creationTimestamp"])).total_seconds()
+    assert 4 <= waited <= 8, waited  # 2 s + 2 s of grace, whole seconds, a loaded machine
+    assert tr["metadata"]["name"] == name
+    tekton = await tekton_verdict(world, "stuck")
+    assert (tekton["status"], tekton["reason"]) == ("False", "TaskRunCancelled"), tekton
 
 
 async def test_cancel_makes_tekton_delete_the_pod(
@@ -176,6 +217,28 @@ async def test_cancel_makes_tekton_delete_the_pod(
     tr = await taskrun(world, "c")
     assert tr["spec"]["status"] == "TaskRunCancelled"
     assert (await tekton_verdict(world, "c"))["reason"] == "TaskRunCancelled"
+
+
+async def test_a_cancel_that_meets_a_deleted_taskrun_creates_nothing(
+    stack: TektonStack, world: World
+) -> None:
+    """The cancel is a server-side apply (as Shipwright's Cancel), which would create a
+    TaskRun deleted since it was read: Tekton's webhook refuses one with nothing but
+    spec.status, and the cancel takes that as a run with nothing left to stop."""
+    world.fate("gone", fate="hold")
+    async with controller(stack, world):
+        await world.buildrun("gone")
+        tr = await taskrun(world, "gone")
+    name = tr["metadata"]["name"]
+    await world.kube.delete(TASKRUNS, world.ns, name)
+
+    async def deleted() -> bool:
+        return await world.kube.get_or_none(TASKRUNS, world.ns, name) is None
+    await wait_for(deleted, 30, 0.1, what="the TaskRun to go")
+    reconciler = BuildRunReconciler(world.kube, Caches(), EventRecorder(world.kube, "t", "t"),
+                                    executor=TASKRUN)
+    await reconciler.actions.cancel(TASKRUN, tr)
+    assert await world.kube.get_or_none(TASKRUNS, world.ns, name) is None
 
 
 async def test_deleted_taskrun_is_missing_and_its_pod_collected(
@@ -242,7 +305,8 @@ async def test_pod_refused_by_a_limit_range_fails_without_a_pod(
     cond = condition(done)
     tr = await taskrun(world, "lr")
     print(f"\nLimitRange: TaskRun {condition(tr)['reason']}: {condition(tr)['message'][:300]}")
-    assert (cond["status"], cond["reason"]) == ("False", reasons.FAILED), cond
+    # Tekton's own reason, kept as Shipwright keeps it.
+    assert (cond["status"], cond["reason"]) == ("False", "PodCreationFailed"), cond
     assert "maximum memory usage per Pod is 1Gi" in cond["message"]
     assert condition(tr)["reason"] == "PodCreationFailed"
     assert not (tr["status"].get("podName")) and await pods(world) == []

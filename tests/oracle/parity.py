@@ -36,9 +36,12 @@ CREATED = "2026-01-02T03:04:05Z"
 NORMALISATION = [
     ("apiVersion, kind",
      "Shipwright's generator leaves TypeMeta empty; its typed client fills it in on create"),
-    ("metadata.name / generateName",
-     "ours is derived from the BuildRun (name + uid hash), so a restarted controller adopts "
-     "the TaskRun it made; Shipwright lets the API server pick (generateName)"),
+    ("metadata.name / generateName (ours is Shipwright's generateName and five characters "
+     "of [a-z0-9]; compared as that generateName)",
+     "ours names the TaskRun as the API server completes Shipwright's generateName, with "
+     "the five characters derived from the BuildRun's uid instead of drawn at random, so a "
+     "restarted controller adopts the TaskRun it made and, after a rollback, Shipwright "
+     "finds the BuildRun of a deleted one by its name"),
     ("metadata.ownerReferences",
      "Shipwright sets them outside GenerateTaskRun (SetControllerReference); ours are in the "
      "generated object, same content"),
@@ -72,6 +75,9 @@ PIPELINERUN_NORMALISATION = [
 ]
 
 _ENV_SUFFIX = re.compile(r"SHP_(CONFIGMAP|SECRET)_PARAM_[A-Z0-9]{5}")
+# The five characters the API server adds to a generateName (Shipwright's
+# VerifyRequestName strips the same).
+_SUFFIX = re.compile(r"(?<=-)[a-z0-9]{5}$")
 
 
 def load_yaml(path: Path) -> list[JSON]:
@@ -181,8 +187,11 @@ def _normalise_common(obj: JSON) -> None:
     obj.pop("apiVersion", None)
     obj.pop("kind", None)
     meta = obj.get("metadata") or {}
-    for field in ("name", "generateName", "ownerReferences"):
-        meta.pop(field, None)
+    # Ours is generateName completed as the API server would, but deterministically: the
+    # part before the five characters must be Shipwright's generateName.
+    if "name" in meta and not meta.get("generateName") and _SUFFIX.search(meta["name"]):
+        meta["generateName"] = _SUFFIX.sub("", meta.pop("name"))
+    meta.pop("ownerReferences", None)
     (meta.get("labels") or {}).pop(LABEL_BUILDRUN_UID, None)
     spec = obj.get("spec") or {}
     spec["params"] = sorted(spec.get("params") or [], key=lambda p: p["name"])

@@ -24,7 +24,6 @@ from controller.buildrun.reasons import (
     VOLUME_NOT_OVERRIDABLE,
 )
 from controller.buildrun.resources.steps import (
-    HASH_LENGTH,
     JSON,
     LABEL_MAX,
     PARAM_OUTPUT_IMAGE,
@@ -67,21 +66,47 @@ _LAST_APPLIED = "kubectl.kubernetes.io/last-applied-configuration"
 
 
 def run_name(buildrun: JSON) -> str:
-    """The TaskRun's or PipelineRun's name: derived from the BuildRun alone, so a
-    restarted controller finds the run it already created and a racing create gets
-    AlreadyExists. A TaskRun and a PipelineRun are different kinds, so they never meet
-    under it.
+    """The TaskRun's or PipelineRun's name: what Shipwright's generateName makes of the
+    BuildRun (its name and a dash, the API server adding five characters), with the five
+    characters derived from the BuildRun's uid instead of drawn at random. A TaskRun and
+    a PipelineRun are different kinds, so they never meet under it.
 
-    The uid hash keeps names apart when truncation makes two BuildRun names alike, and
-    when a BuildRun is recreated under the same name while its old TaskRun is still
-    being garbage-collected. The result is a DNS-1123 label (Tekton names the pod
-    after it).
+    Deterministic, so a restarted controller finds the run it already created and a
+    racing create gets AlreadyExists; the uid keeps apart a BuildRun recreated under the
+    same name while its old run is still being garbage-collected, and names cut to fit.
+    Shaped as Shipwright's, so that after a rollback Shipwright finds the BuildRun of a
+    deleted run by the name alone (VerifyRequestName strips `-[a-z0-9]{5}$`) and marks
+    it TaskRunIsMissing. At most 63 characters (Tekton puts the name in a label on the
+    pod): a BuildRun name over 57 is cut to 57 (generateName cuts it to 58, the dash
+    lost), and then, as with Shipwright's, the name no longer leads back to the BuildRun.
     """
     metadata = buildrun.get("metadata") or {}
-    digest = hashlib.sha256((metadata.get("uid") or "").encode()).hexdigest()[:HASH_LENGTH]
-    prefix = re.sub(r"[^a-z0-9-]", "-", (metadata.get("name") or "").lower())
-    prefix = prefix[: LABEL_MAX - HASH_LENGTH - 1].strip("-")
-    return f"{prefix}-{digest}" if prefix else digest
+    name = str(metadata.get("name") or "")
+    prefix = name[:RUN_NAME_PREFIX_MAX].rstrip("-.")
+    if not _DNS1123_SUBDOMAIN.fullmatch(prefix):
+        # Never for a name the API server admitted (a DNS-1123 subdomain, kept as it is).
+        prefix = re.sub(r"[^a-z0-9-]", "-", name.lower())[:RUN_NAME_PREFIX_MAX].strip("-")
+    suffix = _suffix(str(metadata.get("uid") or ""))
+    return f"{prefix}-{suffix}" if prefix else suffix
+
+
+# The API server's alphabet for generateName (k8s.io/apimachinery/pkg/util/rand): no
+# vowels, no 0, 1 or 3; all in Shipwright's [a-z0-9].
+_SUFFIX_ALPHABET = "bcdfghjklmnpqrstvwxz2456789"
+SUFFIX_LENGTH = 5
+# generateName's limit: the prefix is cut to 63 - 5 characters, the dash included.
+RUN_NAME_PREFIX_MAX = LABEL_MAX - SUFFIX_LENGTH - 1
+_DNS1123_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
+
+
+def _suffix(uid: str) -> str:
+    """Five characters of _SUFFIX_ALPHABET from the uid's hash (27**5, 14 million values)."""
+    value = int.from_bytes(hashlib.sha256(uid.encode()).digest()[:8], "big")
+    chars = []
+    for _ in range(SUFFIX_LENGTH):
+        value, index = divmod(value, len(_SUFFIX_ALPHABET))
+        chars.append(_SUFFIX_ALPHABET[index])
+    return "".join(chars)
 
 
 def base_task_spec() -> JSON:

@@ -82,8 +82,8 @@ SOURCE_TIMESTAMP = "SourceTimestamp"
 # Shipwright's PipelineRun generator takes a source timestamp as given whatever the
 # source, and points image-processing at $(results.shp-source-default-source-timestamp.path)
 # in the output-image task, which declares no such result: Tekton leaves the reference
-# unreplaced (v1.10.3, getTaskResultReplacements covers declared results only) and the
-# step fails after the whole build has run. The timestamp is the source-acquisition
+# unreplaced (v1.10.3 and v1.12.0: getTaskResultReplacements covers declared results
+# only) and the step fails after the whole build has run. The timestamp is the source-acquisition
 # task's, written in another pod. So it is refused before anything runs.
 SOURCE_TIMESTAMP_REFUSED = (
     "cannot use SourceTimestamp setting with the PipelineRun executor: the output-image "

@@ -29,6 +29,8 @@ from controller.runtime.errors import RetryableError, classify
 from controller.runtime.events import EventRecorder
 from controller.runtime.kube import JSON, PODS, SERVICEACCOUNTS, ApiError, Resource, key_of
 from controller.runtime.timestamps import format_time, parse_time
+from controller.settings import Settings
+from controller.shipwright import field_managers
 from controller.shipwright.conditions import succeeded_condition
 from controller.shipwright.params import UNDEFINED_PARAMETER
 from controller.shipwright.resources import (
@@ -44,6 +46,7 @@ from tests.fakekube import Call, FakeKube
 from tests.harness import metric
 
 NOW = datetime.datetime(2026, 12, 4, 1, 0, 0, tzinfo=datetime.UTC)
+GRACE = Settings.timeout_grace  # the reconciler's default, --timeout-grace
 DIGEST = "sha256:" + "ab" * 32
 
 
@@ -201,6 +204,28 @@ async def test_row_2_spares_a_namesake_created_since(rig: Rig) -> None:
     assert rig.stored().get("status") is None
 
 
+@pytest.mark.parametrize(("live", "snapshot", "wakes_in"), [
+    ("30s", "1h", None),  # lowered after it finished: due already (finished 60 s ago)
+    ("2h", "5m", 7140.05),  # raised: kept, looked at again then
+    (None, "5m", 240.05),  # not set on the BuildRun: the snapshot's (BuildRun over Build)
+    ("2 weeks", "5m", DONE),  # set to what does not parse: kept, not deleted on a guess
+], ids=["lowered", "raised", "snapshot", "unreadable"])
+async def test_row_2_reads_the_live_ttl_first_as_shipwright(
+        rig: Rig, live: str | None, snapshot: str, wakes_in: float | Result | None) -> None:
+    """Shipwright's TTL cleanup reads spec.retention first, then status.buildSpec's."""
+    retention = {"retention": {"ttlAfterFailed": live}} if live else {}
+    rig.buildrun(status=finished(buildSpec={"retention": {"ttlAfterFailed": snapshot}}),
+                 **retention)
+    result = await rig.reconcile()
+    if wakes_in is None:
+        assert (result, rig.kube.writes()) == (DONE, [("delete", "buildruns", "br", "")])
+    elif isinstance(wakes_in, Result):
+        assert (result, rig.kube.writes()) == (wakes_in, [])
+    else:
+        assert result.requeue_after == pytest.approx(wakes_in)
+        assert rig.kube.writes() == []
+
+
 async def test_row_3_the_generated_service_account_goes_once_done(rig: Rig) -> None:
     br = rig.buildrun(status=finished(), serviceAccount=".generate")
     rig.kube.add(SERVICEACCOUNTS, {"metadata": {
@@ -308,6 +333,29 @@ async def test_row_8_a_user_error_is_terminal_at_once(
     assert rig.kube.writes() == []
 
 
+async def test_row_8_a_name_over_63_characters_fails_as_shipwrights(rig: Rig) -> None:
+    """Shipwright's first check (buildrun.go, validation.IsValidLabelValue), its reason and
+    apimachinery v0.36's words; no label, no TaskRun. A name that fits runs."""
+    name = "s" * 64
+    rig.kube.add(BUILDRUNS, fixtures.buildrun(name))
+    rig.sync()
+    rig.kube.calls.clear()
+    assert await rig.reconciler.reconcile(f"ns/{name}") == DONE
+    status = rig.kube.stored(BUILDRUNS, name)["status"]  # type: ignore[index]
+    cond = succeeded_condition(status)
+    assert cond is not None
+    assert (cond["status"], cond["reason"], cond["message"]) == (
+        "False", reasons.BUILD_RUN_NAME_INVALID, "must be no more than 63 bytes")
+    assert status["completionTime"] == format_time(NOW)
+    assert rig.kube.writes() == [("patch", "buildruns", name, "status")]
+    assert rig.taskruns() == []
+    fits = "s" * 63
+    rig.kube.add(BUILDRUNS, fixtures.buildrun(fits))
+    rig.sync()
+    await rig.reconciler.reconcile(f"ns/{fits}")
+    assert rig.taskruns() == [run_name(rig.kube.stored(BUILDRUNS, fits))]  # type: ignore[arg-type]
+
+
 async def test_row_8_a_taskrun_tekton_refuses_is_the_users_to_fix(rig: Rig) -> None:
     br = rig.buildrun()
     rig.kube.fail("create", TASKRUNS, status=422, reason="Invalid", message="bad step")
@@ -330,11 +378,14 @@ async def test_row_9_waits_for_the_build_to_be_validated(rig: Rig) -> None:
 async def test_row_10_starts_labels_creates_and_records_in_one_status_write(rig: Rig) -> None:
     br = rig.buildrun(timeout="10m")
     name = run_name(br)
-    assert (await rig.reconcile()).requeue_after == pytest.approx(600.05)
+    rig.kube.created = format_time(NOW)  # the TaskRun's creation
+    # Woken by Tekton's events; at the latest at the backstop: the timeout plus the grace.
+    assert (await rig.reconcile()).requeue_after == pytest.approx(600 + GRACE + 0.05)
     assert rig.kube.writes() == [("patch", "buildruns", "br", ""),
                                  ("create", "taskruns", name, ""), STATUS_WRITE]
     status = rig.stored()["status"]
-    assert status["taskRunName"] == name and status["startTime"] == format_time(NOW)
+    # No startTime until Tekton starts the TaskRun: Shipwright copies the TaskRun's.
+    assert status["taskRunName"] == name and "startTime" not in status
     assert status["executor"] == {"kind": "TaskRun", "name": name}
     assert status["buildSpec"]["timeout"] == "10m"
     assert "completionTime" not in status
@@ -541,8 +592,19 @@ async def test_row_14_a_cancel_while_running(rig: Rig) -> None:
     assert canceled(rig.kube)
 
 
-async def test_row_15_the_timeout_deadline_passed(rig: Rig) -> None:
-    br = rig.buildrun(status=started(buildSpec={"timeout": "20s"}))
+async def test_a_cancel_writes_as_shipwrights_cancel_does(rig: Rig) -> None:
+    """Shipwright's Cancel is a server-side apply by shipwright-build-controller (not the
+    BuildRun reconciler's own manager), so managedFields read the same after a switch."""
+    br = rig.buildrun(status=started(), state="BuildRunCanceled")
+    rig.taskrun(br, conditions=running())
+    await rig.reconcile()
+    assert rig.kube.managers[-1] == (CANCEL, field_managers.BUILD_CONTROLLER)
+    assert canceled(rig.kube)
+
+
+async def test_row_15_the_backstop_when_tekton_never_ends_a_timed_out_taskrun(
+        rig: Rig) -> None:
+    br = rig.buildrun(status=started(startTime=ago(GRACE + 21), buildSpec={"timeout": "20s"}))
     rig.taskrun(br, conditions=running())
     assert await rig.reconcile() == DONE
     assert rig.condition()["reason"] == reasons.BUILD_RUN_TIMEOUT
@@ -554,16 +616,67 @@ async def test_row_15_the_timeout_deadline_passed(rig: Rig) -> None:
     assert canceled(rig.kube)
 
 
+async def test_row_15_counts_from_the_taskruns_creation_while_tekton_never_started_it(
+        rig: Rig) -> None:
+    """No startTime anywhere (Tekton's controller is down): the backstop still comes, from
+    the TaskRun's creation (an hour ago here)."""
+    status = started(buildSpec={"timeout": "10m"})
+    del status["startTime"]
+    br = rig.buildrun(status=status)
+    rig.taskrun(br)
+    assert await rig.reconcile() == DONE
+    assert rig.condition()["reason"] == reasons.BUILD_RUN_TIMEOUT
+    assert "startTime" not in rig.stored()["status"]  # Tekton never gave one
+    assert rig.kube.writes() == [STATUS_WRITE, CANCEL]
+
+
+async def test_tekton_ends_a_timed_out_taskrun_our_deadline_waits_the_grace(rig: Rig) -> None:
+    """Past the timeout, within the grace: Tekton's to end (TaskRunTimeout); nothing is
+    written, the backstop awaited. Then Tekton's verdict is the BuildRun's (row 11)."""
+    br = rig.buildrun(status=started(buildSpec={"timeout": "20s"}))  # started 30 s ago
+    rig.taskrun(br, conditions=running())
+    assert (await rig.reconcile()).requeue_after == pytest.approx(GRACE - 10 + 0.05)
+    assert rig.kube.writes() == []
+    rig.kube.objects.clear()
+    br = rig.buildrun(status=started(buildSpec={"timeout": "20s"}))
+    rig.kube.add(TASKRUNS, {
+        "metadata": {"name": "tr", "labels": {"buildrun.shipwright.io/name": "br"},
+                     "ownerReferences": [{"kind": "BuildRun", "name": "br",
+                                          "uid": br["metadata"]["uid"], "controller": True}]},
+        "spec": {"timeout": "20s"},
+        "status": {"startTime": ago(30), "completionTime": ago(9), "conditions": [
+            {"type": "Succeeded", "status": "False", "reason": "TaskRunTimeout",
+             "message": 'TaskRun "tr" failed to finish within "20s"'}]}})
+    assert await rig.reconcile() == DONE
+    assert (rig.condition()["reason"], rig.condition()["message"]) == (
+        reasons.BUILD_RUN_TIMEOUT, "BuildRun br failed to finish within 20s")
+    assert rig.kube.writes() == [STATUS_WRITE]  # nothing to cancel: Tekton ended it
+
+
 async def test_row_16_progress_is_written_and_the_deadline_awaited(rig: Rig) -> None:
     br = rig.buildrun(status=started(conditions=running("Pending"),
                                      buildSpec={"timeout": "10m"}))
     rig.taskrun(br, conditions=running("Running"))
-    assert (await rig.reconcile()).requeue_after == pytest.approx(570.05)
+    assert (await rig.reconcile()).requeue_after == pytest.approx(570 + GRACE + 0.05)
     assert rig.condition()["reason"] == reasons.RUNNING
     assert "completionTime" not in rig.stored()["status"]
     assert rig.kube.writes() == [STATUS_WRITE]
-    assert (await rig.reconcile()).requeue_after == pytest.approx(570.05)
+    assert (await rig.reconcile()).requeue_after == pytest.approx(570 + GRACE + 0.05)
     assert rig.kube.writes() == []  # the same again: nothing to write
+
+
+async def test_row_16_copies_the_taskruns_start_time_as_shipwright(rig: Rig) -> None:
+    """Shipwright's BuildRun startTime is its executor's (buildrun.go): written by the
+    first look after Tekton started the TaskRun, even with nothing else to say, once."""
+    status = started(conditions=running("Pending"))
+    del status["startTime"]
+    br = rig.buildrun(status=status)
+    rig.taskrun(br, conditions=running("Pending"), startTime=ago(12))
+    assert await rig.reconcile() == DONE
+    assert rig.kube.writes() == [STATUS_WRITE]
+    assert rig.stored()["status"]["startTime"] == ago(12)
+    assert await rig.reconcile() == DONE
+    assert rig.kube.writes() == []
 
 
 # -- conflicts ----------------------------------------------------------------------------
@@ -700,13 +813,14 @@ async def test_pipelinerun_row_10_creates_a_pipelinerun_and_names_it_as_shipwrig
         prig: Rig) -> None:
     br = prig.buildrun(timeout="10m")
     name = run_name(br)
-    assert (await prig.reconcile()).requeue_after == pytest.approx(600.05)
+    prig.kube.created = format_time(NOW)  # the PipelineRun's creation
+    assert (await prig.reconcile()).requeue_after == pytest.approx(600 + GRACE + 0.05)
     assert prig.kube.writes() == [LABEL_WRITE, ("create", "pipelineruns", name, ""),
                                   STATUS_WRITE]
     status = prig.stored()["status"]
     assert status["executor"] == {"kind": "PipelineRun", "name": name}
     assert "taskRunName" not in status  # Shipwright writes it for a TaskRun only
-    assert status["startTime"] == format_time(NOW)
+    assert "startTime" not in status  # the PipelineRun's, once Tekton has started it
     assert (prig.condition()["status"], prig.condition()["reason"]) == ("Unknown", "Pending")
     assert f"PipelineRun {name}" in prig.condition()["message"]
     assert pipelineruns(prig) == [name] and prig.taskruns() == []
@@ -714,7 +828,7 @@ async def test_pipelinerun_row_10_creates_a_pipelinerun_and_names_it_as_shipwrig
     assert pr is not None and pr["metadata"]["ownerReferences"][0]["uid"] == \
         br["metadata"]["uid"]
     # RUNNING from now on: the next reconcile follows the PipelineRun, creates nothing.
-    assert (await prig.reconcile()).requeue_after == pytest.approx(600.05)
+    assert (await prig.reconcile()).requeue_after == pytest.approx(600 + GRACE + 0.05)
     assert prig.kube.writes() == []
 
 
@@ -774,13 +888,17 @@ async def test_pipelinerun_row_11_the_outcome_from_its_taskruns(prig: Rig) -> No
 async def test_pipelinerun_row_11_a_failure_reads_the_failed_taskruns_pod(prig: Rig) -> None:
     br = prig.buildrun(status=pr_started())
     failed = [{"type": "Succeeded", "status": "False", "reason": "Failed", "message": "x"}]
-    add_pipelinerun(prig, br, children=("pr-source", "pr-build"), conditions=failed)
+    add_pipelinerun(prig, br, children=("pr-source", "pr-build"), conditions=failed,
+                    completionTime="2026-01-01T00:00:00Z")
     add_child(prig, "pr-source", conditions=[{"type": "Succeeded", "status": "True"}],
               podName="pr-source-pod")
     add_child(prig, "pr-build", conditions=failed, podName="pr-build-pod", steps=[
         {"name": "build", "container": "step-build", "terminated": {"exitCode": 3}}])
     prig.kube.add(PODS, {"metadata": {"name": "pr-build-pod"},
-                         "status": {"reason": "Evicted", "message": "The node was low"}})
+                         "spec": {"containers": [{"name": "step-build"}]},
+                         "status": {"reason": "Evicted", "message": "The node was low",
+                                    "containerStatuses": [{"name": "step-build", "state": {
+                                        "terminated": {"exitCode": 137}}}]}})
     assert await prig.reconcile() == DONE
     assert ("get", "pods", "pr-build-pod", "") in prig.kube.calls
     cond = prig.condition()
@@ -806,7 +924,7 @@ async def test_pipelinerun_row_14_a_cancel_cancels_the_pipelinerun(prig: Rig) ->
 
 
 async def test_pipelinerun_row_15_a_timeout_cancels_the_pipelinerun(prig: Rig) -> None:
-    br = prig.buildrun(status={**pr_started(), "startTime": ago(60),
+    br = prig.buildrun(status={**pr_started(), "startTime": ago(GRACE + 31),
                                "buildSpec": {"timeout": "30s"}})
     add_pipelinerun(prig, br, conditions=running())
     assert await prig.reconcile() == DONE

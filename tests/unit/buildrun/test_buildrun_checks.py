@@ -103,7 +103,7 @@ def test_buildrun_node_selector_value_not_valid() -> None:
 def test_buildrun_node_selector_value_too_long_and_prefixed_keys() -> None:
     error = refused(buildrun(nodeSelector={"example.com/disk": "x" * 64}))
     assert error.reason == reasons.NODE_SELECTOR_NOT_VALID
-    assert error.message == "Node selector value not valid: must be no more than 63 characters"
+    assert error.message == "Node selector value not valid: must be no more than 63 bytes"
     validate_buildrun(buildrun(nodeSelector={"example.com/disk": "x" * 63, "zone": ""}),
                       BUILD_SPEC, STRATEGY)
 

@@ -14,6 +14,7 @@ from controller.runtime.informers import InformerFactory
 from controller.runtime.kube import ConfigError
 from controller.settings import Settings
 from controller.shipwright.resources import PIPELINERUNS, TASKRUNS
+from tests.fakekube import FakeKube
 
 
 @pytest.mark.parametrize(("environ", "kind"), [
@@ -40,7 +41,7 @@ def test_the_controller_is_refused_at_setup(monkeypatch: pytest.MonkeyPatch) -> 
     monkeypatch.setenv("BUILDRUN_EXECUTOR", "Job")
     informers = InformerFactory(None, None, None)  # type: ignore[arg-type]
     with pytest.raises(ConfigError, match="BUILDRUN_EXECUTOR"):
-        buildrun_setup.setup(None, Settings(), None, informers)  # type: ignore[arg-type]
+        buildrun_setup.setup(FakeKube(), Settings(), None, informers)  # type: ignore[arg-type]
     assert informers.all() == ()
 
 
@@ -52,7 +53,7 @@ def test_the_pipelinerun_informer_runs_only_when_configured(
     PipelineRuns their TaskRuns are still watched (results, the failed one's pod)."""
     monkeypatch.setenv("BUILDRUN_EXECUTOR", executor)
     informers = InformerFactory(None, None, None)  # type: ignore[arg-type]
-    buildrun_setup.setup(None, Settings(), None, informers)  # type: ignore[arg-type]
+    buildrun_setup.setup(FakeKube(), Settings(), None, informers)  # type: ignore[arg-type]
     tekton = {i.resource for i in informers.all() if i.resource.group == "tekton.dev"}
     assert tekton == watched
 

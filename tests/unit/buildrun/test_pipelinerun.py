@@ -29,8 +29,8 @@ from tests.unit.buildrun.test_taskrun import (
     MAX_TEXT,
     buildruns,
     builds,
-    is_dns1123_label,
     is_json,
+    is_run_name,
     strategies,
 )
 
@@ -244,7 +244,7 @@ def check_pipelinerun(pipelinerun: dict[str, Any], buildrun: dict[str, Any]) -> 
     assert is_json(pipelinerun)
     assert orjson.loads(orjson.dumps(pipelinerun)) == pipelinerun
     metadata = pipelinerun["metadata"]
-    assert is_dns1123_label(metadata["name"]), metadata["name"]
+    assert is_run_name(metadata["name"]), metadata["name"]
     assert metadata["name"] == run_name(buildrun)
     for key, value in metadata["labels"].items():
         assert len(value) <= 63 and LABEL_VALUE.fullmatch(value), (key, value)

@@ -39,9 +39,25 @@ def test_reason_constants_are_named_after_their_values() -> None:
         "PipelineRunCancelled",
         "PipelineRunTimeout",
         "PipelineRunFailed",
+        "StepFailed",
+        "StepOOM",
+        "Cancelled",
+        "Other",
     }
     for name, value in constants.items():
-        assert name == re.sub(r"(?<!^)(?=[A-Z])", "_", value).upper(), name
+        words = re.sub(r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])", "_", value)
+        assert name == words.upper() or (name, value) == ("OTHER_REASON", "Other"), name
+
+
+def test_metric_reason_keeps_ours_and_tektons_and_bounds_the_rest() -> None:
+    assert reasons.metric_reason(reasons.BUILD_NOT_FOUND) == "BuildNotFound"
+    assert reasons.metric_reason(reasons.RECONCILER_RETRIES_EXHAUSTED) == (
+        "ReconcilerRetriesExhausted")
+    for tekton in ("TaskRunImagePullFailed", "CreateContainerConfigError", "StepOOM",
+                   "ExceededResourceQuota", "PipelineValidationFailed"):
+        assert reasons.metric_reason(tekton) == tekton
+    assert reasons.metric_reason("PatchedByHand") == reasons.OTHER_REASON
+    assert reasons.metric_reason("") == reasons.OTHER_REASON
 
 
 def test_the_parameter_reasons_are_named_once_after_their_values() -> None:

@@ -145,11 +145,12 @@ def test_outcome_succeeded_with_digest() -> None:
                               output={"digest": "sha256:abc"})
 
 
-def test_outcome_succeeded_without_digest() -> None:
+def test_outcome_succeeded_keeps_tektons_words() -> None:
     outcome = outcome_from_taskrun(taskrun("True", "Succeeded"))
-    assert outcome is not None
-    assert outcome.digest is None
-    assert outcome.message == "TaskRun br-1234abcd succeeded"
+    assert outcome == Outcome("True", reasons.SUCCEEDED, "", None, None)
+    late = outcome_from_taskrun(taskrun("True", "Succeeded", "All done"), canceled=True)
+    assert late is not None and late.message == (
+        "The TaskRun completed before the request to cancel the TaskRun could be processed.")
 
 
 def test_outcome_ignores_oversized_digest() -> None:
@@ -170,80 +171,100 @@ def test_outcome_timeout() -> None:
     assert outcome.failure_details is None
 
 
-def test_outcome_cancelled() -> None:
-    outcome = outcome_from_taskrun(taskrun("False", reasons.TASK_RUN_CANCELLED, "cancelled"))
-    assert outcome is not None
-    assert (outcome.status, outcome.reason) == ("False", reasons.BUILD_RUN_CANCELED)
+def test_outcome_cancelled_is_buildrun_canceled_only_when_the_buildrun_asked() -> None:
+    tr = taskrun("False", reasons.TASK_RUN_CANCELLED, "TaskRun \"x\" was cancelled")
+    outcome = outcome_from_taskrun(tr, canceled=True)
+    assert outcome == Outcome("False", reasons.BUILD_RUN_CANCELED,
+                              "The BuildRun and underlying TaskRun were canceled successfully.",
+                              None, None)
+    # Someone else cancelled the TaskRun: Tekton's reason and words, as Shipwright keeps them.
+    outcome = outcome_from_taskrun(tr)
+    assert outcome == Outcome("False", reasons.TASK_RUN_CANCELLED,
+                              "TaskRun \"x\" was cancelled", None, None)
 
 
-def test_outcome_failed_step_points_at_its_logs() -> None:
-    steps = [step("source", 0), step("build", 2, "Error"), step("push", 1, "Error")]
-    outcome = outcome_from_taskrun(taskrun("False", "Failed", "step failed", steps=steps))
-    assert outcome is not None
-    assert outcome.reason == reasons.FAILED
-    hint = "kubectl logs -n team-a br-1234abcd-pod -c step-build"
-    assert hint in outcome.message
-    assert outcome.failure_details == {
-        "reason": reasons.FAILED,
-        "message": outcome.message,
-        "location": {"pod": "br-1234abcd-pod", "container": "step-build"},
+def pod(*containers: tuple[str, int, str], **status: Any) -> dict[str, Any]:
+    """The TaskRun's pod: (container, exit code, terminated reason) in spec order; the
+    statuses listed in reverse, as the kubelet does not sort them."""
+    return {
+        "metadata": {"name": "br-1234abcd-pod", "namespace": "team-a"},
+        "spec": {"containers": [{"name": name} for name, _, _ in containers]},
+        "status": {"containerStatuses": [
+            {"name": name, "state": {"terminated": {"exitCode": code, "reason": reason}}}
+            for name, code, reason in reversed(containers)], **status},
     }
 
 
-def test_outcome_failed_step_without_container_field() -> None:
-    steps = [{"name": "build", "terminated": {"exitCode": 1, "reason": "Error"}}]
-    outcome = outcome_from_taskrun(taskrun("False", "Failed", steps=steps))
-    assert outcome is not None
-    assert outcome.failure_details is not None
-    assert outcome.failure_details["location"]["container"] == "step-build"
+DONE: dict[str, Any] = {"completionTime": T1}
+LOGS = "kubectl --namespace team-a logs br-1234abcd-pod"
+
+
+@pytest.mark.parametrize("tekton_reason", ["Failed", "StepFailed"])
+def test_outcome_failed_step_points_at_its_logs(tekton_reason: str) -> None:
+    steps = [step("source", 0), step("build", 2, "Error"), step("push", 1, "Error")]
+    the_pod = pod(("step-source", 0, "Completed"), ("step-build", 2, "Error"),
+                  ("step-push", 1, "Error"))
+    outcome = outcome_from_taskrun(
+        taskrun("False", tekton_reason, "step failed", steps=steps, **DONE), the_pod)
+    assert outcome == Outcome(
+        "False", reasons.FAILED, "buildrun step step-build failed, for detailed information: "
+        f"{LOGS} --container=step-build",
+        {"location": {"pod": "br-1234abcd-pod", "container": "step-build"}}, None)
 
 
 def test_outcome_out_of_memory() -> None:
-    steps = [step("prepare", 1, "Error"), step("build", 137, "OOMKilled")]
-    outcome = outcome_from_taskrun(taskrun("False", "Failed", steps=steps))
-    assert outcome is not None
-    assert outcome.reason == reasons.STEP_OUT_OF_MEMORY
-    assert "kubectl logs -n team-a br-1234abcd-pod -c step-build" in outcome.message
-    assert outcome.failure_details is not None
-    assert outcome.failure_details["location"]["container"] == "step-build"
+    the_pod = pod(("step-prepare", 0, "Completed"), ("step-build", 137, "OOMKilled"))
+    for tekton_reason in ("Failed", reasons.STEP_OOM):
+        outcome = outcome_from_taskrun(taskrun("False", tekton_reason, **DONE), the_pod)
+        assert outcome is not None
+        assert outcome.reason == reasons.STEP_OUT_OF_MEMORY
+        assert outcome.message == ("buildrun step step-build failed due to out-of-memory, for "
+                                   f"detailed information: {LOGS} --container=step-build")
+        assert outcome.failure_details is not None
+        assert outcome.failure_details["location"]["container"] == "step-build"
 
 
-def test_outcome_pod_evicted_beats_out_of_memory() -> None:
-    steps = [step("build", 137, "OOMKilled")]
-    pod = {"status": {"reason": "Evicted", "message": "The node was low on resource: memory."}}
-    outcome = outcome_from_taskrun(taskrun("False", "Failed", steps=steps), pod)
+@pytest.mark.parametrize("tekton_reason", ["Failed", reasons.POD_EVICTED])
+def test_outcome_pod_evicted_beats_out_of_memory(tekton_reason: str) -> None:
+    the_pod = pod(("step-build", 137, "OOMKilled"), reason="Evicted",
+                  message="The node was low on resource: memory.")
+    outcome = outcome_from_taskrun(taskrun("False", tekton_reason, **DONE), the_pod)
     assert outcome is not None
     assert outcome.reason == reasons.POD_EVICTED
     assert outcome.message == "The node was low on resource: memory."
 
 
-def test_outcome_pod_not_evicted_is_ignored() -> None:
-    pod = {"status": {"phase": "Failed"}}
-    outcome = outcome_from_taskrun(taskrun("False", "Failed", "it broke"), pod)
-    assert outcome is not None
-    assert outcome.reason == reasons.FAILED
-    assert outcome.message == "it broke"
-    assert outcome.failure_details == {
-        "reason": reasons.FAILED,
-        "message": "it broke",
-        "location": {"pod": "br-1234abcd-pod"},
-    }
+def test_outcome_pod_without_a_failed_container_is_an_unexpected_error() -> None:
+    outcome = outcome_from_taskrun(taskrun("False", "Failed", "it broke", **DONE),
+                                   pod(("step-build", 0, "Completed"), phase="Failed"))
+    assert outcome == Outcome(
+        "False", reasons.FAILED, "buildrun failed due to an unexpected error in pod "
+        f"br-1234abcd-pod: for detailed information: {LOGS} --all-containers",
+        {"location": {"pod": "br-1234abcd-pod"}}, None)
 
 
-def test_outcome_failure_details_from_results() -> None:
-    results = [
-        {"name": "shp-error-reason", "value": "GitAuthFailed"},
-        {"name": "shp-error-message", "value": "authentication failed\n"},
-    ]
-    steps = [step("source", 1, "Error")]
-    outcome = outcome_from_taskrun(taskrun("False", "Failed", steps=steps, results=results))
+def test_outcome_pod_gone() -> None:
+    outcome = outcome_from_taskrun(taskrun("False", reasons.STEP_OOM, "oom", **DONE))
+    assert outcome == Outcome("False", reasons.FAILED,
+                              "buildrun failed, pod team-a/br-1234abcd-pod not found", None, None)
+
+
+def test_outcome_without_completion_time_keeps_tektons_message() -> None:
+    outcome = outcome_from_taskrun(taskrun("False", reasons.STEP_FAILED, "\"step-build\" "
+                                           "exited with code 1"))
     assert outcome is not None
-    assert outcome.reason == reasons.FAILED
-    assert outcome.failure_details == {
-        "reason": "GitAuthFailed",
-        "message": "authentication failed",
-        "location": {"pod": "br-1234abcd-pod", "container": "step-source"},
-    }
+    assert (outcome.reason, outcome.message) == (reasons.FAILED,
+                                                 '"step-build" exited with code 1')
+
+
+@pytest.mark.parametrize("tekton_reason", [
+    "TaskRunImagePullFailed", "CreateContainerConfigError", "PodCreationFailed",
+    "ExceededResourceQuota", "InvalidParamValue", "TaskRunValidationFailed", "SidecarOOM",
+    "InitContainerFailed", "SomethingNew"])
+def test_outcome_keeps_tektons_own_failure_reasons(tekton_reason: str) -> None:
+    outcome = outcome_from_taskrun(taskrun("False", tekton_reason, "what Tekton says", **DONE),
+                                   pod(("step-build", 1, "Error")))
+    assert outcome == Outcome("False", tekton_reason, "what Tekton says", None, None)
 
 
 def test_outcome_failure_details_from_termination_message() -> None:
@@ -251,32 +272,41 @@ def test_outcome_failure_details_from_termination_message() -> None:
     message = json.dumps(
         [
             {"key": "shp-error-reason", "value": "GitRemotePrivate", "type": 1},
-            {"key": "shp-error-message", "value": "repository is private", "type": 1},
+            {"key": "shp-error-message", "value": "repository is private\n", "type": 1},
         ]
     )
     steps = [step("source", 1, "Error", message=message)]
-    outcome = outcome_from_taskrun(taskrun("False", "Failed", steps=steps))
+    outcome = outcome_from_taskrun(taskrun("False", "Failed", steps=steps, **DONE),
+                                   pod(("step-source", 1, "Error")))
     assert outcome is not None
-    assert outcome.failure_details is not None
-    assert outcome.failure_details["reason"] == "GitRemotePrivate"
-    assert outcome.failure_details["message"] == "repository is private"
+    assert outcome.failure_details == {
+        "reason": "GitRemotePrivate",
+        "message": "repository is private",
+        "location": {"pod": "br-1234abcd-pod", "container": "step-source"},
+    }
+    # Not for StepOOM or PodEvicted: Shipwright's UpdateBuildRunUsingTaskFailures reads
+    # Failed and StepFailed only.
+    outcome = outcome_from_taskrun(taskrun("False", reasons.STEP_OOM, steps=steps, **DONE),
+                                   pod(("step-source", 137, "OOMKilled")))
+    assert outcome is not None
+    assert outcome.failure_details == {
+        "location": {"pod": "br-1234abcd-pod", "container": "step-source"}}
 
 
-@pytest.mark.parametrize("message", ["not json", '{"key": "x"}', "[1, 2]"])
+@pytest.mark.parametrize("message", ["not json", '{"key": "x"}', "[1, 2]",
+                                     '[{"key": "shp-error-reason", "value": 3}]'])
 def test_outcome_ignores_unreadable_termination_message(message: str) -> None:
     steps = [step("build", 1, "Error", message=message)]
-    outcome = outcome_from_taskrun(taskrun("False", "Failed", steps=steps))
+    outcome = outcome_from_taskrun(taskrun("False", "Failed", steps=steps, **DONE))
     assert outcome is not None
-    assert outcome.failure_details is not None
-    assert outcome.failure_details["reason"] == reasons.FAILED
+    assert outcome.failure_details == {"location": {"pod": "br-1234abcd-pod"}}
 
 
 def test_outcome_failure_details_bounded() -> None:
-    results = [
-        {"name": "shp-error-reason", "value": "R" * 1000},
-        {"name": "shp-error-message", "value": "M" * 100_000},
-    ]
-    outcome = outcome_from_taskrun(taskrun("False", "Failed", results=results))
+    message = json.dumps([{"key": "shp-error-reason", "value": "R" * 1000},
+                          {"key": "shp-error-message", "value": "M" * 100_000}])
+    steps = [step("build", 1, "Error", message=message)]
+    outcome = outcome_from_taskrun(taskrun("False", "Failed", steps=steps))
     assert outcome is not None
     assert outcome.failure_details is not None
     assert len(outcome.failure_details["reason"]) == 256
@@ -367,17 +397,20 @@ def test_timestamp_alone_makes_no_source() -> None:
 def test_vulnerabilities_found_when_image_processing_exits_22() -> None:
     results = [{"name": "shp-image-vulnerabilities", "value": "CVE-1:C"}]
     tr = taskrun("False", "Failed", "step failed", results=results,
-                 steps=[step("build", 0), step("image-processing", 22)])
-    outcome = outcome_from_taskrun(tr)
+                 steps=[step("build", 0), step("image-processing", 22)], **DONE)
+    outcome = outcome_from_taskrun(tr, pod(("step-build", 0, "Completed"),
+                                           ("step-image-processing", 22, "Error")))
     assert outcome is not None
     assert outcome.reason == reasons.VULNERABILITIES_FOUND
-    assert "kubectl logs -n team-a br-1234abcd-pod -c step-image-processing" in outcome.message
+    assert outcome.message == (
+        "Vulnerabilities have been found in the image which can be seen in the buildrun "
+        f"status. For detailed information,see {LOGS} --container=step-image-processing")
     assert outcome.output == {"vulnerabilities": [{"id": "CVE-1", "severity": "critical"}]}
 
 
 def test_another_exit_code_of_image_processing_is_a_plain_failure() -> None:
-    tr = taskrun("False", "Failed", steps=[step("image-processing", 1)])
-    outcome = outcome_from_taskrun(tr)
+    tr = taskrun("False", "Failed", steps=[step("image-processing", 1)], **DONE)
+    outcome = outcome_from_taskrun(tr, pod(("step-image-processing", 1, "Error")))
     assert outcome is not None and outcome.reason == reasons.FAILED
 
 
@@ -433,7 +466,7 @@ def test_pipelinerun_running_reason_names_the_pipelinerun() -> None:
 @pytest.mark.parametrize("tekton_reason", ["Succeeded", "Completed"])
 def test_pipelinerun_succeeded_takes_results_from_its_taskruns(tekton_reason: str) -> None:
     """As GetResults: the PipelineRun's own results if it has any, else every child
-    TaskRun's, in childReferences order."""
+    TaskRun's, in childReferences order. Tekton's reason is kept, as Shipwright keeps it."""
     children = [
         child("pr-source-acquisition", results=[
             {"name": "shp-source-default-commit-sha", "value": "abc"},
@@ -444,7 +477,7 @@ def test_pipelinerun_succeeded_takes_results_from_its_taskruns(tekton_reason: st
     ]
     outcome = outcome_from_pipelinerun(pipelinerun("True", tekton_reason, "done"), children)
     assert outcome == Outcome(
-        "True", reasons.SUCCEEDED, "done", None, DIGEST,
+        "True", tekton_reason, "done", None, DIGEST,
         output={"digest": DIGEST, "size": 42},
         source={"git": {"commitSha": "abc"}, "timestamp": "2023-11-14T22:13:20Z"})
     own = pipelinerun("True", "Succeeded", results=[
@@ -468,27 +501,32 @@ def test_pipelinerun_timeout_in_shipwrights_words() -> None:
 
 @pytest.mark.parametrize("tekton_reason", ["Cancelled", reasons.PIPELINE_RUN_CANCELLED])
 def test_pipelinerun_cancelled(tekton_reason: str) -> None:
+    outcome = outcome_from_pipelinerun(pipelinerun("False", tekton_reason, "cancelled"), [],
+                                       canceled=True)
+    assert outcome == Outcome(
+        "False", reasons.BUILD_RUN_CANCELED,
+        "The BuildRun and underlying PipelineRun were canceled successfully.", None, None)
+    # Someone else cancelled it: Tekton's reason, as Shipwright keeps it.
     outcome = outcome_from_pipelinerun(pipelinerun("False", tekton_reason, "cancelled"), [])
-    assert outcome is not None
-    assert (outcome.status, outcome.reason) == ("False", reasons.BUILD_RUN_CANCELED)
-    assert outcome.failure_details is None
+    assert outcome == Outcome("False", tekton_reason, "cancelled", None, None)
 
 
-def test_pipelinerun_failed_step_is_pipelinerun_failed_with_the_taskruns_details() -> None:
+PR_DONE: dict[str, Any] = {"completionTime": T1}
+
+
+def test_pipelinerun_failed_step_is_pipelinerun_failed_with_the_pods_words() -> None:
     children = [child("pr-source-acquisition"),
                 child("pr-build-strategy", "False", "Failed",
                       steps=[step("build", 3, "Error")])]
+    the_pod = pod(("step-build", 3, "Error"))
+    the_pod["metadata"]["name"] = "pr-build-strategy-pod"
     outcome = outcome_from_pipelinerun(pipelinerun("False", "Failed", "Tasks Completed: 2 "
-                                                   "(Failed: 1)"), children)
-    assert outcome is not None
-    assert (outcome.status, outcome.reason) == ("False", reasons.PIPELINE_RUN_FAILED)
-    assert outcome.message.startswith("PipelineRun pr failed: step build failed with exit "
-                                      "code 3")
-    assert "kubectl logs -n team-a pr-build-strategy-pod -c step-build" in outcome.message
-    assert outcome.failure_details is not None
-    assert outcome.failure_details["reason"] == reasons.PIPELINE_RUN_FAILED
-    assert outcome.failure_details["location"] == {"pod": "pr-build-strategy-pod",
-                                                   "container": "step-build"}
+                                                   "(Failed: 1)", **PR_DONE), children, the_pod)
+    assert outcome == Outcome(
+        "False", reasons.PIPELINE_RUN_FAILED,
+        "PipelineRun pr failed in step step-build, for detailed information: kubectl "
+        "--namespace team-a logs pr-build-strategy-pod --container=step-build",
+        {"location": {"pod": "pr-build-strategy-pod", "container": "step-build"}}, None)
 
 
 def test_pipelinerun_failure_reads_the_first_failed_taskrun_and_its_pod() -> None:
@@ -497,29 +535,32 @@ def test_pipelinerun_failure_reads_the_first_failed_taskrun_and_its_pod() -> Non
                 child("pr-build-strategy", "False", "Failed",
                       steps=[step("build", 2, "Error")])]
     assert failed_child(children) is children[0]
-    outcome = outcome_from_pipelinerun(pipelinerun("False", "Failed"), children)
+    failed = pipelinerun("False", "Failed", **PR_DONE)
+    oom = pod(("step-source-default", 137, "OOMKilled"))
+    outcome = outcome_from_pipelinerun(failed, children, oom)
     assert outcome is not None and outcome.reason == reasons.STEP_OUT_OF_MEMORY
-    evicted = {"status": {"reason": "Evicted", "message": "The node was low on memory."}}
-    outcome = outcome_from_pipelinerun(pipelinerun("False", "Failed"), children, evicted)
-    assert outcome is not None and outcome.reason == reasons.POD_EVICTED
-    assert outcome.failure_details is not None
-    assert outcome.failure_details["location"]["pod"] == "pr-source-acquisition-pod"
-    # The strategy's own error results win in the details, as for a TaskRun.
-    words = [{"key": "shp-error-reason", "value": "GitAuth", "type": 1}]
-    children[0]["status"]["steps"][0]["terminated"]["message"] = json.dumps(words)
-    outcome = outcome_from_pipelinerun(pipelinerun("False", "Failed"), children)
-    assert outcome is not None and outcome.failure_details is not None
-    assert outcome.failure_details["reason"] == "GitAuth"
-
-
-def test_pipelinerun_failed_without_a_failed_taskrun_keeps_tektons_words() -> None:
-    refused = pipelinerun("False", "PipelineValidationFailed", "bad param", children=())
-    outcome = outcome_from_pipelinerun(refused, [])
+    assert outcome.message.startswith("PipelineRun pr failed due to out-of-memory in step "
+                                      "step-source-default")
+    evicted = pod(reason="Evicted", message="The node was low on memory.")
+    outcome = outcome_from_pipelinerun(failed, children, evicted)
+    assert outcome == Outcome("False", reasons.POD_EVICTED, "The node was low on memory.",
+                              {"location": {"pod": "br-1234abcd-pod"}}, None)
+    outcome = outcome_from_pipelinerun(failed, children, None)
     assert outcome == Outcome(
         "False", reasons.PIPELINE_RUN_FAILED,
-        "PipelineRun pr failed with no child TaskRuns: bad param", None, None)
-    outcome = outcome_from_pipelinerun(pipelinerun("False", "Failed", "x"),
+        "PipelineRun pr failed, pod team-a/pr-source-acquisition-pod not found", None, None)
+
+
+def test_pipelinerun_failed_without_a_failed_taskrun() -> None:
+    refused = pipelinerun("False", "Failed", "bad param", children=(), **PR_DONE)
+    outcome = outcome_from_pipelinerun(refused, [])
+    assert outcome == Outcome("False", reasons.PIPELINE_RUN_FAILED,
+                              "PipelineRun pr failed with no child TaskRuns", None, None)
+    outcome = outcome_from_pipelinerun(pipelinerun("False", "Failed", "x", **PR_DONE),
                                        [child("pr-source-acquisition")])
-    assert outcome is not None
-    assert (outcome.reason, outcome.message) == (reasons.PIPELINE_RUN_FAILED,
-                                                 "PipelineRun pr failed: x")
+    assert outcome == Outcome("False", reasons.PIPELINE_RUN_FAILED, "PipelineRun pr failed",
+                              None, None)
+    # Tekton's own reasons are kept with its words, as Shipwright keeps them.
+    invalid = pipelinerun("False", "PipelineValidationFailed", "bad param", children=())
+    assert outcome_from_pipelinerun(invalid, []) == Outcome(
+        "False", "PipelineValidationFailed", "bad param", None, None)

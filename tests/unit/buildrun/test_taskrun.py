@@ -32,7 +32,7 @@ from controller.shipwright.labels import (
 from controller.shipwright.params import validate_params
 
 CRDS = Path(__file__).resolve().parents[3] / "manifests" / "crds"
-DNS1123_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
+DNS1123_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
 LABEL_VALUE = re.compile(r"(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?")
 UID = "0d3c5e3a-6a8e-4bd0-9a53-2bde0ab0f1a7"
 # Caps keep fuzz examples small; 300 still reaches the 253-character name limit.
@@ -71,52 +71,76 @@ STRATEGY: dict[str, Any] = {
 }
 
 
-def is_dns1123_label(name: str) -> bool:
-    return len(name) <= 63 and DNS1123_LABEL.fullmatch(name) is not None
+def is_run_name(name: str) -> bool:
+    """A DNS-1123 subdomain of at most 63 characters: a TaskRun name Tekton can put in its
+    pod's tekton.dev/taskRun label."""
+    return len(name) <= 63 and DNS1123_SUBDOMAIN.fullmatch(name) is not None
+
+
+def shipwrights_buildrun_of(taskrun_name: str) -> str | None:
+    """What Shipwright's VerifyRequestName (pkg/reconciler/buildrun/buildrun.go) takes for
+    the BuildRun of a deleted TaskRun: the name before `-[a-z0-9]{5,5}$`, if it matches."""
+    return re.split(r"-[a-z0-9]{5,5}$", taskrun_name, maxsplit=1)[0] if re.search(
+        r"-[a-z0-9]{5,5}$", taskrun_name) else None
 
 
 # --- run_name
 
 
-def test_taskrun_name_is_deterministic_and_keeps_short_names() -> None:
+def test_taskrun_name_is_the_buildrun_name_and_five_characters() -> None:
     name = run_name(BUILDRUN)
     assert name == run_name(copy.deepcopy(BUILDRUN))
-    assert re.fullmatch(r"app-run-1-[0-9a-f]{8}", name)
+    assert re.fullmatch(r"app-run-1-[bcdfghjklmnpqrstvwxz2456789]{5}", name), name
+    assert shipwrights_buildrun_of(name) == "app-run-1"
 
 
 def test_taskrun_name_depends_on_uid() -> None:
     other = copy.deepcopy(BUILDRUN)
     other["metadata"]["uid"] = "another-uid"
     assert run_name(other) != run_name(BUILDRUN)
+    assert run_name(other)[:-5] == run_name(BUILDRUN)[:-5]
+
+
+@given(name=st.from_regex(r"[a-z0-9]([-a-z0-9]{0,20}[a-z0-9])?(\.[a-z0-9]{1,10}){0,3}",
+                          fullmatch=True).filter(lambda n: len(n) <= 57),
+       uid=st.uuids())
+def test_shipwright_finds_the_buildrun_of_any_name_that_fits(name: str, uid: Any) -> None:
+    """Every BuildRun name of up to 57 characters (dots included) is kept whole, so
+    Shipwright's VerifyRequestName leads back to it after a rollback."""
+    taskrun = run_name({"metadata": {"name": name, "uid": str(uid)}})
+    assert is_run_name(taskrun), taskrun
+    assert shipwrights_buildrun_of(taskrun) == name
 
 
 @pytest.mark.parametrize(
     "name",
     [
         "a" * 250,
-        "a" * 53 + "-" + "b" * 196,  # cut lands right after a '-'
-        "a" * 53 + "." + "b" * 196,  # cut lands right after a '.'
+        "a" * 56 + "-" + "b" * 193,  # cut lands right after a '-'
+        "a" * 56 + "." + "b" * 193,  # cut lands right after a '.'
         ("abc.def-" * 32)[:250].rstrip("-."),
+        "a" * 63,
         "x",
     ],
 )
-def test_taskrun_name_is_a_dns1123_label_for_long_names(name: str) -> None:
+def test_taskrun_name_fits_for_long_names(name: str) -> None:
     buildrun = {"metadata": {"name": name, "uid": UID}}
     result = run_name(buildrun)
-    assert is_dns1123_label(result), result
+    assert is_run_name(result), result
     assert result == run_name(copy.deepcopy(buildrun))
 
 
 def test_taskrun_name_keeps_long_names_with_common_prefix_apart() -> None:
-    first = {"metadata": {"name": "a" * 240 + "1", "uid": "uid-1"}}
-    second = {"metadata": {"name": "a" * 240 + "2", "uid": "uid-2"}}
+    first = {"metadata": {"name": "a" * 60 + "1", "uid": "uid-1"}}
+    second = {"metadata": {"name": "a" * 60 + "2", "uid": "uid-2"}}
     assert run_name(first) != run_name(second)
     assert len(run_name(first)) == 63
+    assert run_name(first).startswith("a" * 57 + "-")
 
 
 @given(name=st.text(max_size=MAX_TEXT), uid=st.text())
-def test_taskrun_name_is_a_dns1123_label_whatever_the_name(name: str, uid: str) -> None:
-    assert is_dns1123_label(run_name({"metadata": {"name": name, "uid": uid}}))
+def test_taskrun_name_fits_whatever_the_name(name: str, uid: str) -> None:
+    assert is_run_name(run_name({"metadata": {"name": name, "uid": uid}}))
 
 
 # --- generate_taskrun, phase by phase
@@ -519,7 +543,7 @@ def check_taskrun(taskrun: dict[str, Any], buildrun: dict[str, Any]) -> None:
     assert is_json(taskrun)
     assert orjson.loads(orjson.dumps(taskrun)) == taskrun
     metadata = taskrun["metadata"]
-    assert is_dns1123_label(metadata["name"]), metadata["name"]
+    assert is_run_name(metadata["name"]), metadata["name"]
     assert metadata["name"] == run_name(buildrun)
     assert metadata["namespace"] == buildrun["metadata"]["namespace"]
     for key, value in metadata["labels"].items():

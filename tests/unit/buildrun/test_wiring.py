@@ -18,6 +18,7 @@ from controller.runtime.kube import JSON, PODS
 from controller.runtime.timestamps import format_time, now
 from controller.settings import Settings
 from controller.shipwright.resources import BUILDRUNS, BUILDS, PIPELINERUNS, TASKRUNS
+from tests.fakekube import FakeKube
 
 DONE_AT = format_time(now())  # a retention TTL of an hour has not run out
 
@@ -25,8 +26,9 @@ DONE_AT = format_time(now())  # a retention TTL of an hour has not run out
 class Wired:
     def __init__(self) -> None:
         self.informers = InformerFactory(None, None, None)  # type: ignore[arg-type]
+        # No call reaches the client: the informers never start and no worker runs.
         self.controller: Controller = buildrun_setup.setup(
-            None, Settings(), None, self.informers)  # type: ignore[arg-type]
+            FakeKube(), Settings(), None, self.informers)  # type: ignore[arg-type]
 
     def emit(self, resource: Any, kind: EventType, obj: JSON, old: JSON | None = None, *,
              initial: bool = False) -> None:

@@ -224,7 +224,7 @@ CASES: list[tuple[str, JSON, Lookups, str, str]] = [
      "end with an alphanumeric character (e.g. 'MyName',  or 'my.name',  or '123-abc', regex "
      "used for validation is '([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]')"),
     ("scheduler name", {"schedulerName": "a/b/c"}, FOUND, reasons.SCHEDULER_NAME_NOT_VALID,
-     "Scheduler name not valid: a qualified name must consist of alphanumeric characters, '-', "
+     "Scheduler name not valid: a valid label key must consist of alphanumeric characters, '-', "
      "'_' or '.', and must start and end with an alphanumeric character (e.g. 'MyName',  or "
      "'my.name',  or '123-abc', regex used for validation is "
      "'([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]') with an optional DNS subdomain prefix and '/' "
@@ -254,7 +254,7 @@ def test_build_name_must_be_a_label_value() -> None:
     b["metadata"]["name"] = "a" * 64
     verdict = validate(b, FOUND)
     assert verdict.reason == reasons.BUILD_NAME_INVALID
-    assert verdict.message == "must be no more than 63 characters"
+    assert verdict.message == "must be no more than 63 bytes"
 
 
 def verified(url: str) -> JSON:

@@ -51,9 +51,17 @@ def test_core_types_are_inlined_and_structural() -> None:
 
 
 def test_every_buildrun_spec_field_but_state_is_immutable() -> None:
+    """spec.retention too, but by the rule on the whole BuildRun, which alone sees the
+    status: until completionTime is set."""
     spec = crdgen.build_run_spec()
     rules = " ".join(r["rule"] for r in spec["x-kubernetes-validations"])
     for field in spec["properties"]:
-        if field != "state":
+        if field not in ("state", "retention"):
             assert f"self.{field} == oldSelf.{field}" in rules, field
+    assert "retention" not in rules
     assert "self.state == 'BuildRunCanceled'" in rules
+    [root] = crdgen.crds()["shipwright.io_buildruns.yaml"]["spec"]["versions"][0]["schema"][
+        "openAPIV3Schema"]["x-kubernetes-validations"]
+    assert root["rule"].startswith(
+        "(has(oldSelf.status) && has(oldSelf.status.completionTime)) || ")
+    assert "self.spec.retention == oldSelf.spec.retention" in root["rule"]

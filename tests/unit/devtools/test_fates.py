@@ -1,7 +1,8 @@
 """devtools/cluster/fates.py's `step_fate`: the fate kwok gives a Tekton pod from what
-its step commands would do (true, false, sleep), nothing for any other command.
+its step commands would do (true, false, sleep); any other command runs
+UNKNOWN_STEP_SECONDS and exits 0.
 
-The pods are shaped as Tekton v1.10 makes them (every step runs /tekton/bin/entrypoint,
+The pods are shaped as Tekton v1.10 and v1.12 make them (every step runs /tekton/bin/entrypoint,
 the step's own command after -entrypoint, its arguments after --), as read from a pod
 of Shipwright's integration suite's ClusterBuildStrategyNoOp on the session's stack.
 """
@@ -12,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from devtools.cluster.fates import PREFIX, TEKTON_ENTRYPOINT, step_fate
+from devtools.cluster.fates import PREFIX, TEKTON_ENTRYPOINT, UNKNOWN_STEP_SECONDS, step_fate
 
 SOURCE = {"name": "step-source-default", "command": [TEKTON_ENTRYPOINT],
           "args": ["-wait_file", "/tekton/downward/ready", "-wait_file_content",
@@ -38,11 +39,19 @@ def step(name: str, command: str, *args: str, env: list[dict[str, Any]] | None =
 
 
 def pod(*steps: dict[str, Any]) -> dict[str, Any]:
-    return {"metadata": {"name": "p"}, "spec": {"containers": [SOURCE, *steps]}}
+    return {"metadata": {"name": "p"}, "spec": {"containers": list(steps)}}
 
 
 def fate(**values: str) -> dict[str, str]:
     return {PREFIX + k.replace("_", "-"): v for k, v in values.items()}
+
+
+def ms(seconds: float) -> str:
+    """A run-duration annotation's value."""
+    return f"{round(seconds * 1000)}ms"
+
+
+UNKNOWN = UNKNOWN_STEP_SECONDS
 
 
 @pytest.mark.parametrize(("steps", "expected"), [
@@ -69,11 +78,17 @@ def fate(**values: str) -> dict[str, str]:
     ([step("a", "false", on_error="continue"), step("b", "sleep", "3")],
      fate(run_duration="3000ms")),
     ([step("a", "false", on_error="stopAndFail")], fate(fate="fail", exit_code="1")),
-    # commands it does not run count as kwok's default: exit 0 at once
-    ([step("build", "/kaniko/executor", "--skips-tlss-verifys=true")], {}),
+    # any other command runs the stand-in's time and exits 0: a build tool, a shell,
+    # Shipwright's git source step (as a pod of its ClusterBuildStrategyNoOp has it)
+    ([step("build", "/kaniko/executor", "--skips-tlss-verifys=true")],
+     fate(run_duration=ms(UNKNOWN))),
     ([step("bud", "/usr/bin/buildah", "bud"), step("s", "sleep", "4")],
-     fate(run_duration="4000ms")),
-    ([step("sh", "sh", "-c", "sleep 30; false")], {}),
+     fate(run_duration=ms(UNKNOWN + 4))),
+    ([step("sh", "sh", "-c", "sleep 30; false")], fate(run_duration=ms(UNKNOWN))),
+    ([SOURCE, step("step-no-and-op", "true")], fate(run_duration=ms(UNKNOWN))),
+    ([SOURCE, step("build", "/kaniko/executor")], fate(run_duration=ms(2 * UNKNOWN))),
+    ([SOURCE, step("step-no-and-op", "false")],
+     fate(fate="fail", exit_code="1", run_duration=ms(UNKNOWN))),
     # $(NAME) is the kubelet's to expand from the container's env
     ([step("s", "sleep", "$(T)", env=[{"name": "T", "value": "7"}])],
      fate(run_duration="7000ms")),
@@ -81,7 +96,7 @@ def fate(**values: str) -> dict[str, str]:
      fate(fate="fail", exit_code="1")),
     # ... from a Secret: the value is not in the pod, so the step is not known
     ([step("s", "sleep", "$(T)", env=[{"name": "T", "valueFrom": {"secretKeyRef": {}}}])],
-     {}),
+     fate(run_duration=ms(UNKNOWN))),
     # ... undefined: left as written, which sleep refuses
     ([step("s", "sleep", "$(T)")], fate(fate="fail", exit_code="1")),
 ])
@@ -91,11 +106,13 @@ def test_step_fate_is_what_the_commands_would_do(steps: list[dict[str, Any]],
 
 
 def test_only_tekton_steps_count() -> None:
-    """Sidecars, a container not run by Tekton's entrypoint, and a step with no command
-    of its own (Tekton resolves the image's) are not read."""
+    """Sidecars never count; a step container not run by Tekton's entrypoint, or with no
+    command of its own (Tekton resolves the image's), is not read, so it runs the
+    stand-in's time like any command not emulated."""
     sidecar = {**step("x", "false"), "name": "sidecar-x"}
     plain = {"name": "step-plain", "command": ["false"]}
     no_command = {"name": "step-image", "command": [TEKTON_ENTRYPOINT],
                   "args": ["-post_file", "/tekton/run/0/out", "--", "x"]}
-    assert step_fate(pod(sidecar, plain, no_command)) == {}
+    assert step_fate(pod(sidecar)) == {}
+    assert step_fate(pod(sidecar, plain, no_command)) == fate(run_duration=ms(2 * UNKNOWN))
     assert step_fate({"metadata": {}, "spec": {}}) == {}

@@ -60,6 +60,9 @@ def test_started_and_finished_record_ours_and_shipwrights() -> None:
     buildrun_metrics.buildrun_started(BUILDRUN, 2.5)
     assert sample("buildrun_establish_duration_seconds_count") == ours + 1
     assert sample("build_buildrun_rampup_duration_seconds_count") == theirs + 1
+    # Shipwright's establish ends at startTime, the TaskRun's own, which comes later.
+    assert sample("build_buildrun_establish_duration_seconds_count") == establish
+    buildrun_metrics.buildrun_established(BUILDRUN, 3.0)
     assert sample("build_buildrun_establish_duration_seconds_count") == establish + 1
 
     ours = sample("buildrun_completion_duration_seconds_count", {"reason": "Succeeded"})

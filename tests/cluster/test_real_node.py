@@ -1,0 +1,95 @@
+"""The real node itself (devtools.cluster.realnode): a second stack's node runs beside the
+session's on the same machine, and stopping it leaves nothing behind: no process, no
+cgroup, nothing in the host's /var/lib, /var/log or /run, no kernel tunable changed, and
+the session's node and its running pod untouched."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import pytest
+
+from controller.runtime.kube import JSON, PODS, Kube
+from devtools.cluster.localcluster import LocalCluster
+from devtools.cluster.nodens import KUBELET_TUNABLES, hierarchies
+from devtools.cluster.processes import command_lines
+from devtools.cluster.realnode import NODE, RealNode, place_pod
+from devtools.cluster.stack import TektonStack
+from tests.cluster.test_real_builds import pod_log
+from tests.harness import wait_for
+
+pytestmark = [pytest.mark.cluster, pytest.mark.real_node]
+
+# What the kubelet and containerd write outside their folders when nothing contains them.
+HOST_PATHS = ("/var/lib/kubelet", "/var/log/containers", "/var/log/pods", "/run/containerd",
+              "/usr/libexec/kubernetes", "/var/lib/containerd", "/opt/containerd")
+
+
+def pod(name: str, image: str, script: str) -> JSON:
+    """A pod put on the real node by place_pod's patch, as a mutating webhook would."""
+    body: JSON = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name},
+                  "spec": {"restartPolicy": "Never",
+                           "containers": [{"name": "c", "image": image,
+                                           "command": ["sh", "-c", script]}]}}
+    for op in place_pod(body):
+        assert op["op"] == "add" and op["path"].startswith("/spec/"), op
+        body["spec"][op["path"].removeprefix("/spec/")] = op["value"]
+    return body
+
+
+async def phase(cluster: LocalCluster, namespace: str, name: str, want: str) -> JSON:
+    async def reached() -> JSON | None:
+        got: JSON = await cluster.request("GET", f"/api/v1/namespaces/{namespace}/pods/{name}")
+        return got if (got.get("status") or {}).get("phase") == want else None
+    result: JSON = await wait_for(reached, 120, 0.2, what=f"pod {name} to be {want}")
+    return result
+
+
+def host_paths() -> set[str]:
+    return {p for p in HOST_PATHS if Path(p).exists()}
+
+
+def tunables() -> dict[str, str]:
+    return {p: (Path("/proc/sys") / p).read_text() for p in KUBELET_TUNABLES}
+
+
+async def test_a_second_stacks_node_runs_beside_and_leaves_nothing_behind(
+    stack: TektonStack, real_node: RealNode, kube: Kube, namespace: str,
+    tmp_path: Path,
+) -> None:
+    existed = host_paths()
+    before = tunables()
+    # A pod running on the session's node all along.
+    await kube.create(PODS, namespace, pod("steady", real_node.base_image(),
+                                           "echo steady; sleep 600"))
+    await phase(stack.cluster, namespace, "steady", "Running")
+
+    second = TektonStack(tmp_path / "second", real_node=True)
+    async with second:
+        t = time.monotonic()
+        node = await second.real_node()
+        started = time.monotonic() - t
+        assert node.cgroup_root != real_node.cgroup_root
+        await second.cluster.request("POST", "/api/v1/namespaces/default/pods",
+                                     pod("other", node.base_image(), "echo from the second"))
+        ran = await phase(second.cluster, "default", "other", "Succeeded")
+        assert ran["spec"]["nodeName"] == NODE
+        assert "from the second" in await pod_log(second.cluster, "default", "other", "c")
+        assert tunables() == before, "the kubelet changed the host's kernel tunables"
+        cgroup_root = node.cgroup_root
+        t = time.monotonic()
+    stopped = time.monotonic() - t
+
+    folder = str(tmp_path / "second")
+    left = [b" ".join(argv).decode(errors="replace") for _, argv in command_lines()
+            if folder.encode() in b" ".join(argv)]
+    assert left == [], left
+    assert [h / cgroup_root for h in hierarchies() if (h / cgroup_root).exists()] == []
+    assert host_paths() == existed
+    assert tunables() == before
+    # The session's node never noticed.
+    steady = await phase(stack.cluster, namespace, "steady", "Running")
+    assert steady["status"]["containerStatuses"][0]["restartCount"] == 0
+    assert "steady" in await pod_log(stack.cluster, namespace, "steady", "c")
+    print(f"\nsecond real node: up in {started:.1f}s, its stack stopped in {stopped:.1f}s")

@@ -1,0 +1,138 @@
+"""devtools.cluster.realnode without a node: what it writes for containerd and the kubelet,
+what it says a machine lacks, and that a Build's placement matches the node it makes."""
+
+from __future__ import annotations
+
+import os
+import tomllib
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from devtools.cluster import localcluster, realnode, stack
+from devtools.cluster.realnode import LABEL, REAL, NodeImages, RealNode, placement
+
+IMAGES = NodeImages(
+    folder=Path("/nowhere"), pause="buildrun.test/pause:3.10.1",
+    shell="buildrun.test/library/busybox:1.35.0",
+    tekton={c: f"buildrun.test/tekton/{c}:v1" for c in
+            ("entrypoint", "nop", "workingdirinit", "sidecarlogresults")},
+    shipwright={c: f"buildrun.test/shipwright/{c}:v0.20.13" for c in
+                ("git", "bundle", "waiter", "image-processing")},
+    buildah=("quay.io/containers/buildah:v1.43.1",), mirrors=("buildrun.test", "quay.io"))
+
+
+class _Cluster:
+    kubeconfig = Path("/nowhere/kubeconfig")
+
+
+def node(tmp_path: Path) -> RealNode:
+    prepared = realnode.Prepared(Path("/nowhere/kubelet"), IMAGES)
+    return RealNode(tmp_path, _Cluster(), prepared, tmp_path / "ca.crt")  # type: ignore[arg-type]
+
+
+def test_containerd_config_is_toml_with_the_registry_as_every_mirror(tmp_path: Path) -> None:
+    n = node(tmp_path)
+    config = tomllib.loads(n._containerd_config(Path("/run/containerd/containerd.sock"))
+                           .read_text())
+    cri: dict[str, Any] = config["plugins"]["io.containerd.grpc.v1.cri"]
+    assert config["version"] == 2
+    assert config["root"] == str(tmp_path / "containerd" / "root")
+    assert config["grpc"]["address"] == "/run/containerd/containerd.sock"
+    assert cri["sandbox_image"] == IMAGES.pause
+    assert cri["restrict_oom_score_adj"] is True
+    assert cri["containerd"]["runtimes"]["runc"]["options"] == {"SystemdCgroup": False}
+    assert cri["registry"]["mirrors"] == {
+        host: {"endpoint": [f"http://{n.registry}"]}
+        for host in ("buildrun.test", "quay.io", n.registry)}
+    assert (tmp_path / "cni" / "10-loopback.conflist").exists()
+
+
+def test_the_kubelet_registers_the_taint_and_label_placement_names(tmp_path: Path) -> None:
+    n = node(tmp_path)
+    config = yaml.safe_load(n._kubelet_config(Path("/run/containerd/containerd.sock"))
+                            .read_text())
+    taint = config["registerWithTaints"][0]
+    (toleration,) = placement()["tolerations"]
+    assert (toleration["key"], toleration["value"], toleration["effect"]) == (
+        taint["key"], taint["value"], taint["effect"])
+    assert placement()["nodeSelector"] == {LABEL: REAL}
+    assert config["address"] == "127.0.0.1" and config["readOnlyPort"] == 0
+    assert config["authentication"]["anonymous"]["enabled"] is False
+    assert config["cgroupRoot"] == f"/{n.cgroup_root}"
+    assert config["makeIPTablesUtilChains"] is False
+
+
+def test_place_pod_adds_the_placement_and_keeps_what_the_pod_had() -> None:
+    pod = {"spec": {"nodeSelector": {"disk": "ssd"},
+                    "tolerations": [{"key": "k", "operator": "Exists"}],
+                    "containers": [{"name": "c", "image": "i"}]}}
+    patched = {op["path"]: op["value"] for op in realnode.place_pod(pod)}
+    assert patched == {
+        "/spec/nodeSelector": {"disk": "ssd", LABEL: REAL},
+        "/spec/tolerations": [{"key": "k", "operator": "Exists"},
+                              *placement()["tolerations"]],
+        "/spec/hostNetwork": True}
+    assert {op["path"] for op in realnode.place_pod({"spec": {}})} == set(patched)
+
+
+def test_two_nodes_never_share_a_cgroup_root_or_a_port(tmp_path: Path) -> None:
+    a, b = node(tmp_path / "a"), node(tmp_path / "b")
+    assert a.cgroup_root != b.cgroup_root
+    assert {a.registry_port, a.git_port}.isdisjoint({b.registry_port, b.git_port})
+
+
+def test_the_images_as_tekton_flags_and_shipwright_variables() -> None:
+    assert IMAGES.tekton_flags()["-shell-image"] == IMAGES.shell
+    assert IMAGES.tekton_flags()["-entrypoint-image"] == IMAGES.tekton["entrypoint"]
+    assert IMAGES.shipwright_env() == {
+        "GIT_CONTAINER_IMAGE": IMAGES.shipwright["git"],
+        "BUNDLE_CONTAINER_IMAGE": IMAGES.shipwright["bundle"],
+        "WAITER_CONTAINER_IMAGE": IMAGES.shipwright["waiter"],
+        "IMAGE_PROCESSING_CONTAINER_IMAGE": IMAGES.shipwright["image-processing"]}
+    assert IMAGES.in_registry("127.0.0.1:5000", IMAGES.shell) == (
+        "127.0.0.1:5000/library/busybox:1.35.0")
+
+
+@pytest.mark.parametrize(("lacks", "says"), [
+    ("root", "the real node needs root"),
+    ("overlay", "the real node needs overlayfs"),
+])
+def test_what_a_machine_lacks_is_one_line(monkeypatch: pytest.MonkeyPatch, lacks: str,
+                                          says: str) -> None:
+    if lacks == "root":
+        monkeypatch.setattr(os, "geteuid", lambda: 1000)
+    else:
+        real_read = Path.read_text
+
+        def read_text(self: Path, *args: Any, **kwargs: Any) -> str:
+            if str(self) == "/proc/filesystems":
+                return "nodev\tproc\nnodev\ttmpfs\n\text4\n"
+            return real_read(self, *args, **kwargs)
+        monkeypatch.setattr(os, "geteuid", lambda: 0)
+        monkeypatch.setattr(Path, "read_text", read_text)
+    why = realnode.unavailable()
+    assert why is not None and why.startswith(says) and "\n" not in why
+    with pytest.raises(realnode.NodeUnavailable, match=f"^{says}"):
+        realnode.prepare()
+
+
+async def test_a_stack_where_no_real_node_can_run_says_why_and_runs_without(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    def cannot() -> realnode.Prepared:
+        raise realnode.NodeUnavailable("the real node needs root (containerd, ...)")
+    monkeypatch.setattr(realnode, "prepare", cannot)
+    monkeypatch.setattr(stack, "build", lambda component, *args: tmp_path)
+    monkeypatch.setattr(stack, "_need", lambda component, path: path)
+    monkeypatch.setattr(localcluster, "binaries_dir", lambda: tmp_path)
+    (tmp_path / "version").write_text("v1.12.0\n")  # hack/tekton/build's record of its release
+    s = stack.TektonStack(tmp_path / "work", real_node=True)
+    assert s.real_node_unavailable == "the real node needs root (containerd, ...)"
+    with pytest.raises(realnode.NodeUnavailable, match=r"^the real node needs root"):
+        await s.real_node()
+    # Tekton's images stay the names nothing pulls; the API server gets no kubelet cert.
+    assert s._tekton_images == {}
+    assert not any("kubelet-client" in a for a in s.cluster._apiserver.argv)
