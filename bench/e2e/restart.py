@@ -97,20 +97,6 @@ async def populate_foreign(kube: Kube, start: int, stop: int, concurrency: int,
                   concurrency=concurrency, deadline=deadline)
 
 
-async def settled_reconciles(ctl: Controller, deadline: float) -> dict[str, int]:
-    """The reconcile counts once they have not moved for 2 s (or at the deadline)."""
-    last: dict[str, int] | None = None
-    still_since = time.monotonic()
-    while time.monotonic() < deadline:
-        counts = await ctl.reconciles()
-        if counts != last:
-            last, still_since = counts, time.monotonic()
-        elif time.monotonic() - still_since >= 2.0:
-            break
-        await asyncio.sleep(0.25)
-    return last or {}
-
-
 async def delete_quietly(kube: Kube, resource: Any, namespace: str, name: str) -> None:
     try:
         await kube.delete(resource, namespace, name)
@@ -157,7 +143,7 @@ async def one_restart(cluster: LocalCluster, kube: Kube, mode: str, size: int, r
         out["taskrun_s"] = round(taskrun_at - ctl.started, 3)
         out["taskrun_after_ready_s"] = round(taskrun_at - ctl.started - ready, 3)
         out["cpu_at_ready_s"] = at_ready.cpu
-        out["reconciles"] = await settled_reconciles(ctl, deadline)
+        out["reconciles"] = await ctl.settled_reconciles(deadline)
         used = ctl.usage()
         out["settled_after_spawn_s"] = round(time.monotonic() - ctl.started, 3)
         out["cpu_s"], out["rss_kib"], out["hwm_kib"] = used.cpu, used.rss_kib, used.hwm_kib
