@@ -71,6 +71,8 @@ class App:
                 build_setup.setup(kube, settings, informers),
                 buildlimit_setup.setup(kube, settings, recorder, informers),
             )
+            # Events wait while reconciles wait: a burst's status writes go first.
+            recorder.hold_while(lambda: any(len(c.queue) for c in controllers))
         except BaseException:
             await kube.close()
             raise

@@ -1,6 +1,7 @@
 """An asyncio rate-limited, deduplicating work queue with client-go ``util/workqueue`` semantics.
 
-- ``Queue``: dedups adds, never hands one item to two workers, supports drain.
+- ``Queue``: dedups adds, never hands one item to two workers, supports drain; serves
+  higher priorities first (controller-runtime's priority queue), FIFO within one.
 - ``DelayingQueue``: adds ``add_after`` under one timer per queue.
 - ``RateLimitingQueue``: adds ``add_rate_limited``/``forget``/``num_requeues``.
 - Rate limiters as in client-go, float seconds instead of durations.
@@ -9,7 +10,7 @@
 
 from workqueue.clock import Clock, FakeClock, RealClock, Timer
 from workqueue.delaying import DelayingQueue
-from workqueue.queue import Queue, ShutDown
+from workqueue.queue import DEFAULT_PRIORITY, Queue, ShutDown
 from workqueue.rate_limiters import (
     BucketRateLimiter,
     ItemExponentialFailureRateLimiter,
@@ -22,6 +23,7 @@ from workqueue.rate_limiters import (
 from workqueue.rate_limiting import RateLimitingQueue
 
 __all__ = [
+    "DEFAULT_PRIORITY",
     "BucketRateLimiter",
     "Clock",
     "DelayingQueue",

@@ -15,7 +15,7 @@ from typing import TypeVar
 
 from workqueue.clock import Clock, Timer
 from workqueue.metrics import retry_metrics
-from workqueue.queue import Queue
+from workqueue.queue import DEFAULT_PRIORITY, Queue
 
 __all__ = ["DelayingQueue"]
 
@@ -33,28 +33,37 @@ class DelayingQueue(Queue[T]):
         # new entry (heapq has no decrease-key); the old one stays in the heap, stale,
         # and is skipped when popped because it is no longer the item's live entry.
         self._live: dict[T, _Entry[T]] = {}
+        # The priority each waiting item is added at when due: the highest it was given.
+        self._priority: dict[T, int] = {}
         self._seq = itertools.count()
         self._timer: Timer | None = None
         self._timer_at = 0.0
         self._retries = retry_metrics(name, controller)
 
-    def add_after(self, item: T, delay: float) -> None:
-        """Add ``item`` once ``delay`` seconds have passed; at once if ``delay <= 0``.
+    def add_after(self, item: T, delay: float, priority: int = DEFAULT_PRIORITY) -> None:
+        """Add ``item`` at ``priority`` once ``delay`` seconds have passed; at once if
+        ``delay <= 0``.
 
-        An item already waiting keeps the earlier of its two ready times. Counts as a
-        retry in ``workqueue_retries_total``, as every AddAfter does in client-go.
+        An item already waiting keeps the earlier of its two ready times and the higher
+        of its two priorities (controller-runtime's priority queue). Counts as a retry in
+        ``workqueue_retries_total``, as every AddAfter does in client-go.
         """
         if self._shutting_down:
             return
         if self._retries is not None:
             self._retries.retry()
         if delay <= 0:
-            self.add(item)
+            self.add(item, priority)
             return
         ready_at = self._clock.now() + delay
         live = self._live.get(item)
-        if live is not None and live[0] <= ready_at:
-            return
+        if live is not None:
+            if priority > self._priority[item]:
+                self._priority[item] = priority
+            if live[0] <= ready_at:
+                return
+        else:
+            self._priority[item] = priority
         entry = (ready_at, next(self._seq), item)
         self._live[item] = entry
         heapq.heappush(self._waiting, entry)
@@ -79,7 +88,7 @@ class DelayingQueue(Queue[T]):
             elif entry[0] <= now:
                 heapq.heappop(waiting)
                 del live[item]
-                self.add(item)
+                self.add(item, self._priority.pop(item))
             else:
                 self._set_timer(entry[0])
                 return
@@ -92,3 +101,4 @@ class DelayingQueue(Queue[T]):
         # Nothing waiting can be added any more (client-go drops them too).
         self._waiting.clear()
         self._live.clear()
+        self._priority.clear()

@@ -44,11 +44,14 @@ _LE = (*(repr(bound) for bound in _BUCKETS), "+Inf")
 
 
 class QueueMetrics(Protocol[T_contra]):
-    """What the queue reports: an item became dirty, was handed out, was finished."""
+    """What the queue reports: an item became dirty at a priority, moved to a higher one,
+    was handed out, was finished."""
 
-    def add(self, item: T_contra) -> None: ...
+    def add(self, item: T_contra, priority: int) -> None: ...
 
-    def get(self, item: T_contra) -> None: ...
+    def reprioritize(self, was: int, priority: int) -> None: ...
+
+    def get(self, item: T_contra, priority: int) -> None: ...
 
     def done(self, item: T_contra) -> None: ...
 
@@ -74,6 +77,12 @@ class _Histogram:
         return list(zip(_LE, itertools.accumulate(counts), strict=True))
 
 
+# controller-runtime's cap on the priority label's values (maxRecommendedUniquePriorities):
+# past it, depth is reported under one placeholder value.
+_MAX_PRIORITIES = 25
+_PRIORITY_OVERFLOW = "exceeded_cardinality_limit"
+
+
 class _Series:
     """The numbers behind one name/controller label set, kept for the process's life
     so counters never go back when a queue goes away."""
@@ -81,7 +90,9 @@ class _Series:
     __slots__ = ("adds", "depth", "queue_duration", "queues", "retries", "work_duration")
 
     def __init__(self) -> None:
-        self.depth = 0
+        # By priority label, as controller-runtime's depth of a priority queue: "0" is
+        # there from the start, others once seen.
+        self.depth: dict[str, int] = {"0": 0}
         self.adds = 0
         self.retries = 0
         self.queue_duration = _Histogram()
@@ -112,16 +123,23 @@ class _QueueRecorder(Generic[T]):
         series.queues = [ref for ref in series.queues if ref() is not None]
         series.queues.append(weakref.ref(self))
 
-    def add(self, item: T) -> None:
+    def add(self, item: T, priority: int) -> None:
         series = self._series
         series.adds += 1
-        series.depth += 1
+        label = _priority_label(series, priority)
+        series.depth[label] += 1
         if item not in self._add_times:
             self._add_times[item] = self._clock.now()
 
-    def get(self, item: T) -> None:
+    def reprioritize(self, was: int, priority: int) -> None:
+        series = self._series
+        series.depth[_priority_label(series, was)] -= 1
+        series.depth[_priority_label(series, priority)] += 1
+
+    def get(self, item: T, priority: int) -> None:
         now = self._clock.now()
-        self._series.depth -= 1
+        series = self._series
+        series.depth[_priority_label(series, priority)] -= 1
         self._processing_start_times[item] = now
         added = self._add_times.pop(item, None)
         if added is not None:
@@ -138,6 +156,20 @@ class _QueueRecorder(Generic[T]):
         starts = list(self._processing_start_times.values())
         now = self._clock.now()
         return [now - started for started in starts]
+
+
+def _priority_label(series: _Series, priority: int) -> str:
+    """The depth series of `priority`, made on first use; past _MAX_PRIORITIES distinct
+    values, the placeholder's (all of whose depth is counted there from then on)."""
+    label = str(priority) if priority else "0"
+    depth = series.depth
+    if label in depth:
+        return label
+    if _PRIORITY_OVERFLOW in depth or len(depth) >= _MAX_PRIORITIES:
+        depth.setdefault(_PRIORITY_OVERFLOW, 0)
+        return _PRIORITY_OVERFLOW
+    depth[label] = 0
+    return label
 
 
 class _RetryRecorder:
@@ -159,7 +191,8 @@ class _Collector:
     """
 
     def collect(self) -> Iterator[Metric]:
-        depth = GaugeMetricFamily("workqueue_depth", "Current depth of workqueue", labels=_LABELS)
+        depth = GaugeMetricFamily("workqueue_depth", "Current depth of workqueue by workqueue "
+                                  "and priority", labels=(*_LABELS, "priority"))
         adds = CounterMetricFamily(
             "workqueue_adds", "Total number of adds handled by workqueue", labels=_LABELS
         )
@@ -196,7 +229,8 @@ class _Collector:
                 for age in queue.processing_ages()
             ]
             label_values = list(labels)
-            depth.add_metric(label_values, series.depth)
+            for priority, count in list(series.depth.items()):
+                depth.add_metric([*label_values, priority], count)
             adds.add_metric(label_values, series.adds)
             queue_duration.add_metric(
                 label_values, series.queue_duration.cumulative(), series.queue_duration.sum

@@ -7,6 +7,7 @@ from typing import TypeVar
 
 from workqueue.clock import Clock
 from workqueue.delaying import DelayingQueue
+from workqueue.queue import DEFAULT_PRIORITY
 from workqueue.rate_limiters import RateLimiter, default_controller_rate_limiter
 
 __all__ = ["RateLimitingQueue"]
@@ -36,9 +37,10 @@ class RateLimitingQueue(DelayingQueue[T]):
             else default_controller_rate_limiter(clock=self._clock)
         )
 
-    def add_rate_limited(self, item: T) -> None:
-        """Add ``item`` after the delay the limiter picks (a retry, in the metrics)."""
-        self.add_after(item, self._rate_limiter.when(item))
+    def add_rate_limited(self, item: T, priority: int = DEFAULT_PRIORITY) -> None:
+        """Add ``item`` at ``priority`` after the delay the limiter picks (a retry, in the
+        metrics)."""
+        self.add_after(item, self._rate_limiter.when(item), priority)
 
     def forget(self, item: T) -> None:
         self._rate_limiter.forget(item)

@@ -252,13 +252,18 @@ class Client:
             await self.core.create_namespaced_event(NS, body)  # type: ignore[arg-type]
 
 
-async def start_py_spy(pid: int, label: str) -> tuple[asyncio.subprocess.Process, Path]:
-    """py-spy record on the controller (sampling, non-blocking) until stop_py_spy."""
+async def start_py_spy(pid: int, label: str, *,
+                       timeline: bool = False) -> tuple[asyncio.subprocess.Process, Path]:
+    """py-spy record on the controller (sampling, non-blocking) until stop_py_spy: collapsed
+    stacks, or with `timeline` every sample in order, idle ones too (speedscope JSON:
+    each sample's stack and weight, so where a moment's time went can be read off)."""
     RESULTS.mkdir(parents=True, exist_ok=True)
-    path = RESULTS / f"e2e-py-spy-{label}-{time.strftime('%Y%m%dT%H%M%S')}.txt"
+    suffix = ".speedscope.json" if timeline else ".txt"
+    path = RESULTS / f"e2e-py-spy-{label}-{time.strftime('%Y%m%dT%H%M%S')}{suffix}"
     proc = await asyncio.create_subprocess_exec(
         str(Path(sys.executable).parent / "py-spy"), "record", "--pid", str(pid),
-        "--format", "raw", "--rate", "200", "--nonblocking", "--output", str(path),
+        "--format", "speedscope" if timeline else "raw", *(["--idle"] if timeline else []),
+        "--rate", "200", "--nonblocking", "--output", str(path),
         "--duration", "600", stdout=asyncio.subprocess.DEVNULL,
         stderr=path.with_suffix(".log").open("wb"))
     await asyncio.sleep(0.5)  # attached
@@ -327,7 +332,7 @@ async def warm_up(kube: Kube, observer: Observer, deadline: float, *,
 def per_buildrun_ms(cpu: dict[str, float], n: int) -> dict[str, float]:
     """CPU ms per BuildRun of each process measured (not wall, not cores busy)."""
     return {k: round(1000 * v / n, 3) for k, v in cpu.items()
-            if k not in ("wall", "cores_busy")}
+            if k not in ("wall", "cores_busy", "others", "steal")}
 
 
 async def one_run(mode: str, n: int, workers: int, args: argparse.Namespace,
@@ -395,7 +400,7 @@ async def one_run(mode: str, n: int, workers: int, args: argparse.Namespace,
             work: Callable[[str], Awaitable[None]] = create if driven else bare
             log(f"{mode} n={n} workers={workers if ctl else '-'}: start phase")
             spy = await start_py_spy(ctl.pid, f"start-n{n}-w{workers}") if (
-                mode == "controller" and ctl and args.py_spy) else None
+                mode == "controller" and ctl and "start" in args.py_spy) else None
             req0 = await apiserver_requests(cluster)
             pprof = asyncio.create_task(apiserver_pprof(
                 cluster, args.apiserver_pprof, f"{mode}-n{n}")) if args.apiserver_pprof else None
@@ -452,6 +457,8 @@ async def one_run(mode: str, n: int, workers: int, args: argparse.Namespace,
                         await client.event(event_body(br, cond["reason"], cond["message"]))
 
                 fwork: Callable[[str], Awaitable[None]] = finish if driven else finish_bare
+                spy = await start_py_spy(ctl.pid, f"finish-n{n}-w{workers}") if (
+                    mode == "controller" and ctl and "finish" in args.py_spy) else None
                 rec1 = await ctl.reconciles() if ctl else {}
                 dropped0 = await ctl.events_dropped() if mode == "controller" and ctl else 0
                 log("  finish phase")
@@ -463,6 +470,8 @@ async def one_run(mode: str, n: int, workers: int, args: argparse.Namespace,
                 await observer.wait("done", names, deadline)
                 last = max(observer.done_at[x] for x in names)
                 fin_cpu = meter.stop()
+                if spy is not None:
+                    out["py_spy_finish"] = await stop_py_spy(spy)
                 fin: dict[str, Any] = {
                     "seconds": round(last - t1, 3),
                     "throughput": round(n / (last - t1), 1),
@@ -555,8 +564,8 @@ def phase_table(runs: list[dict[str, Any]]) -> str:
     """The figures per phase, one row per run and phase (issue 17's list)."""
     rows = ["| mode | N | workers | phase | BuildRuns/s | p50 s | p99 s | ctl CPU ms/BuildRun | "
             "apiserver CPU ms/BuildRun | etcd CPU ms/BuildRun | requests per BuildRun | "
-            "ctl peak RSS MiB | load 1m before |",
-            "|---|---:|---:|---|---:|---:|---:|---:|---:|---:|---|---:|---:|"]
+            "ctl peak RSS MiB | load 1m before | machine: others / steal CPU s |",
+            "|---|---:|---:|---|---:|---:|---:|---:|---:|---:|---|---:|---:|---|"]
     for r in runs:
         for phase in ("start", "finish"):
             ph = r.get(phase)
@@ -570,7 +579,8 @@ def phase_table(runs: list[dict[str, Any]]) -> str:
                 f"| {lat.get('p50', '-')} | {lat.get('p99', '-')} "
                 f"| {ms.get('controller', '-')} | {ms.get('apiserver')} | {ms.get('etcd')} "
                 f"| {requests_text(ph['requests_per_buildrun'])} "
-                f"| {'-' if hwm is None else round(hwm / 1024, 1)} | {r['load_before'][0]} |")
+                f"| {'-' if hwm is None else round(hwm / 1024, 1)} | {r['load_before'][0]} "
+                f"| {ph['cpu'].get('others', '-')} / {ph['cpu'].get('steal', '-')} |")
     return "\n".join(rows)
 
 
@@ -617,9 +627,9 @@ def main() -> None:
                    "API server's validation work is the same for both controllers")
     p.add_argument("--client", choices=["raw", "k8s"], default="raw")
     p.add_argument("--no-finish", action="store_true", help="skip the finish phase")
-    p.add_argument("--py-spy", action="store_true",
-                   help="py-spy record the controller during the start phase (collapsed "
-                   "stacks to bench/results/)")
+    p.add_argument("--py-spy", nargs="*", choices=["start", "finish"],
+                   help="py-spy record the controller during these phases (alone: the "
+                   "start phase; collapsed stacks to bench/results/)")
     p.add_argument("--timeout", type=float, default=1200, help="bound on each run, seconds")
     p.add_argument("--quiet-wait", type=float, default=300, metavar="SECONDS",
                    help="wait at most this long before each run for a quiet machine (0: "
@@ -632,7 +642,9 @@ def main() -> None:
                    "older commit) for a before/after comparison")
     p.add_argument("--controller-args", nargs=argparse.REMAINDER, default=[],
                    help="more flags for the controller (put last)")
-    asyncio.run(main_async(p.parse_args()))
+    args = p.parse_args()
+    args.py_spy = ["start"] if args.py_spy == [] else (args.py_spy or [])
+    asyncio.run(main_async(args))
 
 
 if __name__ == "__main__":

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from controller.buildlimit.limits import finished_kind, limits_of
 from controller.buildlimit.reconciler import BuildLimitReconciler
-from controller.runtime.controller import Controller, controller_queue
+from controller.runtime.controller import Controller, controller_queue, event_priority
 from controller.runtime.events import EventRecorder
 from controller.runtime.informers import EventType, InformerFactory
 from controller.runtime.kube import JSON, Kube, key_of
@@ -35,17 +35,17 @@ def setup(kube: Kube, settings: Settings, recorder: EventRecorder,
     controller = Controller(NAME, reconciler, queue, workers=WORKERS, budget=settings.budget,
                             reconcile_timeout=settings.reconcile_timeout)
 
-    def on_build(event: EventType, obj: JSON, _: JSON | None) -> None:
+    def on_build(event: EventType, obj: JSON, old: JSON | None, initial: bool) -> None:
         if limits_of(obj):
-            controller.enqueue(key_of(obj))
+            controller.enqueue(key_of(obj), event_priority(obj, old, initial))
 
-    def on_buildrun(_: EventType, obj: JSON, __: JSON | None) -> None:
+    def on_buildrun(_: EventType, obj: JSON, old: JSON | None, initial: bool) -> None:
         if finished_kind(obj) is None:
             return
         for key in build_names(obj):
             build = builds.get(key)
             if build is not None and limits_of(build):
-                controller.enqueue(key)
+                controller.enqueue(key, event_priority(obj, old, initial))
 
     build_informer.add_handler(on_build)
     buildrun_informer.add_handler(on_buildrun)

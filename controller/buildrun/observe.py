@@ -51,6 +51,9 @@ class Seen:
     # Seconds until the next look although nothing wakes it: a run of an unwatched kind
     # (Caches.unwatched), followed by polling.
     poll: float | None = None
+    # A finished run's pod as the pod cache holds it, for Shipwright's ramp-up metrics
+    # (None when it is not cached: as Shipwright, whose cached client finds none then).
+    rampup_pod: JSON | None = None
 
 
 class Observer:
@@ -74,20 +77,8 @@ class Observer:
         phase = phase_of(buildrun)
         if phase is Phase.NEW:
             return await self._observe_new(buildrun)
-        executor = self.executor_of(buildrun)
         if phase is Phase.DONE:
-            # Cache only: a finished BuildRun costs no API call unless there is work.
-            run = self._cached_run(buildrun, executor)
-            service_account = self._generated_service_account(buildrun)
-            observation = Observation(
-                phase=phase,
-                run_running=run is not None and not run_finished(run),
-                ttl_passed=ttl_left(buildrun, self.clock()) == 0.0,
-                generated_sa_left=service_account is not None,
-                executor_kind=executor.kind,
-            )
-            return Seen(buildrun, observation, run, service_account=service_account,
-                        executor=executor)
+            return self.observe_done(buildrun)
         seen = await self.observe_run(buildrun)
         deadline_passed = deadline_left(buildrun, seen.run, self.clock(),
                                         self.timeout_grace) == 0.0
@@ -102,6 +93,23 @@ class Observer:
             run_running=seen.run is not None and not run_finished(seen.run),
         )
         return replace(seen, observation=observation)
+
+    def observe_done(self, buildrun: JSON) -> Seen:
+        """A finished BuildRun, from the caches only: it costs no API call unless there is
+        work. Also what the event mapper asks when a finished BuildRun is seen
+        (BuildRunReconciler.next_look), so both judge from the same facts."""
+        executor = self.executor_of(buildrun)
+        run = self._cached_run(buildrun, executor)
+        service_account = self._generated_service_account(buildrun)
+        observation = Observation(
+            phase=Phase.DONE,
+            run_running=run is not None and not run_finished(run),
+            ttl_passed=ttl_left(buildrun, self.clock()) == 0.0,
+            generated_sa_left=service_account is not None,
+            executor_kind=executor.kind,
+        )
+        return Seen(buildrun, observation, run, service_account=service_account,
+                    executor=executor)
 
     async def _observe_new(self, buildrun: JSON) -> Seen | None:
         namespace = buildrun["metadata"]["namespace"]
@@ -156,10 +164,14 @@ class Observer:
                     if (child := await self.caches.read(self.kube, TASKRUNS, namespace,
                                                         name)) is not None]
         pod_name = executor.failed_pod(run, children)
+        # Live: a failure verdict cannot be taken back, and the pod cache may lag its
+        # eviction. The ramp-up pod is only a metric: the cache's copy serves.
         pod = await self.kube.get_or_none(PODS, namespace, pod_name) if pod_name else None
         outcome: Outcome | None = executor.outcome(run, children, pod, canceled(buildrun))
+        rampup = executor.pod_name(run, children)
         return Seen(buildrun, replace(observation, outcome=outcome), run, executor=executor,
-                    children=tuple(children))
+                    children=tuple(children),
+                    rampup_pod=self.caches.pods.get(f"{namespace}/{rampup}") if rampup else None)
 
     def _unrecorded_run(self, buildrun: JSON, executor: Executor) -> JSON | None:
         """A TaskRun (PipelineRun) the BuildRun owns under another name than ours, not

@@ -20,18 +20,18 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from controller.buildrun.actions import Actions
-from controller.buildrun.buildruns import phase_of
+from controller.buildrun.actions import WAKE_MARGIN, Actions
+from controller.buildrun.buildruns import phase_of, ttl_left
 from controller.buildrun.caches import Caches
 from controller.buildrun.executors import Executor
 from controller.buildrun.observe import Observer
 from controller.buildrun.plan import Planner
 from controller.buildrun.resources.config import ShipwrightConfig
-from controller.buildrun.states import Phase, decide
+from controller.buildrun.states import Action, Phase, decide
 from controller.runtime.controller import DONE, Result
 from controller.runtime.errors import RetryableError
 from controller.runtime.events import EventRecorder
-from controller.runtime.kube import Kube, split_key
+from controller.runtime.kube import JSON, Kube, split_key
 from controller.runtime.timestamps import Clock, now
 from controller.settings import Settings
 from controller.shipwright.resources import BUILDRUNS
@@ -57,6 +57,25 @@ class BuildRunReconciler:
         self.planner = Planner(kube, caches, config or ShipwrightConfig.from_env())
         self.observer = Observer(kube, caches, self.planner, clock, executor, timeout_grace)
         self.actions = Actions(kube, recorder, clock, timeout_grace)
+        self.clock = clock
+
+    def next_look(self, buildrun: JSON) -> float | None:
+        """Seconds until a BuildRun seen in the cache needs a reconcile (0: now), or None:
+        none unless an event brings news. What the event mapper asks of a BuildRun the
+        initial list, a resync or its completion brings (setup.py), so a restart costs
+        no reconcile per finished BuildRun and a completion no second one.
+
+        NEW and RUNNING: now. DONE: the state table decides, on what the caches hold
+        (Observer.observe_done, the same facts a reconcile would see): now when a row acts
+        (the run still going, the TTL passed, the generated ServiceAccount left), else
+        when the retention TTL runs out (row 4's requeue), else never. A run or
+        ServiceAccount the caches do not hold yet queues the BuildRun by its own event."""
+        if phase_of(buildrun) is not Phase.DONE:
+            return 0.0
+        if decide(self.observer.observe_done(buildrun).observation).action is not Action.NOTHING:
+            return 0.0
+        ttl = ttl_left(buildrun, self.clock())
+        return None if ttl is None else ttl + WAKE_MARGIN
 
     async def reconcile(self, key: str) -> Result:
         buildrun = self.caches.buildruns.get(key)

@@ -9,21 +9,30 @@ from __future__ import annotations
 
 from controller.buildrun import metrics as buildrun_metrics
 from controller.buildrun.buildruns import phase_of
-from controller.buildrun.caches import EXECUTOR_INDEXERS, Caches, owner_buildrun
+from controller.buildrun.caches import (
+    EXECUTOR_INDEXERS,
+    NEW_BY_BUILD,
+    NEW_BY_BUILD_INDEXERS,
+    OWN_RUNS,
+    Caches,
+    finished_buildrun,
+    owner_buildrun,
+    slim_pod,
+)
 from controller.buildrun.executors import EXECUTORS, TASKRUN
 from controller.buildrun.reconciler import BuildRunReconciler
 from controller.buildrun.resources.config import ShipwrightConfig
-from controller.buildrun.states import Phase
-from controller.runtime.controller import Controller, controller_queue
+from controller.buildrun.status import run_finished
+from controller.runtime.controller import Controller, controller_queue, event_priority
 from controller.runtime.errors import ERROR_CLASSES, RetryableError
 from controller.runtime.events import EventRecorder
 from controller.runtime.informers import EventType, Informer, InformerFactory
-from controller.runtime.kube import JSON, SERVICEACCOUNTS, Kube, key_of
+from controller.runtime.kube import JSON, PODS, SERVICEACCOUNTS, Kube, key_of
 from controller.runtime.store import Store
 from controller.settings import Settings
 from controller.shipwright import field_managers
 from controller.shipwright.conditions import succeeded_condition
-from controller.shipwright.indexes import BUILDRUN_INDEXERS, BY_BUILD
+from controller.shipwright.indexes import BUILDRUN_INDEXERS
 from controller.shipwright.resources import (
     BUILDRUNS,
     BUILDS,
@@ -37,25 +46,27 @@ NAME = "buildrun"
 
 
 def buildrun_wakes(kind: EventType, obj: JSON, old: JSON | None) -> bool:
-    """Which BuildRun events queue the BuildRun: Shipwright's predBuildRun, widened where
-    this one controller does what Shipwright splits across two.
+    """Which BuildRun events call for a look at the BuildRun: Shipwright's predBuildRun,
+    widened where this one controller does what Shipwright splits across two. Whether
+    the look is a reconcile now, later or none is `BuildRunReconciler.next_look`'s to say
+    for a finished BuildRun (`_wire`).
 
     - ADDED (the first list, a relist, a creation): always. Shipwright passes only a
       BuildRun without executor and completionTime, leaving the rest to its TaskRun
-      events and its TTL controller; here the same reconcile handles a finished
-      BuildRun's retention TTL and generated ServiceAccount (rows 2-4), so every
-      BuildRun is looked at once at start.
+      events and its TTL controller; here one controller also handles a finished
+      BuildRun's retention TTL and generated ServiceAccount (rows 1-4), so every
+      BuildRun is looked at once when seen: a finished one needing nothing costs no
+      reconcile, one with a TTL waits for it in the queue (next_look).
     - MODIFIED: a spec change (generation: the CRD admits a cancel, and a finished
       BuildRun's retention TTLs, which rows 2 and 4 read live), a change of phase
       (taskRunName or completionTime newly set, by whoever) and a resync (the same
-      resourceVersion). A phase change is the one write of ours whose
-      event is needed: the next look must see the new phase (a started BuildRun whose
-      adopted TaskRun had finished already; a finished one's rows 2-4), and it is the
-      last write of the try that makes it, so it never brings a failing key back early.
-      Not our other label and status writes: each would queue a failing key again at
-      once, around its backoff, and spend --max-retries faster than the backoff implies
-      (the soak's three ReconcilerRetriesExhausted runs before this filter,
-      RELIABILITY.md).
+      resourceVersion). A phase change is the one write of ours whose event is needed:
+      the next look must see the new phase (a started BuildRun whose adopted TaskRun had
+      finished already; a finished one's rows 1-4), and it is the last write of the try
+      that makes it, so it never brings a failing key back early. Not our other label
+      and status writes: each would queue a failing key again at once, around its
+      backoff, and spend --max-retries faster than the backoff implies (the soak's three
+      ReconcilerRetriesExhausted runs before this filter, RELIABILITY.md).
     - DELETED: never; its TaskRun goes with it (ownerReference).
     """
     if kind == "DELETED":
@@ -70,18 +81,25 @@ def buildrun_wakes(kind: EventType, obj: JSON, old: JSON | None) -> bool:
     )
 
 
-def run_wakes(kind: EventType, obj: JSON, old: JSON | None) -> bool:
+def run_wakes(kind: EventType, obj: JSON, old: JSON | None, initial: bool = False) -> bool:
     """Which TaskRun (and PipelineRun) events queue its BuildRun: Shipwright's predTaskRun
     (its predPipelineRun is the same), plus resyncs.
     Every creation; a deletion before the TaskRun completed (row 13: TaskRunIsMissing);
     an update that starts it, gives it a Succeeded condition, fails it, or changes the
     condition's status, reason or message. Not our own cancel patch, nor Tekton's
-    other status writes (steps, results as they come), which change nothing we read."""
+    other status writes (steps, results as they come), which change nothing we read.
+
+    A run of the initial list or a resync (no news) only while it still runs: a finished
+    one tells its BuildRun nothing the BuildRun's own listing does not (a started
+    BuildRun is looked at anyway; a finished one needs its run only while that runs,
+    row 1). So a restart queues no reconcile per finished TaskRun, where Shipwright's
+    queues one per TaskRun listed (at low priority)."""
     if kind == "DELETED":
         return not _completion(obj)
+    if initial or (old is not None and obj["metadata"].get("resourceVersion")
+                   == old["metadata"].get("resourceVersion")):
+        return not run_finished(obj)
     if kind == "ADDED" or old is None:
-        return True
-    if obj["metadata"].get("resourceVersion") == old["metadata"].get("resourceVersion"):
         return True
     status, old_status = obj.get("status") or {}, old.get("status") or {}
     if status.get("startTime") and not old_status.get("startTime"):
@@ -101,34 +119,42 @@ def _completion(obj: JSON) -> object:
 def setup(kube: Kube, settings: Settings, recorder: EventRecorder,
           informers: InformerFactory) -> Controller:
     """The BuildRun controller, on the process's informers: it asks `informers` for the
-    six kinds it reads (the TaskRuns trimmed by TASKRUN.slim), and when the configured
-    executor runs as another kind (BUILDRUN_EXECUTOR=PipelineRun) a seventh, that kind,
-    trimmed by its own `slim`: a PipelineRun's TaskRuns are read from the TaskRun
-    informer, whose events wake the BuildRun too (Tekton copies the BuildRun label onto
-    them)."""
+    seven kinds it reads (the TaskRuns trimmed by TASKRUN.slim, the pods by slim_pod, both
+    only those labelled with a BuildRun's name), and when the configured executor runs as
+    another kind (BUILDRUN_EXECUTOR=PipelineRun) an eighth, that kind, trimmed by its own
+    `slim`: a PipelineRun's TaskRuns are read from the TaskRun informer, whose events wake
+    the BuildRun too (Tekton copies the BuildRun label onto them). A finished BuildRun or
+    run is cached frozen (finished_buildrun, status.run_finished)."""
     config = ShipwrightConfig.from_env()  # a bad BUILDRUN_EXECUTOR stops the start here
     executor = EXECUTORS[config.executor]  # resolved once, here
-    buildruns = informers.informer(BUILDRUNS, indexers=BUILDRUN_INDEXERS)
+    buildruns = informers.informer(BUILDRUNS, indexers=BUILDRUN_INDEXERS | NEW_BY_BUILD_INDEXERS,
+                                   freeze=finished_buildrun)
     builds = informers.informer(BUILDS)
     # Read when a BuildRun starts; a BuildRun never waits on a strategy, so no handler.
     strategies = informers.informer(BUILDSTRATEGIES)
     # Cluster-scoped: watched whole even with --namespace.
     cluster_strategies = informers.informer(CLUSTERBUILDSTRATEGIES)
+    # Only the runs of BuildRuns (OWN_RUNS): other TaskRuns never reach the process.
     runs = {TASKRUNS: informers.informer(TASKRUNS, transform=TASKRUN.slim,
-                                         indexers=EXECUTOR_INDEXERS)}
+                                         indexers=EXECUTOR_INDEXERS, label_selector=OWN_RUNS,
+                                         freeze=run_finished)}
     if executor.resource not in runs:
         # Only when configured: a cluster may have no PipelineRun CRD, and the informer's
         # list would then fail for ever (and /readyz with it).
         runs[executor.resource] = informers.informer(
-            executor.resource, transform=executor.slim, indexers=EXECUTOR_INDEXERS)
+            executor.resource, transform=executor.slim, indexers=EXECUTOR_INDEXERS,
+            label_selector=OWN_RUNS, freeze=run_finished)
     # Which ServiceAccount a BuildRun runs as, and whether its generated one is left.
     service_accounts = informers.informer(SERVICEACCOUNTS)
+    # The runs' pods, for Shipwright's ramp-up metrics at a finish: read from this cache,
+    # as Shipwright reads them, not with a GET per finish. No handler: a pod wakes nothing.
+    pods = informers.informer(PODS, transform=slim_pod, label_selector=OWN_RUNS)
     queue = controller_queue(NAME, settings.queue)
     reconciler = BuildRunReconciler(
         kube.with_field_manager(field_managers.BUILDRUN_CONTROLLER),
         Caches(buildruns=buildruns.store, taskruns=runs[TASKRUNS].store, builds=builds.store,
                strategies=strategies.store, cluster_strategies=cluster_strategies.store,
-               service_accounts=service_accounts.store,
+               service_accounts=service_accounts.store, pods=pods.store,
                pipelineruns=(runs[PIPELINERUNS].store if PIPELINERUNS in runs
                              else Store(EXECUTOR_INDEXERS)),
                unwatched=frozenset(e.resource for e in EXECUTORS.values()) - runs.keys()),
@@ -145,33 +171,38 @@ def setup(kube: Kube, settings: Settings, recorder: EventRecorder,
         on_retry=_count_retry,
     )
     _zero_retry_series()
-    _wire(controller, buildruns, builds, list(runs.values()), service_accounts)
+    _wire(controller, reconciler, buildruns, builds, list(runs.values()), service_accounts)
     return controller
 
 
-def _wire(controller: Controller, buildruns: Informer, builds: Informer,
-          runs: list[Informer], service_accounts: Informer) -> None:
+def _wire(controller: Controller, reconciler: BuildRunReconciler, buildruns: Informer,
+          builds: Informer, runs: list[Informer], service_accounts: Informer) -> None:
+    """Event handlers: each maps an event to the BuildRun it concerns, at the priority
+    `event_priority` gives it (after a restart, the initial list's backlog waits behind
+    new work, as in controller-runtime)."""
     enqueue = controller.enqueue
 
-    def on_buildrun(kind: EventType, obj: JSON, old: JSON | None) -> None:
-        if buildrun_wakes(kind, obj, old):
-            enqueue(key_of(obj))
+    def on_buildrun(kind: EventType, obj: JSON, old: JSON | None, initial: bool) -> None:
+        if not buildrun_wakes(kind, obj, old):
+            return
+        delay = reconciler.next_look(obj)
+        if delay is not None:
+            controller.enqueue_after(key_of(obj), delay, event_priority(obj, old, initial))
 
-    def on_owned(_: EventType, obj: JSON, __: JSON | None) -> None:
+    def on_owned(_: EventType, obj: JSON, old: JSON | None, initial: bool) -> None:
         owner = owner_buildrun(obj)
         if owner:
-            enqueue(owner)
+            enqueue(owner, event_priority(obj, old, initial))
 
-    def on_run(kind: EventType, obj: JSON, old: JSON | None) -> None:
-        if run_wakes(kind, obj, old):
-            on_owned(kind, obj, old)
+    def on_run(kind: EventType, obj: JSON, old: JSON | None, initial: bool) -> None:
+        if run_wakes(kind, obj, old, initial):
+            on_owned(kind, obj, old, initial)
 
-    def on_build(_: EventType, obj: JSON, __: JSON | None) -> None:
+    def on_build(_: EventType, obj: JSON, old: JSON | None, initial: bool) -> None:
         # Only a BuildRun not started yet reads its Build (row 9 waits for it to be
         # validated); a started one runs on its snapshot.
-        for buildrun in buildruns.store.by_index(BY_BUILD, key_of(obj)):
-            if phase_of(buildrun) is Phase.NEW:
-                enqueue(key_of(buildrun))
+        for key in sorted(buildruns.store.index_keys(NEW_BY_BUILD, key_of(obj))):
+            enqueue(key, event_priority(obj, old, initial))
 
     buildruns.add_handler(on_buildrun)
     for informer in runs:

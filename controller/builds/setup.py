@@ -14,8 +14,8 @@ from __future__ import annotations
 
 from controller.builds.reconciler import BuildReconciler
 from controller.builds.validation import secret_refs
-from controller.runtime.controller import Controller, controller_queue
-from controller.runtime.informers import EventType, InformerFactory
+from controller.runtime.controller import Controller, controller_queue, event_priority
+from controller.runtime.informers import EventType, InformerFactory, identity_only
 from controller.runtime.kube import JSON, SECRETS, Kube, key_of
 from controller.runtime.store import Indexer
 from controller.settings import Settings
@@ -61,7 +61,10 @@ def setup(kube: Kube, settings: Settings, informers: InformerFactory) -> Control
     (the BuildRun controller reads them too: one watch per kind) and a metadata-only
     Secret informer."""
     builds = informers.informer(BUILDS, indexers=BUILD_INDEXERS)
-    secrets = informers.informer(SECRETS, metadata_only=True)
+    # Only their comings and goings are read (on_secret), never a field: the cache keeps
+    # each Secret's name. No label selector can narrow it: a Build names any Secret of
+    # its namespace, labelled as its owner chose (Shipwright caches every Secret whole).
+    secrets = informers.informer(SECRETS, metadata_only=True, transform=identity_only)
     strategies = informers.informer(BUILDSTRATEGIES)
     buildruns = informers.informer(BUILDRUNS, indexers=BUILDRUN_INDEXERS)
     queue = controller_queue(NAME, settings.queue)
@@ -73,14 +76,14 @@ def setup(kube: Kube, settings: Settings, informers: InformerFactory) -> Control
         reconcile_timeout=settings.reconcile_timeout,
     )
 
-    def on_build(kind: EventType, obj: JSON, old: JSON | None) -> None:
+    def on_build(kind: EventType, obj: JSON, old: JSON | None, initial: bool) -> None:
         if spec_changed(kind, obj, old):
-            controller.enqueue(key_of(obj))
+            controller.enqueue(key_of(obj), event_priority(obj, old, initial))
 
-    def on_secret(kind: EventType, obj: JSON, old: JSON | None) -> None:
+    def on_secret(kind: EventType, obj: JSON, old: JSON | None, initial: bool) -> None:
         if secret_appeared_or_vanished(kind):
             for build in builds.store.by_index(BY_SECRET, key_of(obj)):
-                controller.enqueue(key_of(build))
+                controller.enqueue(key_of(build), event_priority(obj, old, initial))
 
     builds.add_handler(on_build)
     secrets.add_handler(on_secret)

@@ -582,6 +582,11 @@ def _go_quote(text: str) -> str:
 # -- ownership: Shipwright's `ownerreferences` step (pkg/validate/ownerreferences.go) --
 
 
+def owns_its_buildruns(build: JSON) -> bool:
+    """`spec.retention.atBuildDeletion: true`: the Build is to own its BuildRuns."""
+    return ((_spec(build).get("retention") or {}).get("atBuildDeletion")) is True
+
+
 def owner_references(build: JSON, buildrun: JSON) -> list[JSON] | None:
     """The ownerReferences a BuildRun of `build` should have, or None when it has them.
 
@@ -593,7 +598,7 @@ def owner_references(build: JSON, buildrun: JSON) -> list[JSON] | None:
     name = meta.get("name")
     refs: list[JSON] = list((buildrun.get("metadata") or {}).get("ownerReferences") or [])
     others = [r for r in refs if not (r.get("kind") == "Build" and r.get("name") == name)]
-    if ((_spec(build).get("retention") or {}).get("atBuildDeletion")) is True:
+    if owns_its_buildruns(build):
         if len(others) < len(refs):
             return None
         return [*others, {"apiVersion": build.get("apiVersion", "shipwright.io/v1beta1"),

@@ -13,6 +13,10 @@ queue operations and metrics, as controller-runtime's reconcileHandler does:
 | RetryableError, budget spent | add now; next turn calls give_up   | error         |
 | TerminalError                | forget, never requeued             | error         |
 
+Every requeue keeps the priority the key was handed out with (controller-runtime's
+reconcileHandler): a key from the initial list stays behind new work on its retries and
+its requeue_after too.
+
 Any other exception is a bug: it is logged with its traceback, counted as a
 panic, and retried like a system error, so it never kills a worker. A reconcile
 that outlives `reconcile_timeout` is cancelled, counted on its own as
@@ -38,10 +42,31 @@ from typing import Protocol
 
 from controller.runtime import logs, metrics
 from controller.runtime.errors import ReconcileError, RetryableError, classify
+from controller.runtime.kube import JSON
 from controller.runtime.settings import QueueSettings, RetryBudget
-from workqueue import RateLimitingQueue, ShutDown, default_controller_rate_limiter
+from workqueue import (
+    DEFAULT_PRIORITY,
+    RateLimitingQueue,
+    ShutDown,
+    default_controller_rate_limiter,
+)
 
 log = logging.getLogger(__name__)
+
+# controller-runtime's handler.LowPriority: what an event that brings no news is queued at.
+LOW_PRIORITY = -100
+
+
+def event_priority(obj: JSON, old: JSON | None, initial: bool) -> int:
+    """The priority of the key an informer event queues: LOW_PRIORITY for an object of the
+    informer's initial list or a resync (the same resourceVersion), as controller-runtime's
+    handlers give them (WithLowPriorityWhenUnchanged), so that after a restart new work
+    (a creation, any change the watch brings) is served before the backlog the list
+    queued; DEFAULT_PRIORITY for the rest."""
+    if initial or (old is not None and obj["metadata"].get("resourceVersion")
+                   == old["metadata"].get("resourceVersion")):
+        return LOW_PRIORITY
+    return DEFAULT_PRIORITY
 
 
 @dataclass(frozen=True)
@@ -114,12 +139,25 @@ class Controller:
                         metrics.RETRY_BUDGET_EXHAUSTED):
             counter.labels(name)
         # "requeue" is never counted (see the module docstring); its zero sample keeps
-        # controller-runtime's four series for dashboards that sum by result.
-        for result in ("success", "error", "requeue", "requeue_after"):
-            metrics.RECONCILE_TOTAL.labels(name, result)
+        # controller-runtime's four series for dashboards that sum by result. The children
+        # every reconcile updates are looked up once (labels() takes a lock and a dict
+        # lookup each call: 1.5-2% of the controller's time in a burst, py-spy).
+        self._totals = {result: metrics.RECONCILE_TOTAL.labels(name, result)
+                        for result in ("success", "error", "requeue", "requeue_after")}
+        self._active = metrics.ACTIVE_WORKERS.labels(name)
+        self._reconcile_time = metrics.RECONCILE_TIME.labels(name)
 
-    def enqueue(self, key: str) -> None:
-        self.queue.add(key)
+    def enqueue(self, key: str, priority: int = DEFAULT_PRIORITY) -> None:
+        self.queue.add(key, priority)
+
+    def enqueue_after(self, key: str, delay: float, priority: int = DEFAULT_PRIORITY) -> None:
+        """Queues `key` once `delay` seconds have passed, at once if <= 0 (then a plain add:
+        add_after counts every call in workqueue_retries_total, and this is no retry): for
+        a mapper that knows from an event when an object next needs a look."""
+        if delay > 0:
+            self.queue.add_after(key, delay, priority)
+        else:
+            self.queue.add(key, priority)
 
     @property
     def running(self) -> bool:
@@ -151,26 +189,26 @@ class Controller:
         """One worker turn: waits for a key and reconciles it, with all the queue
         bookkeeping; False once the queue is shut down and empty."""
         try:
-            key = await self.queue.get()
+            key, priority = await self.queue.get_with_priority()
         except ShutDown:
             return False
-        await self._process(key)
+        await self._process(key, priority)
         return True
 
-    async def _process(self, key: str) -> None:
+    async def _process(self, key: str, priority: int) -> None:
         with logs.reconcile_fields(controller=self.name, key=key,
                                    reconcile_id=str(uuid.uuid4())):
             start = time.perf_counter()
-            active = metrics.ACTIVE_WORKERS.labels(self.name)
+            active = self._active
             active.inc()
             try:
                 outcome = await self._invoke(key)
-                label = self._handle(key, outcome)
+                label = self._handle(key, outcome, priority)
             finally:
                 self.queue.done(key)
                 active.dec()
             elapsed = time.perf_counter() - start
-            metrics.RECONCILE_TIME.labels(self.name).observe(elapsed)
+            self._reconcile_time.observe(elapsed)
             level = logging.DEBUG if label != "error" else logging.WARNING
             if log.isEnabledFor(level):
                 log.log(level, "reconciled", extra={
@@ -200,19 +238,19 @@ class Controller:
                 log.exception("reconciler raised unexpectedly", extra={"key": key})
             return error
 
-    def _handle(self, key: str, outcome: Result | ReconcileError) -> str:
+    def _handle(self, key: str, outcome: Result | ReconcileError, priority: int) -> str:
         if isinstance(outcome, Result):
             self._failures.pop(key, None)
             if outcome.requeue_after is not None and outcome.requeue_after > 0:
                 self.queue.forget(key)
-                self.queue.add_after(key, outcome.requeue_after)
+                self.queue.add_after(key, outcome.requeue_after, priority)
                 return self._count("requeue_after")
             self.queue.forget(key)
             return self._count("success")
 
         metrics.RECONCILE_ERRORS.labels(self.name).inc()
         if isinstance(outcome, RetryableError):
-            self._retry(key, outcome)
+            self._retry(key, outcome, priority)
         else:
             # TerminalError, or a UserError a reconciler failed to turn into a status.
             metrics.TERMINAL_RECONCILE_ERRORS.labels(self.name).inc()
@@ -220,7 +258,7 @@ class Controller:
             self.queue.forget(key)
         return self._count("error")
 
-    def _retry(self, key: str, error: RetryableError) -> None:
+    def _retry(self, key: str, error: RetryableError, priority: int) -> None:
         now = self._clock()
         failure = self._failures.get(key)
         if failure is None:
@@ -233,9 +271,9 @@ class Controller:
                 "controller": self.name, "key": key, "retries": self.queue.num_requeues(key),
                 "error": str(error),
             })
-            self.queue.add(key)
+            self.queue.add(key, priority)
             return
-        self.queue.add_rate_limited(key)
+        self.queue.add_rate_limited(key, priority)
         if self._on_retry is not None:
             self._on_retry(key, error)
 
@@ -246,5 +284,5 @@ class Controller:
         )
 
     def _count(self, label: str) -> str:
-        metrics.RECONCILE_TOTAL.labels(self.name, label).inc()
+        self._totals[label].inc()
         return label

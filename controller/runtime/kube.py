@@ -292,16 +292,20 @@ class Kube:
         *,
         timeout_seconds: int,
         metadata_only: bool = False,
+        label_selector: str | None = None,
     ) -> AsyncIterator[JSON]:
         """Yields decoded watch events until the server ends the stream; an ERROR
         event raises ApiError with its Status code, as an HTTP error would. With
-        metadata_only, each event's object is a PartialObjectMetadata."""
+        metadata_only, each event's object is a PartialObjectMetadata; with
+        label_selector, only the objects it selects are watched."""
         query = {
             "watch": "1",
             "resourceVersion": resource_version,
             "allowWatchBookmarks": "true",
             "timeoutSeconds": str(timeout_seconds),
         }
+        if label_selector:
+            query["labelSelector"] = label_selector
         url = self._host + resource.path(namespace) + "?" + urlencode(query)
         headers = await self._headers(None, METADATA if metadata_only else "application/json")
         # The server ends the stream after timeout_seconds. A connection that went

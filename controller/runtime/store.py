@@ -3,23 +3,36 @@
 Invariant: for every index, `_index[name][value]` holds exactly the keys of
 the stored objects whose indexer returns `value`; `_values` remembers what
 each object was indexed under so a replace or delete can undo it exactly.
+
+An object the store's `freeze` predicate picks (its owner's rule for objects that
+no longer change and are seldom read: a finished BuildRun, a finished TaskRun) is
+kept as its JSON bytes, 40-50% of the memory of the decoded dicts, and decoded on
+every read (3 us for a finished BuildRun). Readers never mutate a cached object (each
+write starts from a copy or a patch), so they cannot tell the two apart, except that
+every read of a frozen object returns a new dict.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 
+import orjson
+
 from controller.runtime.kube import JSON, key_of
 
 Indexer = Callable[[JSON], Iterable[str]]
+# Whether an object is kept frozen (as its JSON bytes) rather than as decoded dicts.
+Freeze = Callable[[JSON], bool]
 
 
 class Store:
-    def __init__(self, indexers: dict[str, Indexer] | None = None) -> None:
-        self._objects: dict[str, JSON] = {}
+    def __init__(self, indexers: dict[str, Indexer] | None = None,
+                 freeze: Freeze | None = None) -> None:
+        self._objects: dict[str, JSON | bytes] = {}
         self._indexers = dict(indexers or {})
         self._index: dict[str, dict[str, set[str]]] = {name: {} for name in self._indexers}
         self._values: dict[str, dict[str, tuple[str, ...]]] = {}
+        self.freeze = freeze
 
     @property
     def indexers(self) -> dict[str, Indexer]:
@@ -36,9 +49,9 @@ class Store:
             return
         self._indexers.update(new)
         self._index.update({name: {} for name in new})
-        for key, obj in self._objects.items():
+        for key, stored in self._objects.items():
             self._unindex(key)
-            self._reindex(key, obj)
+            self._reindex(key, _thawed(stored))
 
     def __len__(self) -> int:
         return len(self._objects)
@@ -47,16 +60,22 @@ class Store:
         return key in self._objects
 
     def get(self, key: str) -> JSON | None:
-        return self._objects.get(key)
+        stored = self._objects.get(key)
+        return None if stored is None else _thawed(stored)
 
     def keys(self) -> list[str]:
         return list(self._objects)
 
     def values(self) -> list[JSON]:
-        return list(self._objects.values())
+        return [_thawed(stored) for stored in self._objects.values()]
 
     def by_index(self, index: str, value: str) -> list[JSON]:
-        return [self._objects[k] for k in self._index[index].get(value, ())]
+        return [_thawed(self._objects[k]) for k in self._index[index].get(value, ())]
+
+    def index_keys(self, index: str, value: str) -> set[str]:
+        """The keys of the objects `by_index` would return, nothing decoded (a caller that
+        narrows many down to a few reads only those)."""
+        return set(self._index[index].get(value, ()))
 
     def upsert(self, obj: JSON) -> JSON | None:
         """Stores obj; returns the object it replaced, if any."""
@@ -64,15 +83,19 @@ class Store:
         old = self._objects.get(key)
         if old is not None:
             self._unindex(key)
-        self._objects[key] = obj
+        self._objects[key] = _frozen(obj) if self.freezes(obj) else obj
         self._reindex(key, obj)
-        return old
+        return None if old is None else _thawed(old)
+
+    def freezes(self, obj: JSON) -> bool:
+        """Whether `obj` would be kept frozen."""
+        return self.freeze is not None and self.freeze(obj)
 
     def remove(self, key: str) -> JSON | None:
         old = self._objects.pop(key, None)
         if old is not None:
             self._unindex(key)
-        return old
+        return None if old is None else _thawed(old)
 
     def _reindex(self, key: str, obj: JSON) -> None:
         if not self._indexers:
@@ -94,3 +117,16 @@ class Store:
                     keys.discard(key)
                     if not keys:
                         del bucket[v]
+
+
+def _frozen(obj: JSON) -> bytes:
+    # orjson's bytes keep the 4 KB buffer they were written into (measured: 4,098 bytes
+    # traced for a 972-byte BuildRun); a copy is allocated at its length.
+    return bytes(memoryview(orjson.dumps(obj)))
+
+
+def _thawed(stored: JSON | bytes) -> JSON:
+    if isinstance(stored, bytes):
+        obj: JSON = orjson.loads(stored)
+        return obj
+    return stored

@@ -1,4 +1,4 @@
-"""The index the informers keep on BuildRuns, read by every controller that finds a
+"""The indexes the informers keep on BuildRuns, read by every controller that finds a
 Build's BuildRuns (the Build, BuildRun and build-limit controllers)."""
 
 from __future__ import annotations
@@ -16,4 +16,18 @@ def build_names(buildrun: JSON) -> list[str]:
     return [f"{buildrun['metadata']['namespace']}/{name}"] if name else []
 
 
-BUILDRUN_INDEXERS: dict[str, Indexer] = {BY_BUILD: build_names}
+# Store.by_index(BY_BUILD_OWNER, "namespace/build") -> the BuildRuns with that Build among
+# their ownerReferences (retention.atBuildDeletion: the Build controller's owner sync).
+BY_BUILD_OWNER = "build-owner"
+
+
+def build_owners(buildrun: JSON) -> list[str]:
+    """Index function: the key of each Build among a BuildRun's ownerReferences (by kind
+    and name, as the owner sync compares them)."""
+    namespace = buildrun["metadata"]["namespace"]
+    return [f"{namespace}/{ref.get('name')}"
+            for ref in buildrun["metadata"].get("ownerReferences") or []
+            if ref.get("kind") == "Build"]
+
+
+BUILDRUN_INDEXERS: dict[str, Indexer] = {BY_BUILD: build_names, BY_BUILD_OWNER: build_owners}

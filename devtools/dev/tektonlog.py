@@ -32,7 +32,7 @@ class TektonLog:
         informer.add_handler(self._on_event)
         await informer.run()
 
-    def _on_event(self, kind: EventType, taskrun: JSON, _: JSON | None) -> None:
+    def _on_event(self, kind: EventType, taskrun: JSON, _: JSON | None, __: bool) -> None:
         if kind != "DELETED":
             self._observe(taskrun)
 

@@ -77,7 +77,7 @@ async def test_relist_after_410_gone_delivers_missed_deletes(
         await w.buildrun(name)
     informer = Informer(kube, BUILDRUNS, namespace)
     deleted: list[str] = []
-    informer.add_handler(lambda t, o, _: deleted.append(key_of(o)) if t == "DELETED" else None)
+    informer.add_handler(lambda t, o, _, __: deleted.append(key_of(o)) if t == "DELETED" else None)
     task = asyncio.create_task(informer.run())
     await informer.wait_synced()
     task.cancel()  # a long disconnection: we keep our (soon too old) resourceVersion

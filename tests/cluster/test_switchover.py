@@ -211,7 +211,7 @@ class Ledger:
         self.informer = Informer(w.kube, BUILDRUNS, w.ns, watch_timeout=30)
         self.informer.add_handler(self._record)
 
-    def _record(self, kind: str, obj: JSON, old: JSON | None) -> None:
+    def _record(self, kind: str, obj: JSON, old: JSON | None, initial: bool) -> None:
         if kind != "DELETED":
             self.seen.setdefault(obj["metadata"]["name"], []).append(
                 (obj["metadata"]["resourceVersion"], obj.get("status") or {}))

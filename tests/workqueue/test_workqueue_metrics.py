@@ -48,10 +48,10 @@ async def test_adds_depth_and_queue_duration() -> None:
     q.add("a")  # deduplicated: not an add
     q.add("b")
     assert value("workqueue_adds_total", name) == 2
-    assert value("workqueue_depth", name) == 2
+    assert value("workqueue_depth", name, priority="0") == 2
     clock.step(0.25)
     await q.get()
-    assert value("workqueue_depth", name) == 1
+    assert value("workqueue_depth", name, priority="0") == 1
     assert value("workqueue_queue_duration_seconds_count", name) == 1
     assert value("workqueue_queue_duration_seconds_sum", name) == pytest.approx(0.25)
     assert value("workqueue_queue_duration_seconds_bucket", name, le="0.1") == 0
@@ -65,10 +65,10 @@ async def test_depth_counts_an_item_re_added_while_processing_as_client_go_does(
     item = await q.get()
     q.add("a")
     assert len(q) == 0
-    assert value("workqueue_depth", name) == 1
+    assert value("workqueue_depth", name, priority="0") == 1
     q.done(item)
     await q.get()
-    assert value("workqueue_depth", name) == 0
+    assert value("workqueue_depth", name, priority="0") == 0
     assert value("workqueue_adds_total", name) == 2
 
 

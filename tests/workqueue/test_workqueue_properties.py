@@ -1,5 +1,6 @@
-"""Property tests: random interleavings of add/add_after/add_rate_limited/forget, clock
-steps, and several workers finishing in random order, all driven by a FakeClock.
+"""Property tests: random interleavings of add/add_after/add_rate_limited/forget at random
+priorities, clock steps, and several workers finishing in random order, all driven by a
+FakeClock.
 
 Workers are real tasks blocked in ``get``; a worker holds its item until the script
 says ``finish``, so the script decides every interleaving and no real time passes.
@@ -20,15 +21,17 @@ from workqueue import FakeClock, ItemExponentialFailureRateLimiter, RateLimiting
 KEYS = [f"ns/k{i}" for i in range(6)]
 WORKERS = 4
 
-Op = tuple[str, int | float]
+# controller-runtime's two (initial list and resyncs: -100; the rest 0), and one above.
+PRIORITIES = [-100, 0, 7]
+
+Op = tuple[str, int | float, int]
+key_ops = st.tuples(st.sampled_from(["add", "add_after", "add_rate_limited", "forget"]),
+                    st.integers(0, len(KEYS) - 1), st.sampled_from(PRIORITIES))
 ops = st.lists(
     st.one_of(
-        st.tuples(st.just("add"), st.integers(0, len(KEYS) - 1)),
-        st.tuples(st.just("add_after"), st.integers(0, len(KEYS) - 1)),
-        st.tuples(st.just("add_rate_limited"), st.integers(0, len(KEYS) - 1)),
-        st.tuples(st.just("forget"), st.integers(0, len(KEYS) - 1)),
-        st.tuples(st.just("finish"), st.integers(0, WORKERS - 1)),
-        st.tuples(st.just("step"), st.sampled_from([0.0, 0.004, 0.5, 1.0, 2.5])),
+        key_ops,
+        st.tuples(st.just("finish"), st.integers(0, WORKERS - 1), st.just(0)),
+        st.tuples(st.just("step"), st.sampled_from([0.0, 0.004, 0.5, 1.0, 2.5]), st.just(0)),
     ),
     max_size=60,
 )
@@ -45,6 +48,8 @@ class Harness:
     last_add: dict[str, int] = field(default_factory=dict)
     last_get: dict[str, int] = field(default_factory=dict)
     in_flight: set[str] = field(default_factory=set)
+    # The highest priority of the plain adds of each key since it was last handed out.
+    added_at: dict[str, int] = field(default_factory=dict)
     holding: list[str | None] = field(default_factory=lambda: [None] * WORKERS)
     release: list[asyncio.Event] = field(default_factory=list)
     violations: list[str] = field(default_factory=list)
@@ -63,11 +68,17 @@ class Harness:
     async def work(self, w: int) -> None:
         while True:
             try:
-                item = await self.q.get()
+                item, priority = await self.q.get_with_priority()
             except ShutDown:
                 return
             if item in self.in_flight:
                 self.violations.append(f"{item} handed to two workers at once")
+            if priority < self.added_at.pop(item, priority):
+                self.violations.append(f"{item} handed out below the priority it was added at")
+            # Invariant: nothing left queued outranks what was handed out.
+            waiting = [p for k, p in self.q._dirty.items() if k not in self.q._processing]
+            if waiting and max(waiting) > priority:
+                self.violations.append(f"{item} at {priority} before one at {max(waiting)}")
             self.in_flight.add(item)
             self.last_get[item] = next(self.events)
             self.holding[w] = item
@@ -82,14 +93,16 @@ class Harness:
             await asyncio.sleep(0)
 
     def depth(self) -> float:
-        """This example's share of the workqueue_depth gauge, read from the registry."""
-        depth = REGISTRY.get_sample_value(
-            "workqueue_depth", {"name": "property", "controller": "property"}
-        )
-        return (depth or 0.0) - self.depth_before
+        """This example's share of the workqueue_depth gauge (every priority's series),
+        read from the registry."""
+        depth = sum(
+            s.value for family in REGISTRY.collect() if family.name == "workqueue_depth"
+            for s in family.samples
+            if s.labels["name"] == "property" and s.labels["controller"] == "property")
+        return depth - self.depth_before
 
     async def apply(self, op: Op) -> None:
-        kind, arg = op
+        kind, arg, priority = op
         if kind == "finish":
             self.release[int(arg)].set()
         elif kind == "step":
@@ -97,11 +110,12 @@ class Harness:
         else:
             key = KEYS[int(arg)]
             if kind == "add":
-                self.q.add(key)
+                self.q.add(key, priority)
+                self.added_at[key] = max(priority, self.added_at.get(key, priority))
             elif kind == "add_after":
-                self.q.add_after(key, 1.0)
+                self.q.add_after(key, 1.0, priority)
             elif kind == "add_rate_limited":
-                self.q.add_rate_limited(key)
+                self.q.add_rate_limited(key, priority)
             else:
                 self.q.forget(key)
             if kind != "forget":

@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 
 from controller.buildrun import reasons, serviceaccounts
-from controller.buildrun.caches import UNWATCHED_POLL, Caches
+from controller.buildrun.caches import UNWATCHED_POLL, Caches, slim_pod
 from controller.buildrun.executors import EXECUTORS, TASKRUN_CANCELLED
 from controller.buildrun.reconciler import BuildRunReconciler
 from controller.buildrun.resources.config import ShipwrightConfig
@@ -28,7 +28,7 @@ from controller.runtime.controller import DONE, Result
 from controller.runtime.errors import RetryableError, classify
 from controller.runtime.events import EventRecorder
 from controller.runtime.kube import JSON, PODS, SERVICEACCOUNTS, ApiError, Resource, key_of
-from controller.runtime.timestamps import format_time
+from controller.runtime.timestamps import format_time, parse_time
 from controller.settings import Settings
 from controller.shipwright import field_managers
 from controller.shipwright.conditions import succeeded_condition
@@ -43,6 +43,7 @@ from controller.shipwright.resources import (
 )
 from devtools.cluster import fixtures
 from tests.fakekube import Call, FakeKube
+from tests.harness import metric
 
 NOW = datetime.datetime(2026, 12, 4, 1, 0, 0, tzinfo=datetime.UTC)
 GRACE = Settings.timeout_grace  # the reconciler's default, --timeout-grace
@@ -79,14 +80,17 @@ class Rig:
                                 (BUILDS, self.caches.builds),
                                 (BUILDSTRATEGIES, self.caches.strategies),
                                 (CLUSTERBUILDSTRATEGIES, self.caches.cluster_strategies),
-                                (SERVICEACCOUNTS, self.caches.service_accounts)):
+                                (SERVICEACCOUNTS, self.caches.service_accounts),
+                                (PODS, self.caches.pods)):
             for obj in store.values():
                 store.remove(key_of(obj))
             if resource in self.caches.unwatched:
                 continue  # no informer fills it
             for (plural, _, _), obj in self.kube.objects.items():
                 if plural == f"{resource.plural}.{resource.group}":
-                    store.upsert(copy.deepcopy(obj))
+                    # The pod informer keeps what slim_pod keeps (setup.py).
+                    copied = copy.deepcopy(obj)
+                    store.upsert(slim_pod(copied) if resource is PODS else copied)
 
     def buildrun(self, *, status: JSON | None = None, **spec: Any) -> JSON:
         obj = fixtures.buildrun("br", **spec)
@@ -480,6 +484,75 @@ async def test_row_11_a_finished_taskruns_outcome_is_written_once(rig: Rig) -> N
     assert rig.kube.writes() == [STATUS_WRITE]
     assert await rig.reconcile() == DONE  # DONE now: row 4, nothing written
     assert rig.kube.writes() == []
+
+
+async def test_row_11_the_pod_ramp_up_metrics_come_from_the_pod_cache(rig: Rig) -> None:
+    """Shipwright's two pod ramp-ups, from the label-filtered pod cache as Shipwright reads
+    them: no GET of the pod per finish; none recorded when the pod is not cached."""
+    br = rig.buildrun(status=started())
+    tr = rig.taskrun(br, **succeeded())
+    created = parse_time(tr["metadata"]["creationTimestamp"])
+    assert created is not None
+
+    def after(seconds: int) -> str:
+        return format_time(created + datetime.timedelta(seconds=seconds))
+
+    rig.kube.add(PODS, {"metadata": {"name": "tr-pod", "creationTimestamp": after(3),
+                                     "labels": {"buildrun.shipwright.io/name": "br"}},
+                        "spec": {"containers": [{"name": "step-build"}]},
+                        "status": {"phase": "Succeeded", "initContainerStatuses": [
+                            {"name": "prepare", "state": {"terminated": {
+                                "finishedAt": after(8)}}}]}})
+    before = (metric("build_buildrun_taskrun_rampup_duration_seconds_sum"),
+              metric("build_buildrun_taskrun_pod_rampup_duration_seconds_sum"))
+    assert await rig.reconcile() == DONE
+    assert not [c for c in rig.kube.calls if c[1] == "pods"]
+    assert (metric("build_buildrun_taskrun_rampup_duration_seconds_sum") - before[0],
+            metric("build_buildrun_taskrun_pod_rampup_duration_seconds_sum") - before[1]
+            ) == (3.0, 5.0)
+
+
+async def test_row_11_without_its_pod_in_the_cache_no_ramp_up_and_no_get(rig: Rig) -> None:
+    br = rig.buildrun(status=started())
+    rig.taskrun(br, **succeeded())
+    count = metric("build_buildrun_taskrun_rampup_duration_seconds_count")
+    assert await rig.reconcile() == DONE
+    assert rig.kube.calls and not [c for c in rig.kube.calls if c[1] == "pods"]
+    assert metric("build_buildrun_taskrun_rampup_duration_seconds_count") == count
+
+
+# -- next_look: what a finished BuildRun the cache brings costs ---------------------------
+
+def test_next_look_a_finished_buildrun_needing_nothing_costs_no_reconcile(rig: Rig) -> None:
+    br = rig.buildrun(status=finished())
+    rig.taskrun(br, **succeeded())
+    rig.sync()
+    assert rig.reconciler.next_look(rig.stored()) is None
+    assert rig.kube.calls == []
+
+
+def test_next_look_a_retention_ttl_waits_until_due(rig: Rig) -> None:
+    rig.buildrun(status=finished(), retention={"ttlAfterFailed": "5m"})
+    rig.sync()
+    assert rig.reconciler.next_look(rig.stored()) == pytest.approx(240.05)  # row 4's wake
+    rig.buildrun(status=finished(), retention={"ttlAfterFailed": "30s"})
+    assert rig.reconciler.next_look(rig.stored()) == 0.0  # row 2: due already
+
+
+def test_next_look_rows_1_and_3_and_unfinished_buildruns_are_now(rig: Rig) -> None:
+    br = rig.buildrun(status=finished())
+    rig.taskrun(br, conditions=running())
+    rig.sync()
+    assert rig.reconciler.next_look(rig.stored()) == 0.0  # row 1: stop the run
+    br = rig.buildrun(status=finished(), serviceAccount=".generate")
+    rig.kube.add(SERVICEACCOUNTS, {"metadata": {
+        "name": serviceaccounts.generated_name(br),
+        "ownerReferences": [{"kind": "BuildRun", "name": "br",
+                             "uid": br["metadata"]["uid"], "controller": True}]}})
+    rig.sync()
+    assert rig.reconciler.next_look(rig.stored()) == 0.0  # row 3: delete its account
+    assert rig.reconciler.next_look(rig.buildrun()) == 0.0  # NEW
+    assert rig.reconciler.next_look(rig.buildrun(status=started())) == 0.0  # RUNNING
 
 
 async def test_row_12_giving_up_while_running_stops_the_taskrun(rig: Rig) -> None:

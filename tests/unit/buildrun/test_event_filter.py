@@ -29,9 +29,11 @@ def changed(obj: JSON, **status: Any) -> JSON:
 
 
 def test_every_buildrun_is_looked_at_once_when_seen_and_never_on_deletion() -> None:
+    """Looked at: a finished one's look is next_look's (test_actions.py), which costs no
+    reconcile when nothing is due."""
     done = buildrun(completionTime="2026-12-04T00:00:00Z", taskRunName="tr")
     assert buildrun_wakes("ADDED", buildrun(), None)
-    assert buildrun_wakes("ADDED", done, None)  # retention TTL, generated SA: rows 2-4
+    assert buildrun_wakes("ADDED", done, None)  # retention TTL, generated SA: rows 1-4
     assert not buildrun_wakes("DELETED", done, done)
     assert not buildrun_wakes("DELETED", buildrun(), None)
 
@@ -108,3 +110,16 @@ def test_taskrun_creation_resync_and_deletion_before_completion() -> None:
     assert not run_wakes("MODIFIED", canceled, running)
     assert run_wakes("DELETED", running, running)  # row 13: TaskRunIsMissing
     assert not run_wakes("DELETED", taskrun(completionTime="t"), None)
+
+
+def test_a_finished_run_of_the_initial_list_or_a_resync_queues_nothing() -> None:
+    """After a restart, the finished TaskRuns listed (one per finished BuildRun) queue no
+    reconcile: their BuildRuns' own listing covers what they could tell. A running one
+    still does (its BuildRun may be finished: row 1 stops it)."""
+    done = taskrun(conditions=cond("True", "Succeeded"), completionTime="t")
+    running = taskrun(conditions=cond("Unknown", "Running"))
+    assert not run_wakes("ADDED", done, None, initial=True)
+    assert not run_wakes("MODIFIED", done, done)  # resync
+    assert run_wakes("ADDED", running, None, initial=True)
+    assert run_wakes("MODIFIED", running, running)
+    assert run_wakes("ADDED", done, None)  # created finished while we watch: news

@@ -12,7 +12,7 @@ from collections.abc import Callable
 from typing import Any
 
 from controller.runtime import logs
-from controller.runtime.controller import DONE, Controller, Result
+from controller.runtime.controller import DONE, LOW_PRIORITY, Controller, Result, event_priority
 from controller.runtime.errors import RetryableError, TerminalError, UserError
 from controller.settings import RetryBudget
 from tests.harness import metric
@@ -329,3 +329,34 @@ def test_every_line_a_reconcile_writes_carries_its_reconcile_id() -> None:
         assert not hasattr(outside, "reconcile_id")
 
     run(main())
+
+
+def test_every_requeue_keeps_the_priority_the_key_came_with() -> None:
+    """controller-runtime's reconcileHandler: a key from the initial list (low priority)
+    retried or requeued stays behind new work; one queued by news stays ahead."""
+    async def main() -> None:
+        rig = Rig(Scripted(RetryableError("conflict", "lost a race"),
+                           Result(requeue_after=5.0), DONE, DONE, DONE))
+        rig.controller.enqueue(KEY, LOW_PRIORITY)
+        await rig.turn()  # error: rate-limited, at its priority
+        assert rig.due_after(BASE_DELAY)
+        rig.controller.enqueue("ns/new")
+        assert [await rig.queue.get_with_priority() for _ in range(2)] == [
+            ("ns/new", 0), (KEY, LOW_PRIORITY)]
+        rig.queue.done("ns/new")
+        rig.queue.done(KEY)
+        rig.queue.add(KEY, LOW_PRIORITY)
+        await rig.turn()  # requeue_after: at its priority
+        assert rig.due_after(5.0)
+        assert await rig.queue.get_with_priority() == (KEY, LOW_PRIORITY)
+
+    run(main())
+
+
+def test_events_of_the_initial_list_and_resyncs_are_low_priority() -> None:
+    obj = {"metadata": {"name": "a", "resourceVersion": "7"}}
+    changed = {"metadata": {"name": "a", "resourceVersion": "8"}}
+    assert event_priority(obj, None, True) == LOW_PRIORITY  # listed at start
+    assert event_priority(obj, obj, False) == LOW_PRIORITY  # resync
+    assert event_priority(obj, None, False) == 0  # created while we watch
+    assert event_priority(changed, obj, False) == 0  # changed

@@ -5,6 +5,7 @@ once per object, and cancellation that really stops it."""
 from __future__ import annotations
 
 import asyncio
+import sys
 import uuid
 from collections import deque
 from collections.abc import AsyncIterator
@@ -36,6 +37,7 @@ class ScriptedKube:
         self.list_queries: list[dict[str, Any]] = []
         self.watched_from: list[str] = []
         self.metadata_only: list[tuple[str, bool]] = []  # (list or watch, asked for it)
+        self.watch_selectors: list[str | None] = []
 
     async def list(self, resource: Resource, namespace: str | None, **query: Any) -> JSON:
         self.list_queries.append(query)
@@ -49,8 +51,10 @@ class ScriptedKube:
         return self.pages.popleft()
 
     async def watch(self, resource: Resource, namespace: str | None, resource_version: str,
-                    *, timeout_seconds: int, metadata_only: bool = False) -> AsyncIterator[JSON]:
+                    *, timeout_seconds: int, metadata_only: bool = False,
+                    label_selector: str | None = None) -> AsyncIterator[JSON]:
         self.watched_from.append(resource_version)
+        self.watch_selectors.append(label_selector)
         self.metadata_only.append(("watch", metadata_only))
         for step in self.watches.popleft():
             if step is BLOCK:
@@ -79,7 +83,7 @@ Event = tuple[EventType, str, str | None]
 def recording(informer: Informer) -> list[Event]:
     events: list[Event] = []
 
-    def handler(kind: EventType, new: JSON, old: JSON | None) -> None:
+    def handler(kind: EventType, new: JSON, old: JSON | None, _: bool) -> None:
         events.append((kind, key_of(new), old["metadata"]["resourceVersion"] if old else None))
 
     informer.add_handler(handler)
@@ -111,9 +115,9 @@ def test_relist_after_410_emits_each_vanished_object_once(
     stripped: list[str] = []
     strip = informers.strip_noise
 
-    def counting_strip(o: JSON) -> JSON:
+    def counting_strip(o: JSON, *, intern: bool = True) -> JSON:
         stripped.append(o["metadata"]["name"])
-        return strip(o)
+        return strip(o, intern=intern)
 
     monkeypatch.setattr(informers, "strip_noise", counting_strip)
 
@@ -159,6 +163,54 @@ def test_relist_after_410_emits_each_vanished_object_once(
     assert sorted(stripped) == sorted(["a", "b", "c", "a", "a", "c", "a", "c"])
 
 
+def test_only_the_first_lists_objects_are_in_the_initial_list() -> None:
+    """client-go's isInInitialList: the ADDED events of the first list, never a watched
+    creation nor what a relist after 410 Gone adds."""
+    async def main() -> None:
+        kube = ScriptedKube(
+            pages=[page([obj("a", "1"), obj("b", "2")], "5"),
+                   page([obj("a", "1"), obj("c", "7"), obj("d", "8")], "9")],
+            watches=[[{"type": "ADDED", "object": obj("c", "6")}, gone()], [BLOCK]],
+        )
+        informer = Informer(kube, resource())  # type: ignore[arg-type]
+        seen: list[tuple[EventType, str, bool]] = []
+        informer.add_handler(lambda kind, new, old, initial: seen.append(
+            (kind, new["metadata"]["name"], initial)))
+        task = asyncio.create_task(informer.run())
+        await wait_for(lambda: len(kube.watched_from) == 2)
+        await stop(task)
+        assert seen == [("ADDED", "a", True), ("ADDED", "b", True), ("ADDED", "c", False),
+                        ("MODIFIED", "c", False), ("ADDED", "d", False),
+                        ("DELETED", "b", False)]
+
+    run(main())
+
+
+def test_a_label_selector_narrows_every_list_and_watch() -> None:
+    async def main() -> None:
+        kube = ScriptedKube([page([obj("a", "1")], "5", token="more"), page([], "5"),
+                             page([], "9")], [[gone()], [BLOCK]])
+        factory = informers.InformerFactory(kube, "ns", None)  # type: ignore[arg-type]
+        res = resource()
+        informer = factory.informer(res, label_selector="owner.example.com/name")
+        assert factory.informer(res, label_selector="owner.example.com/name") is informer
+        with pytest.raises(ValueError, match=r"selects owner\.example\.com/name"):
+            factory.informer(res)
+        task = asyncio.create_task(informer.run())
+        await wait_for(lambda: len(kube.watch_selectors) == 2)
+        await stop(task)
+        assert kube.list_queries == [
+            {"limit": 500, "labelSelector": "owner.example.com/name"},
+            {"limit": 500, "labelSelector": "owner.example.com/name", "continue": "more"},
+            {"limit": 500, "labelSelector": "owner.example.com/name"}]
+        assert kube.watch_selectors == ["owner.example.com/name"] * 2
+        plain = factory.informer(resource())
+        with pytest.raises(ValueError, match="selects everything"):
+            factory.informer(plain.resource, label_selector="x")
+
+    run(main())
+
+
 def test_a_retryable_watch_error_resumes_from_the_last_version_without_a_relist() -> None:
     async def main() -> None:
         res = resource()
@@ -187,7 +239,7 @@ def test_a_handler_that_raises_does_not_stop_the_cache() -> None:
         kube = ScriptedKube([page([obj("a", "1"), obj("b", "2")], "5")], [[BLOCK]])
         informer = Informer(kube, resource())  # type: ignore[arg-type]
 
-        def broken(kind: EventType, new: JSON, old: JSON | None) -> None:
+        def broken(kind: EventType, new: JSON, old: JSON | None, initial: bool) -> None:
             raise KeyError("bug")
 
         informer.add_handler(broken)
@@ -230,7 +282,8 @@ def test_the_transform_shapes_every_listed_and_watched_object_before_anyone_sees
         )
         informer = Informer(kube, resource(), transform=drop_spec)  # type: ignore[arg-type]
         seen: list[JSON] = []
-        informer.add_handler(lambda kind, new, old: seen.extend([new] + ([old] if old else [])))
+        informer.add_handler(
+            lambda kind, new, old, _: seen.extend([new] + ([old] if old else [])))
         task = asyncio.create_task(informer.run())
         await wait_for(lambda: len(transformed) == 5)
         await stop(task)
@@ -289,5 +342,30 @@ def test_a_metadata_only_informer_lists_and_watches_metadata_only() -> None:
         assert not plain.metadata_only
         with pytest.raises(ValueError, match="is not metadata-only"):
             factory.informer(plain.resource, metadata_only=True)
+
+    run(main())
+
+
+def test_a_frozen_object_is_stored_as_bytes_and_its_strings_not_interned() -> None:
+    """The owner's freeze rule (Store): a frozen object's unique strings are not
+    interned (they are not kept: interning only grew the interpreter's table)."""
+    async def main() -> None:
+        done = obj("done", "1", status={"phase": "finished-" + uuid.uuid4().hex})
+        live = obj("live", "2", status={"phase": "running-" + uuid.uuid4().hex})
+        kube = ScriptedKube([page([done, live], "5")], [[BLOCK]])
+        informer = Informer(kube, resource(),  # type: ignore[arg-type]
+                            freeze=lambda o: o["status"]["phase"].startswith("finished"))
+        seen: list[JSON] = []
+        informer.add_handler(lambda kind, new, old, initial: seen.append(new))
+        task = asyncio.create_task(informer.run())
+        await informer.wait_synced()
+        await stop(task)
+        assert isinstance(informer.store._objects["ns/done"], bytes)
+        assert informer.store.get("ns/done") == seen[0]  # handlers got the object itself
+        assert isinstance(informer.store._objects["ns/live"], dict)
+        done_phase, live_phase = seen[0]["status"]["phase"], seen[1]["status"]["phase"]
+        # An equal string made anew interns to the cached one only if that was interned.
+        assert sys.intern("".join(list(live_phase))) is live_phase
+        assert sys.intern("".join(list(done_phase))) is not done_phase
 
     run(main())

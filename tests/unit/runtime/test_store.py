@@ -1,6 +1,7 @@
 """The Store's invariant (see controller/runtime/store.py): after any sequence of
 upserts (new or replacing) and removes, every index equals one recomputed from the
-stored objects, and no empty bucket is left behind."""
+stored objects, and no empty bucket is left behind; with a freeze rule, every read
+gives back what was stored, and a frozen object is held as bytes."""
 
 from __future__ import annotations
 
@@ -50,19 +51,28 @@ def recomputed(store: Store) -> dict[str, dict[str, set[str]]]:
     return index
 
 
-@given(st.lists(st.one_of(upsert, remove), max_size=40))
-def test_indexes_always_equal_a_recomputation(ops: list[tuple[str, object]]) -> None:
-    store = Store(INDEXERS)
+def tier_z(obj: JSON) -> bool:
+    """A freeze rule: some objects frozen, some not, and an object may move between."""
+    return (obj["metadata"].get("labels") or {}).get("tier") == "z"
+
+
+@given(st.lists(st.one_of(upsert, remove), max_size=40), st.booleans())
+def test_indexes_always_equal_a_recomputation(ops: list[tuple[str, object]],
+                                              freezing: bool) -> None:
+    store = Store(INDEXERS, tier_z if freezing else None)
     model: dict[str, JSON] = {}
     for op, arg in ops:
         if op == "upsert":
             assert isinstance(arg, dict)
             key = f"ns/{arg['metadata']['name']}"
-            assert store.upsert(arg) is model.get(key)
+            assert store.upsert(arg) == model.get(key)
             model[key] = arg
+            assert isinstance(store._objects[key], bytes) is (freezing and tier_z(arg))
         else:
             assert isinstance(arg, str)
-            assert store.remove(arg) is model.pop(arg, None)
+            assert store.remove(arg) == model.pop(arg, None)
+        assert {key_of(o): o for o in store.values()} == model
+        assert all(store.get(k) == v for k, v in model.items())
         want = recomputed(store)
         assert store._index == want  # exact: no stale key, no empty bucket
         for name in INDEXERS:

@@ -1,0 +1,169 @@
+"""What setup.py wires: which informer events queue which BuildRun, at which priority, and
+when (issue 34: after a restart new work first, a finished BuildRun needing nothing costs
+no reconcile, one with a TTL waits for it; one reconcile per finish). Events are fed to
+the informers' handlers as the informers would emit them; no server."""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+import pytest
+
+from controller.buildrun import setup as buildrun_setup
+from controller.buildrun.caches import OWN_RUNS, slim_pod
+from controller.runtime.controller import LOW_PRIORITY, Controller
+from controller.runtime.informers import EventType, Informer, InformerFactory
+from controller.runtime.kube import JSON, PODS
+from controller.runtime.timestamps import format_time, now
+from controller.settings import Settings
+from controller.shipwright.resources import BUILDRUNS, BUILDS, PIPELINERUNS, TASKRUNS
+from tests.fakekube import FakeKube
+
+DONE_AT = format_time(now())  # a retention TTL of an hour has not run out
+
+
+class Wired:
+    def __init__(self) -> None:
+        self.informers = InformerFactory(None, None, None)  # type: ignore[arg-type]
+        # No call reaches the client: the informers never start and no worker runs.
+        self.controller: Controller = buildrun_setup.setup(
+            FakeKube(), Settings(), None, self.informers)  # type: ignore[arg-type]
+
+    def emit(self, resource: Any, kind: EventType, obj: JSON, old: JSON | None = None, *,
+             initial: bool = False) -> None:
+        """What the informer does with an event: the store first, then the handlers."""
+        informer: Informer = self.informers.get(resource)
+        if kind == "DELETED":
+            informer.store.remove(f"ns/{obj['metadata']['name']}")
+        else:
+            informer.store.upsert(obj)
+        informer._emit(kind, obj, old, initial)
+
+    async def queued(self) -> list[tuple[str, int]]:
+        q = self.controller.queue
+        return [await q.get_with_priority() for _ in range(len(q))]
+
+    def waiting(self) -> dict[str, int]:
+        """Keys waiting in add_after, with the priority they will be queued at."""
+        return dict(self.controller.queue._priority)
+
+
+def buildrun(name: str, rv: str = "1", **status: Any) -> JSON:
+    return {"apiVersion": "shipwright.io/v1beta1", "kind": "BuildRun",
+            "metadata": {"namespace": "ns", "name": name, "uid": f"uid-{name}",
+                         "resourceVersion": rv, "generation": 1},
+            "spec": {"build": {"name": "b"}}, "status": status}
+
+
+def finished(name: str, **spec: Any) -> JSON:
+    br = buildrun(name, taskRunName=f"{name}-tr", executor={"kind": "TaskRun",
+                                                          "name": f"{name}-tr"},
+                  completionTime=DONE_AT, conditions=[
+                      {"type": "Succeeded", "status": "True", "reason": "Succeeded"}])
+    br["spec"].update(spec)
+    return br
+
+
+def taskrun(owner: str, state: str, rv: str = "1") -> JSON:
+    status: JSON = {"conditions": [{"type": "Succeeded", "status": state, "reason": state}]}
+    if state != "Unknown":
+        status["completionTime"] = DONE_AT
+    return {"metadata": {"namespace": "ns", "name": f"{owner}-tr", "resourceVersion": rv,
+                         "labels": {"buildrun.shipwright.io/name": owner},
+                         "ownerReferences": [{"kind": "BuildRun", "name": owner,
+                                              "uid": f"uid-{owner}", "controller": True}]},
+            "spec": {}, "status": status}
+
+
+@pytest.fixture
+def wired() -> Wired:
+    return Wired()
+
+
+def test_runs_and_pods_are_cached_by_the_buildrun_label_only(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("BUILDRUN_EXECUTOR", "PipelineRun")
+    w = Wired()
+    for resource in (TASKRUNS, PIPELINERUNS, PODS):
+        assert w.informers.get(resource).label_selector == OWN_RUNS == (
+            "buildrun.shipwright.io/name")
+    assert w.informers.get(PODS).transform is slim_pod
+    assert w.informers.get(BUILDRUNS).label_selector is None
+
+
+async def test_after_a_restart_new_work_comes_before_the_listed_backlog(wired: Wired) -> None:
+    wired.emit(BUILDRUNS, "ADDED", buildrun("listed-new"), initial=True)
+    wired.emit(BUILDRUNS, "ADDED", buildrun("listed-running", taskRunName="x"), initial=True)
+    wired.emit(BUILDRUNS, "ADDED", buildrun("created"))  # from the watch, after the list
+    assert await wired.queued() == [("ns/created", 0), ("ns/listed-new", LOW_PRIORITY),
+                                    ("ns/listed-running", LOW_PRIORITY)]
+
+
+async def test_a_listed_finished_buildrun_costs_no_reconcile_and_a_ttl_waits(
+        wired: Wired) -> None:
+    for i in range(3):
+        wired.emit(TASKRUNS, "ADDED", taskrun(f"done-{i}", "True"), initial=True)
+        wired.emit(BUILDRUNS, "ADDED", finished(f"done-{i}"), initial=True)
+    wired.emit(BUILDRUNS, "ADDED", finished("kept", retention={"ttlAfterSucceeded": "1h"}),
+               initial=True)
+    assert await wired.queued() == []
+    assert wired.waiting() == {"ns/kept": LOW_PRIORITY}
+    # Its run still going: row 1, now, whichever of the two is listed first.
+    wired.emit(BUILDRUNS, "ADDED", finished("stop-me"), initial=True)
+    wired.emit(TASKRUNS, "ADDED", taskrun("stop-me", "Unknown"), initial=True)
+    assert await wired.queued() == [("ns/stop-me", LOW_PRIORITY)]
+    wired.emit(TASKRUNS, "ADDED", taskrun("stop-me-too", "Unknown"), initial=True)
+    wired.emit(BUILDRUNS, "ADDED", finished("stop-me-too"), initial=True)
+    assert await wired.queued() == [("ns/stop-me-too", LOW_PRIORITY)]
+
+
+async def test_a_finish_is_one_reconcile(wired: Wired) -> None:
+    """The TaskRun's finish queues the BuildRun; the BuildRun's own completion write (a
+    phase change) queues nothing more when nothing is left to do."""
+    running = buildrun("br", taskRunName="br-tr", conditions=[
+        {"type": "Succeeded", "status": "Unknown", "reason": "Running"}])
+    wired.emit(BUILDRUNS, "ADDED", running)
+    wired.emit(TASKRUNS, "ADDED", taskrun("br", "Unknown"))
+    assert await wired.queued() == [("ns/br", 0)]
+    wired.controller.queue.done("ns/br")
+    wired.emit(TASKRUNS, "MODIFIED", taskrun("br", "True", rv="2"), taskrun("br", "Unknown"))
+    assert await wired.queued() == [("ns/br", 0)]
+    wired.controller.queue.done("ns/br")
+    done = finished("br")
+    done["metadata"]["resourceVersion"] = "3"
+    wired.emit(BUILDRUNS, "MODIFIED", done, running)
+    assert await wired.queued() == []
+    assert wired.waiting() == {}
+    # With a retention TTL, the completion leaves a wake at the TTL, not a reconcile.
+    kept = copy.deepcopy(done)
+    kept["spec"]["retention"] = {"ttlAfterSucceeded": "1h"}
+    kept["metadata"]["resourceVersion"] = "4"
+    wired.emit(BUILDRUNS, "MODIFIED", kept, running)
+    assert await wired.queued() == []
+    assert wired.waiting() == {"ns/br": 0}
+
+
+async def test_a_builds_event_wakes_its_new_buildruns_and_reads_no_finished_one(
+        wired: Wired) -> None:
+    """Row 9: a BuildRun waiting for its Build's validation is woken by the Build's
+    status write; the Build's finished BuildRuns (frozen in the cache) are not even read."""
+    for i in range(3):
+        wired.emit(BUILDRUNS, "ADDED", finished(f"done-{i}"), initial=True)
+    wired.emit(BUILDRUNS, "ADDED", buildrun("waiting"), initial=True)
+    wired.emit(BUILDRUNS, "ADDED", buildrun("started", taskRunName="x"), initial=True)
+    await wired.queued()
+    wired.controller.queue.done("ns/waiting")
+    wired.controller.queue.done("ns/started")
+    store = wired.informers.get(BUILDRUNS).store
+    assert sum(isinstance(v, bytes) for v in store._objects.values()) == 3
+    decoded: list[str] = []
+    get, by_index = store.get, store.by_index
+    store.get = lambda key: decoded.append(key) or get(key)  # type: ignore[method-assign,func-returns-value]
+    store.by_index = lambda *a: decoded.append(str(a)) or by_index(*a)  # type: ignore[method-assign,func-returns-value]
+    build = {"metadata": {"namespace": "ns", "name": "b", "resourceVersion": "9"},
+             "status": {"registered": "True"}}
+    wired.emit(BUILDS, "MODIFIED", build, {**build, "metadata": {**build["metadata"],
+                                                                  "resourceVersion": "8"}})
+    assert await wired.queued() == [("ns/waiting", 0)]
+    assert decoded == []
