@@ -9,6 +9,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import os
 import re
 import shutil
@@ -82,10 +83,19 @@ def cache_root() -> Path:
     return Path(root)
 
 
+# `promtool check rules` / `test rules` and docs/render_dashboard.py's `prometheus` (one
+# static scrape config) need no service discovery but the ones promtool imports itself
+# (static, file, kubernetes): Prometheus' documented `remove_all_sd` tag leaves out the
+# others' cloud SDKs (AWS, Azure, GCE, ...), most of a cold build (BENCHMARKS.md "Setup").
+_GO_INSTALL_FLAGS = ("-trimpath", "-ldflags=-s -w", "-tags=remove_all_sd")
+
+
 def prometheus_binary(name: str) -> Path:
     """`promtool` or `prometheus` at PROMETHEUS_VERSION; built with `go install` the
-    first time (a few minutes), found in the cache after that."""
-    out = cache_root() / "prometheus" / PROMETHEUS_VERSION / name
+    first time (a few minutes), found in the cache after that, keyed by the version and
+    the build flags."""
+    key = hashlib.sha256(" ".join((PROMETHEUS_VERSION, *_GO_INSTALL_FLAGS)).encode()).hexdigest()
+    out = cache_root() / "prometheus" / f"{PROMETHEUS_VERSION}-{key[:16]}" / name
     if out.is_file():
         return out
     if shutil.which("go") is None:
@@ -94,7 +104,7 @@ def prometheus_binary(name: str) -> Path:
     with tempfile.TemporaryDirectory(dir=out.parent) as tmp:
         env = {**os.environ, "GOBIN": tmp, "GOTOOLCHAIN": "local", "GOFLAGS": "-buildvcs=false"}
         subprocess.run(
-            ["go", "install", "-trimpath", "-ldflags=-s -w",
+            ["go", "install", *_GO_INSTALL_FLAGS,
              f"{PROMETHEUS_MODULE}/cmd/{name}@{PROMETHEUS_VERSION}"],
             check=True, env=env, cwd=tmp, stdout=subprocess.DEVNULL,
         )
