@@ -3,13 +3,21 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: test lint typecheck unit dev apiserver stack node shipwright oracle shp promtool image peer peer-build shipwright-it shipwright-it-test tekton-compat clean
+.PHONY: test prefetch lint typecheck unit dev apiserver stack node shipwright oracle shp promtool image peer peer-build shipwright-it shipwright-it-test tekton-compat clean
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || python3 -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q -e '.[test]'
 	touch $@
+
+# Starts fetching the Go modules every build below requires (hack/prefetch) and returns
+# at once: with an empty module cache the downloads then overlap the compiles before
+# them instead of each build waiting for its own (406-682 s of downloads measured here,
+# BENCHMARKS.md "Sharing the cold builds"); with a warm one it finds them all there and ends in seconds. The first
+# prerequisite of `make test`, so it starts before anything else.
+prefetch:
+	hack/prefetch >/dev/null &
 
 # Builds kube-apiserver and etcd once into ~/.cache/buildrun-controller (minutes the first time).
 apiserver:
@@ -25,8 +33,10 @@ stack:
 # server's own k8s.io/kubernetes module (hack/kubelet/build), and every image its pods
 # need, from source and Debian packages, in a registry's storage (hack/node-images/build),
 # installing containerd, runc, docker-registry, buildah and debootstrap with apt-get when
-# missing. Cached by content; about 21 minutes the first time on two busy cores (the
-# kubelet after the API server's build), about a second after. Exit
+# missing. Cached by content; about 6 minutes the first time in `make test`'s order on
+# two busy cores (Tekton's step tools a link of what `stack` compiled, the kubelet
+# mostly of what `apiserver` did; Shipwright's step tools compile what `oracle` and
+# `peer-build` then share), about a second after. Exit
 # code 3 (this machine cannot hold a real node: not root, no apt-get) lets `make test` go
 # on: tests/cluster/test_real_builds.py then skips, saying why.
 node:
@@ -41,7 +51,8 @@ shipwright:
 
 # Builds the TaskRun oracle (hack/oracle: Shipwright's own GenerateTaskRun and Tekton's
 # own validation) once into ~/.cache/buildrun-controller/oracle; tests/oracle/ runs it.
-# About 4 minutes the first time on two cores, instant after.
+# About a minute the first time after `make node` (its Shipwright step tools compile most
+# of the same packages, static as these), 4-6 minutes alone; instant after.
 oracle:
 	GOMAXPROCS=2 hack/oracle/build >/dev/null
 
@@ -51,7 +62,8 @@ shp:
 	hack/shp/build >/dev/null
 
 # Builds promtool once into ~/.cache/buildrun-controller/prometheus (about 4 minutes the
-# first time), so tests/cluster/test_manifests.py only finds it there.
+# first time, without the cloud service discoveries: tests/promtools.py), so
+# tests/cluster/test_manifests.py only finds it there.
 promtool: $(STAMP)
 	$(PY) -c 'from tests.promtools import prometheus_binary; prometheus_binary("promtool")'
 
@@ -62,8 +74,8 @@ promtool: $(STAMP)
 image:
 	hack/image/build >/dev/null || [ $$? -eq 3 ]
 
-# Builds Shipwright v0.20.13's own controller (hack/peer/build; about 8 minutes the first
-# time on 2 busy cores, about a second when cached): tests/cluster/test_switchover.py
+# Builds Shipwright v0.20.13's own controller (hack/peer/build; seconds the first time
+# after the oracle, whose packages it shares, 5 minutes alone; about a second when cached): tests/cluster/test_switchover.py
 # switches a cluster between it and ours, and the peer benchmark runs it.
 peer-build:
 	hack/peer/build >/dev/null
@@ -103,7 +115,7 @@ lint: $(STAMP)
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/mypy
 
-test: $(STAMP) apiserver stack node shipwright oracle shp promtool image peer-build shipwright-it lint
+test: prefetch $(STAMP) apiserver stack node shipwright oracle shp promtool image peer-build shipwright-it lint
 	$(VENV)/bin/pytest -q $(PYTEST_ARGS)
 
 dev: $(STAMP) stack node

@@ -9,6 +9,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import os
 import re
 import shutil
@@ -82,10 +83,21 @@ def cache_root() -> Path:
     return Path(root)
 
 
+# `promtool check rules` / `test rules` and docs/render_dashboard.py's `prometheus` (one
+# static scrape config) need no service discovery: Prometheus' `remove_all_sd` tag (its
+# README, "Service discovery plugins") keeps static, file and HTTP (and
+# the kubernetes one promtool imports itself) and leaves out the cloud SDKs (AWS, Azure,
+# GCE, Oracle's...): 4887 Go files to compile instead of 15530 (BENCHMARKS.md "Sharing
+# the cold builds").
+_GO_INSTALL_FLAGS = ("-trimpath", "-ldflags=-s -w", "-tags=remove_all_sd")
+
+
 def prometheus_binary(name: str) -> Path:
     """`promtool` or `prometheus` at PROMETHEUS_VERSION; built with `go install` the
-    first time (a few minutes), found in the cache after that."""
-    out = cache_root() / "prometheus" / PROMETHEUS_VERSION / name
+    first time (a few minutes), found in the cache after that, keyed by the version and
+    the build flags."""
+    key = hashlib.sha256(" ".join((PROMETHEUS_VERSION, *_GO_INSTALL_FLAGS)).encode()).hexdigest()
+    out = cache_root() / "prometheus" / f"{PROMETHEUS_VERSION}-{key[:16]}" / name
     if out.is_file():
         return out
     if shutil.which("go") is None:
@@ -94,7 +106,7 @@ def prometheus_binary(name: str) -> Path:
     with tempfile.TemporaryDirectory(dir=out.parent) as tmp:
         env = {**os.environ, "GOBIN": tmp, "GOTOOLCHAIN": "local", "GOFLAGS": "-buildvcs=false"}
         subprocess.run(
-            ["go", "install", "-trimpath", "-ldflags=-s -w",
+            ["go", "install", *_GO_INSTALL_FLAGS,
              f"{PROMETHEUS_MODULE}/cmd/{name}@{PROMETHEUS_VERSION}"],
             check=True, env=env, cwd=tmp, stdout=subprocess.DEVNULL,
         )
