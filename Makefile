@@ -115,8 +115,10 @@ lint: $(STAMP)
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/mypy
 
+# hack/test: Shipwright's integration suite beside the rest of the tests (each waits on
+# the API server and Tekton far more than it computes); PYTEST_ARGS runs one pytest instead.
 test: prefetch $(STAMP) apiserver stack node shipwright oracle shp promtool image peer-build shipwright-it lint
-	$(VENV)/bin/pytest -q $(PYTEST_ARGS)
+	hack/test $(PYTEST_ARGS)
 
 dev: $(STAMP) stack node
 	$(PY) -m devtools.dev.run
