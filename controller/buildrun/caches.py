@@ -111,6 +111,8 @@ class Caches:
     # stays empty and no event of theirs wakes a BuildRun, so one that runs as such a
     # kind is read with a GET and looked at again every UNWATCHED_POLL seconds.
     unwatched: frozenset[Resource] = frozenset()
+    # The stores above by (group, plural), made once by __post_init__.
+    _by_plural: dict[tuple[str, str], Store] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         # By plural, built once: a dict of Resources built per call (each hashing a
@@ -124,8 +126,7 @@ class Caches:
                            {(r.group, r.plural): store for r, store in stores.items()})
 
     def store(self, resource: Resource) -> Store:
-        by_plural: dict[tuple[str, str], Store] = self.__dict__["_by_plural"]
-        return by_plural[(resource.group, resource.plural)]
+        return self._by_plural[(resource.group, resource.plural)]
 
     async def read(self, kube: Kube, resource: Resource, namespace: str,
                    name: str) -> JSON | None:
