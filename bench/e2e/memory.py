@@ -30,7 +30,7 @@ subprocess and the script records:
 The controller is stopped (SIGTERM) before the next size. --analyze N then decodes the
 first N BuildRuns (and TaskRuns, if any) as the informers do (orjson, strip_noise,
 Store.upsert with the 'build' index and the informer's freeze rule, a finished BuildRun
-kept as JSON bytes; for TaskRuns the informer's transform, buildrun.executors:
+kept packed (store.Packer); for TaskRuns the informer's transform, buildrun.executors:
 TASKRUN.slim, and its freeze rule) in this process under tracemalloc, and reports bytes
 per object as stored, and for comparison as decoded dicts (before the freeze rule),
 BuildRuns also without strip_noise's string interning and TaskRuns whole (no transform).

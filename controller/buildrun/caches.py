@@ -65,10 +65,10 @@ def slim_pod(pod: JSON) -> JSON:
 
 
 def finished_buildrun(buildrun: JSON) -> bool:
-    """The BuildRun informer's freeze rule (Store): a finished BuildRun is kept as its JSON
-    bytes. Its outcome is frozen (the CRD refuses any later status write) and it is read
-    only when an event or its TTL wakes it, or its Build's limits are applied: 1.9 KB
-    instead of about 3.8 KB of dicts, decoded (about 10 us) on those reads. (The TaskRun
+    """The BuildRun informer's freeze rule (Store): a finished BuildRun is kept packed
+    (store.Packer). Its outcome is frozen (the CRD refuses any later status write) and it
+    is read only when an event or its TTL wakes it, or its Build's limits are applied,
+    unpacked on those reads. (The TaskRun
     and PipelineRun informers freeze a finished run, status.run_finished: read when its
     BuildRun finishes, then only to see it finished.)"""
     return phase_of(buildrun) is Phase.DONE

@@ -123,7 +123,7 @@ class Informer:
         self.metadata_only = metadata_only
         self.resource = resource
         self.namespace = namespace
-        # Which cached objects are kept as JSON bytes (Store): the owner's rule.
+        # Which cached objects are kept packed (Store): the owner's rule.
         self.store = Store(indexers, freeze)
         self._handlers: list[Handler] = []
         self._resync_period = resync_period
@@ -309,7 +309,7 @@ class InformerFactory:
         one is refused, since the first caller's readers rely on what theirs keeps. So
         is asking for whole objects of a metadata-only informer, or the reverse, and a
         label selector other than the first caller's (what the cache holds at all). A
-        freeze rule (which objects are kept as JSON bytes) has one owner too; another
+        freeze rule (which objects are kept packed) has one owner too; another
         caller may leave it unsaid."""
         informer = self._informers.get(resource)
         if informer is None:

@@ -6,14 +6,15 @@ each object was indexed under so a replace or delete can undo it exactly.
 
 An object the store's `freeze` predicate picks (its owner's rule for objects that
 no longer change and are seldom read: a finished BuildRun, a finished TaskRun) is
-kept as its JSON bytes, 40-50% of the memory of the decoded dicts, and decoded on
-every read (3 us for a finished BuildRun). Readers never mutate a cached object (each
-write starts from a copy or a patch), so they cannot tell the two apart, except that
-every read of a frozen object returns a new dict.
+kept packed (`Packer`: its JSON, deflated against the first object the store packed)
+and unpacked on every read. Readers never mutate a cached object (each write starts
+from a copy or a patch), so they cannot tell the two apart, except that every read of a
+frozen object returns a new dict.
 """
 
 from __future__ import annotations
 
+import zlib
 from collections.abc import Callable, Iterable
 
 import orjson
@@ -21,7 +22,7 @@ import orjson
 from controller.runtime.kube import JSON, key_of
 
 Indexer = Callable[[JSON], Iterable[str]]
-# Whether an object is kept frozen (as its JSON bytes) rather than as decoded dicts.
+# Whether an object is kept frozen (packed: Packer) rather than as decoded dicts.
 Freeze = Callable[[JSON], bool]
 
 
@@ -33,6 +34,7 @@ class Store:
         self._index: dict[str, dict[str, set[str]]] = {name: {} for name in self._indexers}
         self._values: dict[str, dict[str, tuple[str, ...]]] = {}
         self.freeze = freeze
+        self._packer = Packer()
 
     @property
     def indexers(self) -> dict[str, Indexer]:
@@ -51,7 +53,7 @@ class Store:
         self._index.update({name: {} for name in new})
         for key, stored in self._objects.items():
             self._unindex(key)
-            self._reindex(key, _thawed(stored))
+            self._reindex(key, self._thawed(stored))
 
     def __len__(self) -> int:
         return len(self._objects)
@@ -61,16 +63,16 @@ class Store:
 
     def get(self, key: str) -> JSON | None:
         stored = self._objects.get(key)
-        return None if stored is None else _thawed(stored)
+        return None if stored is None else self._thawed(stored)
 
     def keys(self) -> list[str]:
         return list(self._objects)
 
     def values(self) -> list[JSON]:
-        return [_thawed(stored) for stored in self._objects.values()]
+        return [self._thawed(stored) for stored in self._objects.values()]
 
     def by_index(self, index: str, value: str) -> list[JSON]:
-        return [_thawed(self._objects[k]) for k in self._index[index].get(value, ())]
+        return [self._thawed(self._objects[k]) for k in self._index[index].get(value, ())]
 
     def index_keys(self, index: str, value: str) -> set[str]:
         """The keys of the objects `by_index` would return, nothing decoded (a caller that
@@ -83,9 +85,9 @@ class Store:
         old = self._objects.get(key)
         if old is not None:
             self._unindex(key)
-        self._objects[key] = _frozen(obj) if self.freezes(obj) else obj
+        self._objects[key] = self._packer.pack(obj) if self.freezes(obj) else obj
         self._reindex(key, obj)
-        return None if old is None else _thawed(old)
+        return None if old is None else self._thawed(old)
 
     def freezes(self, obj: JSON) -> bool:
         """Whether `obj` would be kept frozen."""
@@ -95,7 +97,7 @@ class Store:
         old = self._objects.pop(key, None)
         if old is not None:
             self._unindex(key)
-        return None if old is None else _thawed(old)
+        return None if old is None else self._thawed(old)
 
     def _reindex(self, key: str, obj: JSON) -> None:
         if not self._indexers:
@@ -119,14 +121,42 @@ class Store:
                         del bucket[v]
 
 
-def _frozen(obj: JSON) -> bytes:
-    # orjson's bytes keep the 4 KB buffer they were written into (measured: 4,098 bytes
-    # traced for a 972-byte BuildRun); a copy is allocated at its length.
-    return bytes(memoryview(orjson.dumps(obj)))
+    def _thawed(self, stored: JSON | bytes) -> JSON:
+        return self._packer.unpack(stored) if isinstance(stored, bytes) else stored
 
 
-def _thawed(stored: JSON | bytes) -> JSON:
-    if isinstance(stored, bytes):
-        obj: JSON = orjson.loads(stored)
+class Packer:
+    """Packs an object into bytes and back: its JSON (orjson), deflated (zlib, raw, a 4 KB
+    window) with a preset dictionary, the JSON of the first object it packed.
+
+    Invariant: the dictionary is set by the first `pack` and never changes, so every
+    packed bytes of this Packer unpack with it. One Packer per Store: the objects of one
+    informer share their keys, labels and most values with the first one, which is what
+    makes a dictionary pay (measured on 200 generated finished BuildRuns and slimmed
+    TaskRuns, bench shapes: 1,146 B of JSON packed to 90 B and 1,718 B to 160 B, against
+    565 and 698 B deflated without a dictionary; pack 10-14 us, unpack 2-5 us plus the
+    JSON decode).
+    """
+
+    # Raw deflate (no header or checksum: the bytes never leave the process), a 4 KB
+    # window (the dictionary's last 4 KB is what is used) and a small memory level: the
+    # compressor's setup is paid per object, and a larger window bought no size here.
+    WBITS = -12
+    MEM_LEVEL = 4
+
+    def __init__(self) -> None:
+        self._zdict: bytes | None = None
+
+    def pack(self, obj: JSON) -> bytes:
+        text = orjson.dumps(obj)
+        if self._zdict is None:
+            self._zdict = text
+        deflate = zlib.compressobj(1, zlib.DEFLATED, self.WBITS, self.MEM_LEVEL,
+                                   zdict=self._zdict)
+        return deflate.compress(text) + deflate.flush()
+
+    def unpack(self, packed: bytes) -> JSON:
+        assert self._zdict is not None, "unpacking what this Packer did not pack"
+        inflate = zlib.decompressobj(self.WBITS, zdict=self._zdict)
+        obj: JSON = orjson.loads(inflate.decompress(packed) + inflate.flush())
         return obj
-    return stored
