@@ -20,7 +20,7 @@ writes it made.
     kube.fail("create", TASKRUNS, status=500)    # the next create of a TaskRun fails
     kube.before("patch", BUILDRUNS, hook)        # hook(call) runs first: raise, or write
     ...
-    assert kube.writes() == [("patch", "buildruns", "br", "status")]
+    assert kube.writes() == [("put", "buildruns", "br", "status")]
 """
 
 from __future__ import annotations
@@ -154,13 +154,17 @@ class FakeKube:
         body.pop("status", None)  # status is written through its subresource only
         return self.add(resource, body, namespace)
 
-    async def put(self, resource: Resource, namespace: str | None, name: str, body: JSON) -> JSON:
-        self._call("put", resource, name)
+    async def put(self, resource: Resource, namespace: str | None, name: str, body: JSON, *,
+                  subresource: str = "") -> JSON:
+        self._call("put", resource, name, subresource)
         current = self._existing(resource, namespace, name)
         self._check_version(current, body.get("metadata") or {})
-        new = copy.deepcopy(body)
-        new["metadata"] = {**current["metadata"], **new.get("metadata", {})}
-        new["status"] = current.get("status")
+        if subresource == "status":  # only status changes, whatever else the body says
+            new = {**copy.deepcopy(current), "status": copy.deepcopy(body.get("status"))}
+        else:
+            new = copy.deepcopy(body)
+            new["metadata"] = {**current["metadata"], **new.get("metadata", {})}
+            new["status"] = current.get("status")
         return self._store(resource, current, new)
 
     def with_field_manager(self, name: str) -> FakeKube:

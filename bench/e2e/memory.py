@@ -214,7 +214,7 @@ def _deep_size(obj: Any, seen: set[int]) -> tuple[int, int]:
 
 def _strip_only(obj: JSON) -> JSON:
     """strip_noise without its string interning: what the informer stored before 762a20d."""
-    return strip_noise(obj, intern=False)
+    return strip_noise(obj, frozen=True)
 
 
 def _same(obj: JSON) -> JSON:
@@ -234,7 +234,7 @@ def _store_bytes(raw_items: list[bytes], resource: Resource, indexers: dict[str,
         obj = orjson.loads(raw)
         obj.setdefault("apiVersion", resource.api_version)
         obj.setdefault("kind", resource.kind)
-        store.upsert(strip_noise(prepare(obj), intern=intern and not store.freezes(obj)))
+        store.upsert(strip_noise(prepare(obj), frozen=not intern or store.freezes(obj)))
     gc.collect()
     used = tracemalloc.get_traced_memory()[0] - base
     tracemalloc.stop()

@@ -27,12 +27,13 @@ bare        No controller: this process does the controller's API work itself, p
             BuildRun; the label PATCH (reconciler.build_link: the Build's name and
             generation labels, a merge patch of metadata, which a /status write cannot
             carry); create the TaskRun (taskrun.generate_taskrun for the bench's Build
-            and strategy, ServiceAccount `default`: about 4.3 KB of JSON); status-patch
-            the BuildRun (what reconciler._start writes: resourceVersion, startTime,
-            taskRunName, executor, buildSpec, the Pending condition). Finish phase:
-            TektonSimulator's TaskRun status patch (as in the controller run), then the
-            controller's terminal status patch (the whole status with the outcome of
-            status.outcome_from_taskrun applied). This is the API server's ceiling for
+            and strategy, ServiceAccount `default`: about 4.3 KB of JSON); update the
+            BuildRun's status (the BuildRun as read with the status reconciler._start
+            writes: startTime, taskRunName, executor, buildSpec, the Pending condition,
+            PUT to its status subresource). Finish phase: TektonSimulator's TaskRun status
+            patch (as in the controller run), then the controller's terminal status
+            update (the whole status with the outcome of status.outcome_from_taskrun
+            applied). This is the API server's ceiling for
             that work on this machine: the same writes without a controller's watches
             (the Observer's BuildRun watch is there in every mode).
 mirror      Like bare, plus the requests the controller makes that change nothing:
@@ -156,7 +157,7 @@ def started_status(buildrun: JSON, build: JSON, taskrun: JSON) -> JSON:
 
 def finished_status(status: JSON, taskrun: JSON) -> JSON:
     """The whole status the controller writes when the TaskRun finished (reconciler._finish
-    sends the old status with the outcome applied: one merge patch)."""
+    sends the old status with the outcome applied: one status update)."""
     outcome = outcome_from_taskrun(taskrun)
     assert outcome is not None, "the TaskRun has finished"
     at = now_text()
@@ -224,15 +225,15 @@ class Client:
             _content_type=MERGE)  # type: ignore[call-arg]  # taken by its **kwargs
         return out
 
-    async def patch_status(self, plural: str, name: str, body: JSON) -> JSON:
+    async def update_status(self, buildrun: JSON, status: JSON) -> JSON:
+        """The controller's status write (status_writes.write_status): the BuildRun as
+        read, managedFields left out, with `status`, PUT to its status subresource."""
+        meta = {k: v for k, v in buildrun["metadata"].items() if k != "managedFields"}
+        body = {**buildrun, "metadata": meta, "status": status}
         if self.how == "raw":
-            res = {"buildruns": BUILDRUNS, "taskruns": TASKRUNS}[plural]
-            return await self.kube.patch(res, NS, name, body, subresource="status")
-        group, version = ("shipwright.io", "v1beta1") if plural == "buildruns" else (
-            "tekton.dev", "v1")
-        out: JSON = await self.custom.patch_namespaced_custom_object_status(
-            group, version, NS, plural, name, body,
-            _content_type=MERGE)  # type: ignore[call-arg]  # taken by its **kwargs
+            return await self.kube.put(BUILDRUNS, NS, meta["name"], body, subresource="status")
+        out: JSON = await self.custom.replace_namespaced_custom_object_status(
+            "shipwright.io", "v1beta1", NS, "buildruns", meta["name"], body)
         return out
 
     async def get_pod(self, name: str) -> None:
@@ -392,9 +393,7 @@ async def one_run(mode: str, n: int, workers: int, args: argparse.Namespace,
                 taskrun = controller_taskrun(br, build, strategy)
                 br = await client.patch("buildruns", name, label_patch(br, build))
                 tr = await client.create("taskruns", taskrun)
-                br = await client.patch_status("buildruns", name, {
-                    "metadata": {"resourceVersion": br["metadata"]["resourceVersion"]},
-                    "status": started_status(br, build, tr)})
+                br = await client.update_status(br, started_status(br, build, tr))
                 uids[name] = br
 
             work: Callable[[str], Awaitable[None]] = create if driven else bare
@@ -448,9 +447,7 @@ async def one_run(mode: str, n: int, workers: int, args: argparse.Namespace,
                     tr = await sim.finish(NS, observer.taskrun_name[name])
                     br = uids[name]
                     status = finished_status(br["status"], tr)
-                    await client.patch_status("buildruns", name, {
-                        "metadata": {"resourceVersion": br["metadata"]["resourceVersion"]},
-                        "status": status})
+                    await client.update_status(br, status)
                     if mode == "mirror":
                         await client.get_pod(tr["status"]["podName"])
                         cond = status["conditions"][0]
@@ -556,7 +553,7 @@ def table(runs: list[dict[str, Any]]) -> str:
 
 
 def requests_text(requests: dict[str, float]) -> str:
-    """"POST taskruns 1, PATCH buildruns/status 1, ...", largest first."""
+    """"POST taskruns 1, PUT buildruns/status 1, ...", largest first."""
     return ", ".join(f"{k} {v:g}" for k, v in sorted(requests.items(), key=lambda kv: -kv[1]))
 
 

@@ -127,8 +127,9 @@ def setup(kube: Kube, settings: Settings, recorder: EventRecorder,
     run is cached frozen (finished_buildrun, status.run_finished)."""
     config = ShipwrightConfig.from_env()  # a bad BUILDRUN_EXECUTOR stops the start here
     executor = EXECUTORS[config.executor]  # resolved once, here
+    # Updated whole (status_writes.write_status), frozen once finished.
     buildruns = informers.informer(BUILDRUNS, indexers=BUILDRUN_INDEXERS | NEW_BY_BUILD_INDEXERS,
-                                   freeze=finished_buildrun)
+                                   freeze=finished_buildrun, updated=True)
     builds = informers.informer(BUILDS)
     # Read when a BuildRun starts; a BuildRun never waits on a strategy, so no handler.
     strategies = informers.informer(BUILDSTRATEGIES)

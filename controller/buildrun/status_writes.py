@@ -31,10 +31,20 @@ Change = Callable[[JSON], JSON]
 async def write_status(kube: Kube, buildrun: JSON, change: Change) -> JSON | None:
     """The one way status is written: `change` applied to the current status.
 
-    Optimistic concurrency: the patch carries the resourceVersion we read; on a
-    conflict the BuildRun is read again and `change` re-applied. Returns the
-    written object, or None when nothing was written because the BuildRun is
-    gone, already complete (its outcome is frozen), or already as wanted.
+    An update of the status subresource (PUT), as Shipwright's Status().Update: the
+    BuildRun as read with its status replaced, carrying the resourceVersion read, so a
+    write based on a stale copy fails with a conflict; then the BuildRun is read again
+    and `change` re-applied. Returns the written object, or None when nothing was
+    written because the BuildRun is gone, already complete (its outcome is frozen), or
+    already as wanted.
+
+    An update rather than a merge patch: the API server then neither reads the object
+    to patch it nor works the patch out, 4.4 against 5.4 ms of its CPU per write, 390
+    against 321 writes/s (alternated blocks of 500 finishes, issue 34). The body is the
+    whole object, metadata as read: the API server's field manager takes a field missing
+    from an update as removed from its owner's claim in managedFields (the object keeps
+    it), so the BuildRun informer is `updated` and keeps kubectl's last-applied
+    annotation until the BuildRun finishes (informers.strip_noise).
     """
     namespace, name = buildrun["metadata"]["namespace"], buildrun["metadata"]["name"]
 
@@ -45,12 +55,11 @@ async def write_status(kube: Kube, buildrun: JSON, change: Change) -> JSON | Non
         new = change(old)
         if new == old:
             return None
-        body: dict[str, Any] = {
-            "metadata": {"resourceVersion": current["metadata"]["resourceVersion"]},
-            "status": new,
-        }
+        meta = {k: v for k, v in current["metadata"].items() if k != "managedFields"}
+        body: dict[str, Any] = {**current, "apiVersion": BUILDRUNS.api_version,
+                                "kind": BUILDRUNS.kind, "metadata": meta, "status": new}
         try:
-            return await kube.patch(BUILDRUNS, namespace, name, body, subresource="status")
+            return await kube.put(BUILDRUNS, namespace, name, body, subresource="status")
         except ApiError as exc:
             if is_not_found(exc):
                 return None

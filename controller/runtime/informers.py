@@ -52,17 +52,25 @@ class _Gone(Exception):
     """The resourceVersion we hold was compacted away: only a relist helps."""
 
 
-def strip_noise(obj: JSON, *, intern: bool = True) -> JSON:
+def strip_noise(obj: JSON, *, frozen: bool = False, last_applied: bool = False) -> JSON:
     """Drops what the controller never reads and costs memory per cached object, and
-    shares equal strings between cached objects (`intern`; not for an object the store
-    keeps frozen as bytes, whose strings are not kept: interning them only grew the
-    interpreter's table of interned strings, by 190 bytes per finished BuildRun)."""
+    shares equal strings between cached objects.
+
+    - managedFields: a status update takes them from the object the API server holds,
+      whatever the request carries.
+    - kubectl's last-applied annotation (a copy of the object as applied; a Secret's holds
+      its data), unless `last_applied` says to keep it: an object the controller updates
+      whole must carry it back, since the API server's field manager takes an annotation
+      missing from an update as removed from kubectl's claim in managedFields.
+    - strings are interned unless `frozen`: the store keeps a frozen object as bytes, not
+      its strings, and interning them only grew the interpreter's table of interned
+      strings, by 190 bytes per finished BuildRun."""
     meta = obj.get("metadata", {})
     meta.pop("managedFields", None)
     annotations = meta.get("annotations")
-    if annotations:
+    if annotations and not last_applied:
         annotations.pop("kubectl.kubernetes.io/last-applied-configuration", None)
-    return intern_strings(obj) if intern else obj
+    return obj if frozen else intern_strings(obj)
 
 
 def identity_only(obj: JSON) -> JSON:
@@ -111,6 +119,7 @@ class Informer:
         metadata_only: bool = False,
         label_selector: str | None = None,
         freeze: Freeze | None = None,
+        updated: bool = False,
     ) -> None:
         self.kube = kube
         self.transform = transform
@@ -125,6 +134,10 @@ class Informer:
         self.namespace = namespace
         # Which cached objects are kept packed (Store): the owner's rule.
         self.store = Store(indexers, freeze)
+        # The owner updates these objects whole (a status update): one not frozen keeps
+        # what the update must carry back (strip_noise's `last_applied`). A frozen one is
+        # never written, so it is dropped there.
+        self.updated = updated
         self._handlers: list[Handler] = []
         self._resync_period = resync_period
         self._page_size = page_size
@@ -228,7 +241,8 @@ class Informer:
         """What the cache keeps of a listed or watched object."""
         if self.transform is not None:
             obj = self.transform(obj)
-        return strip_noise(obj, intern=not self.store.freezes(obj))
+        frozen = self.store.freezes(obj)
+        return strip_noise(obj, frozen=frozen, last_applied=self.updated and not frozen)
 
     def _listed(self, obj: JSON, seen: set[str], initial: bool) -> None:
         # List items carry no kind; handlers and the cache want whole objects.
@@ -303,20 +317,23 @@ class InformerFactory:
 
     def informer(self, resource: Resource, *, indexers: dict[str, Indexer] | None = None,
                  transform: Transform | None = None, metadata_only: bool = False,
-                 label_selector: str | None = None, freeze: Freeze | None = None) -> Informer:
+                 label_selector: str | None = None, freeze: Freeze | None = None,
+                 updated: bool = False) -> Informer:
         """The informer of `resource`, made on first asking. Indexes add up across
         callers; a transform (what the cache drops) has one owner: a second, different
         one is refused, since the first caller's readers rely on what theirs keeps. So
         is asking for whole objects of a metadata-only informer, or the reverse, and a
         label selector other than the first caller's (what the cache holds at all). A
-        freeze rule (which objects are kept packed) has one owner too; another
-        caller may leave it unsaid."""
+        freeze rule (which objects are kept packed) has one owner too, and so does
+        `updated` (its objects are written back whole); another caller may leave
+        either unsaid."""
         informer = self._informers.get(resource)
         if informer is None:
             informer = self._informers[resource] = Informer(
                 self.kube, resource, self.namespace if resource.namespaced else None,
                 indexers=indexers, resync_period=self.resync_period, transform=transform,
-                metadata_only=metadata_only, label_selector=label_selector, freeze=freeze)
+                metadata_only=metadata_only, label_selector=label_selector, freeze=freeze,
+                updated=updated)
             return informer
         if transform is not None and transform is not informer.transform:
             raise ValueError(f"the {resource.plural} informer has another transform")
@@ -324,6 +341,10 @@ class InformerFactory:
             if informer.store.freeze is not None or len(informer.store):
                 raise ValueError(f"the {resource.plural} informer has another freeze rule")
             informer.store.freeze = freeze  # the owner asked second, before anything ran
+        if updated and not informer.updated:
+            if len(informer.store):
+                raise ValueError(f"the {resource.plural} informer has run without `updated`")
+            informer.updated = True
         if label_selector != informer.label_selector:
             raise ValueError(f"the {resource.plural} informer selects "
                              f"{informer.label_selector or 'everything'}")

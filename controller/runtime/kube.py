@@ -249,9 +249,13 @@ class Kube:
     async def create(self, resource: Resource, namespace: str | None, body: JSON) -> JSON:
         return await self.request("POST", resource.path(namespace), body=body)
 
-    async def put(self, resource: Resource, namespace: str | None, name: str, body: JSON) -> JSON:
-        """Replaces the object; the resourceVersion in `body` makes it a compare-and-swap."""
-        return await self.request("PUT", resource.path(namespace, name), body=body)
+    async def put(self, resource: Resource, namespace: str | None, name: str, body: JSON, *,
+                  subresource: str = "") -> JSON:
+        """Replaces the object (with `subresource` "status", its status only: the API
+        server keeps everything else as it holds it); the resourceVersion in `body` makes
+        it a compare-and-swap."""
+        return await self.request("PUT", resource.path(namespace, name, subresource),
+                                  body=body)
 
     async def patch(
         self,

@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
+import orjson
 import pytest
 
 from bench.e2e.common import apiserver_requests
@@ -136,7 +137,7 @@ async def test_a_start_costs_one_taskrun_create_and_one_status_write(
         stack.start_tekton_controller()
     made = {k: after[k] - before.get(k, 0) for k in after if after[k] != before.get(k, 0)}
     assert "GET builds" not in made and "GET buildstrategies" not in made, made
-    assert made.get("POST taskruns") == 1 and made.get("PATCH buildruns/status") == 1, made
+    assert made.get("POST taskruns") == 1 and made.get("PUT buildruns/status") == 1, made
 
 
 @pytest.mark.parametrize(
@@ -368,6 +369,39 @@ async def test_every_write_names_shipwrights_field_manager(
     assert events and {m for e in events for m, _, _ in managed(e)} == {theirs}
     everything = [build, ok, held, held_sa, *taskruns.values(), *events]
     assert not any(m == USER_AGENT.split("/")[0] for o in everything for m, _, _ in managed(o))
+
+
+async def test_status_updates_leave_every_other_managers_claim_as_it_was(
+    cluster: LocalCluster, kube: Kube, world: World
+) -> None:
+    """A status write is an update of the BuildRun as cached; the API server's field
+    manager takes a field missing from it as removed from its owner's claim. So a
+    BuildRun made by `kubectl apply` (its last-applied annotation, which other informers'
+    caches drop) keeps kubectl's claim on every field through Pending, Running and the
+    outcome."""
+    kubectl = kube.with_field_manager("kubectl-client-side-apply")
+    body = fixtures.buildrun("applied")
+    body["metadata"]["labels"] = {"team": "a"}
+    body["metadata"]["annotations"] = {
+        "kubectl.kubernetes.io/last-applied-configuration": orjson.dumps(body).decode()}
+    world.fate("applied", fate="hold")
+    async with running_controller(controller_settings(cluster, world.ns)):
+        created = await kubectl.create(BUILDRUNS, world.ns, body)
+
+        async def running() -> bool:
+            return condition(await world.get("applied")).get("reason") == reasons.RUNNING
+        await wait_for(running, 30, what="Running reason")
+        await release(world, "applied")
+        done = await world.finished("applied", 30)
+    assert condition(done)["reason"] == reasons.SUCCEEDED
+    assert done["metadata"]["annotations"] == body["metadata"]["annotations"]
+
+    def claim(obj: JSON) -> JSON:
+        return next(e["fieldsV1"] for e in obj["metadata"]["managedFields"]
+                    if e["manager"] == "kubectl-client-side-apply")
+    assert claim(done) == claim(created)
+    assert "f:kubectl.kubernetes.io/last-applied-configuration" in claim(
+        done)["f:metadata"]["f:annotations"]
 
 
 # -- the API server enforces the one-try shot too ------------------------------------------

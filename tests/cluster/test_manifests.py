@@ -158,7 +158,7 @@ def test_kubectl_kustomize_renders_the_same_objects() -> None:
 # (apiGroup, resource) -> verbs: exactly what the controller calls, nothing more.
 EXPECTED_CLUSTER_RULES = {
     ("shipwright.io", "buildruns"): {"get", "list", "watch", "patch", "delete"},
-    ("shipwright.io", "buildruns/status"): {"patch"},
+    ("shipwright.io", "buildruns/status"): {"update"},
     ("shipwright.io", "buildruns/finalizers"): {"update"},
     ("shipwright.io", "builds"): {"get", "list", "watch"},
     ("shipwright.io", "builds/status"): {"patch"},
@@ -539,7 +539,7 @@ DENIED = [
     ("create", "", "serviceaccounts/token"),
     ("list", "", "events"), ("patch", "", "events"), ("delete", "", "events"), ("get", "", "nodes"),
     ("create", "shipwright.io", "buildruns"), ("update", "shipwright.io", "buildruns"),
-    ("update", "shipwright.io", "buildruns/status"), ("get", "shipwright.io", "buildruns/status"),
+    ("patch", "shipwright.io", "buildruns/status"), ("get", "shipwright.io", "buildruns/status"),
     ("create", "shipwright.io", "builds"), ("patch", "shipwright.io", "builds"),
     ("delete", "shipwright.io", "builds"), ("patch", "shipwright.io", "buildstrategies"),
     ("patch", "shipwright.io", "clusterbuildstrategies"),
@@ -659,7 +659,7 @@ async def _exercise(admin: Kube, fates: FateWebhook, metrics_url: str) -> None:
     w.fate("fails", fate="fail")
     w.fate("cancel", fate="hold")
 
-    # Created (taskruns create, buildruns/finalizers update), status patched, Events
+    # Created (taskruns create, buildruns/finalizers update), status updated, Events
     # created, then deleted by its retention TTL (buildruns delete).
     await w.buildrun("ok", retention={"ttlAfterSucceeded": "2s"})
     await w.taskrun_of("ok", timeout=30)

@@ -325,13 +325,13 @@ async def test_without_create_on_events_buildruns_still_finish_and_the_loss_is_c
     assert (await kube.list(EVENTS, world.ns))["items"] == []
 
 
-async def test_without_patch_on_buildrun_status_the_failure_is_loud_and_backs_off(
+async def test_without_update_on_buildrun_status_the_failure_is_loud_and_backs_off(
     cluster: LocalCluster, kube: Kube, world: World, tmp_path: Path,
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     """Nothing can record the outcome then; the next best thing is saying so, slowly."""
     _, settings = await limited_settings(
-        cluster, world.ns, ("shipwright.io", "buildruns/status", "patch"), tmp_path / "kc",
+        cluster, world.ns, ("shipwright.io", "buildruns/status", "update"), tmp_path / "kc",
         budget=RetryBudget(max_retries=3, max_age=0))
     forbidden_before = retries("forbidden")
     caplog.set_level(logging.WARNING, logger="controller")
@@ -347,7 +347,7 @@ async def test_without_patch_on_buildrun_status_the_failure_is_loud_and_backs_of
     logged = [str(getattr(r, "error", "")) for r in caplog.records
               if r.getMessage() == "reconciled"]
     assert logged and all("forbidden" in e for e in logged), logged
-    assert any('cannot patch resource "buildruns/status"' in e for e in logged), logged
+    assert any('cannot update resource "buildruns/status"' in e for e in logged), logged
 
 
 async def test_without_list_on_builds_the_controller_never_reports_ready_and_says_why(

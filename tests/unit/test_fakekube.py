@@ -76,6 +76,12 @@ async def test_status_is_written_through_its_subresource_only() -> None:
     current = await kube.get(BUILDRUNS, "ns", "br")
     await kube.put(BUILDRUNS, "ns", "br", {**current, "spec": {"a": 4}, "status": {"s": 4}})
     assert spec_and_status(kube) == ({"a": 4}, {"s": 3})
+    current = await kube.get(BUILDRUNS, "ns", "br")
+    await kube.put(BUILDRUNS, "ns", "br", {**current, "spec": {"a": 5}, "status": {"t": 5}},
+                   subresource="status")  # replaces status whole, keeps the spec
+    assert spec_and_status(kube) == ({"a": 4}, {"t": 5})
+    assert is_conflict(await raised(kube.put(BUILDRUNS, "ns", "br", current,
+                                             subresource="status")))
     created = await kube.create(BUILDRUNS, "ns", {"metadata": {"name": "b2"}, "status": {}})
     assert "status" not in created
 

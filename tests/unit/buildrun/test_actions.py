@@ -160,7 +160,7 @@ def cancel(name: str) -> Call:
 
 
 CANCEL = cancel("tr")
-STATUS_WRITE: Call = ("patch", "buildruns", "br", "status")
+STATUS_WRITE: Call = ("put", "buildruns", "br", "status")
 LABEL_WRITE: Call = ("patch", "buildruns", "br", "")  # the Build's labels (link_to_build)
 
 
@@ -347,7 +347,7 @@ async def test_row_8_a_name_over_63_characters_fails_as_shipwrights(rig: Rig) ->
     assert (cond["status"], cond["reason"], cond["message"]) == (
         "False", reasons.BUILD_RUN_NAME_INVALID, "must be no more than 63 bytes")
     assert status["completionTime"] == format_time(NOW)
-    assert rig.kube.writes() == [("patch", "buildruns", name, "status")]
+    assert rig.kube.writes() == [("put", "buildruns", name, "status")]
     assert rig.taskruns() == []
     fits = "s" * 63
     rig.kube.add(BUILDRUNS, fixtures.buildrun(fits))
@@ -685,7 +685,7 @@ async def test_a_conflict_reads_again_and_applies_the_change_anew(rig: Rig) -> N
     br = rig.buildrun(status=started(conditions=running("Pending")))
     rig.taskrun(br, conditions=running("Running"))
     rig.sync()
-    # Someone writes after our cache saw it: our patch carries a stale resourceVersion.
+    # Someone writes after our cache saw it: our write carries a stale resourceVersion.
     rig.kube.modify(BUILDRUNS, "br", lambda obj: obj["metadata"].update(labels={"x": "y"}))
     assert await rig.reconcile(sync=False) == DONE
     assert rig.kube.calls == [STATUS_WRITE, ("get", "buildruns", "br", ""), STATUS_WRITE]
@@ -696,7 +696,7 @@ async def test_a_conflict_reads_again_and_applies_the_change_anew(rig: Rig) -> N
 async def test_a_conflict_that_lasts_five_tries_is_a_system_error(rig: Rig) -> None:
     br = rig.buildrun(status=started(conditions=running("Pending")))
     rig.taskrun(br, conditions=running("Running"))
-    rig.kube.fail("patch", BUILDRUNS, status=409, reason="Conflict", times=5)
+    rig.kube.fail("put", BUILDRUNS, status=409, reason="Conflict", times=5)
     with pytest.raises(ApiError) as raised:
         await rig.reconcile()
     assert [c for c in rig.kube.calls if c == STATUS_WRITE] == [STATUS_WRITE] * 5

@@ -115,9 +115,9 @@ def test_relist_after_410_emits_each_vanished_object_once(
     stripped: list[str] = []
     strip = informers.strip_noise
 
-    def counting_strip(o: JSON, *, intern: bool = True) -> JSON:
+    def counting_strip(o: JSON, *, frozen: bool = False, last_applied: bool = False) -> JSON:
         stripped.append(o["metadata"]["name"])
-        return strip(o, intern=intern)
+        return strip(o, frozen=frozen, last_applied=last_applied)
 
     monkeypatch.setattr(informers, "strip_noise", counting_strip)
 
@@ -367,5 +367,50 @@ def test_a_frozen_object_is_stored_as_bytes_and_its_strings_not_interned() -> No
         # An equal string made anew interns to the cached one only if that was interned.
         assert sys.intern("".join(list(live_phase))) is live_phase
         assert sys.intern("".join(list(done_phase))) is not done_phase
+
+    run(main())
+
+
+LAST_APPLIED = "kubectl.kubernetes.io/last-applied-configuration"
+
+
+def test_an_updated_informer_keeps_last_applied_until_frozen_and_others_never() -> None:
+    """An object its owner updates whole keeps kubectl's last-applied annotation (the
+    update must carry it back, or the field manager drops kubectl's claim to it), until
+    frozen (never written again); every other informer drops it (a Secret's holds its
+    data)."""
+    def applied(name: str, rv: str, phase: str) -> JSON:
+        o = obj(name, rv, status={"phase": phase})
+        o["metadata"]["annotations"] = {LAST_APPLIED: '{"kind":"X"}', "keep": "me"}
+        return o
+
+    async def main() -> None:
+        pages = [page([applied("done", "1", "finished"), applied("live", "2", "running")],
+                      "5") for _ in range(2)]  # one for each informer: they strip in place
+        kube = ScriptedKube(pages, [[BLOCK], [BLOCK]])
+        factory = informers.InformerFactory(kube, "ns", None)  # type: ignore[arg-type]
+        things = resource()
+        first = factory.informer(things)  # another controller asks first, unsaid
+        updated = factory.informer(
+            things, updated=True, freeze=lambda o: o["status"]["phase"] == "finished")
+        assert updated is first and first.updated
+        plain = Informer(kube, things)  # type: ignore[arg-type]
+        for informer in (updated, plain):
+            task = asyncio.create_task(informer.run())
+            await informer.wait_synced()
+            await stop(task)
+        def annotations(informer: Informer, key: str) -> JSON:
+            cached = informer.store.get(key)
+            assert cached is not None
+            return dict(cached["metadata"]["annotations"])
+
+        kept = {LAST_APPLIED: '{"kind":"X"}', "keep": "me"}
+        assert annotations(updated, "ns/live") == kept
+        assert annotations(updated, "ns/done") == {"keep": "me"}
+        assert annotations(plain, "ns/live") == annotations(plain, "ns/done") == {"keep": "me"}
+        other = factory.informer(Resource("example.com", "v1", "others", "O"))
+        other.store.upsert(obj("x", "1"))  # it ran, stripping without `updated`
+        with pytest.raises(ValueError, match="has run without `updated`"):
+            factory.informer(other.resource, updated=True)
 
     run(main())

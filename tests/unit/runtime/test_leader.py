@@ -102,7 +102,8 @@ class LeaseApi:
         return answer  # type: ignore[return-value]
 
     async def put(self, resource: Resource, namespace: str | None, name: str,
-                  body: JSON) -> JSON:
+                  body: JSON, *, subresource: str = "") -> JSON:
+        assert not subresource, "a Lease has no subresource"
         await self._call("put")
         if self.before_put is not None:
             self.before_put()
