@@ -402,7 +402,8 @@ async def one_run(mode: str, n: int, workers: int, args: argparse.Namespace,
                 mode == "controller" and ctl and "start" in args.py_spy) else None
             req0 = await apiserver_requests(cluster)
             pprof = asyncio.create_task(apiserver_pprof(
-                cluster, args.apiserver_pprof, f"{mode}-n{n}")) if args.apiserver_pprof else None
+                cluster, args.apiserver_pprof, f"{mode}-n{n}")) if (
+                    args.apiserver_pprof and "start" in args.apiserver_pprof_phases) else None
             meter.start()
             t0 = time.monotonic()
             created = await bounded(names, work, concurrency=args.concurrency, deadline=deadline)
@@ -460,6 +461,10 @@ async def one_run(mode: str, n: int, workers: int, args: argparse.Namespace,
                 dropped0 = await ctl.events_dropped() if mode == "controller" and ctl else 0
                 log("  finish phase")
                 req1 = await apiserver_requests(cluster)
+                pprof = asyncio.create_task(apiserver_pprof(
+                    cluster, args.apiserver_pprof, f"{mode}-n{n}-finish")) if (
+                        args.apiserver_pprof and "finish" in args.apiserver_pprof_phases
+                    ) else None
                 meter.start()
                 t1 = time.monotonic()
                 finished = await bounded(names, fwork, concurrency=args.concurrency,
@@ -469,6 +474,8 @@ async def one_run(mode: str, n: int, workers: int, args: argparse.Namespace,
                 fin_cpu = meter.stop()
                 if spy is not None:
                     out["py_spy_finish"] = await stop_py_spy(spy)
+                if pprof is not None:
+                    out["apiserver_pprof_finish"] = await pprof
                 fin: dict[str, Any] = {
                     "seconds": round(last - t1, 3),
                     "throughput": round(n / (last - t1), 1),
@@ -632,8 +639,10 @@ def main() -> None:
                    help="wait at most this long before each run for a quiet machine (0: "
                    "measure 2 s and go on; for smoke runs on a busy machine)")
     p.add_argument("--apiserver-pprof", type=int, default=0, metavar="SECONDS",
-                   help="CPU-profile kube-apiserver for this long from the start of the start "
-                   "phase (--profiling=true; Go pprof file to bench/results/)")
+                   help="CPU-profile kube-apiserver for this long from the start of a phase "
+                   "(--profiling=true; Go pprof file to bench/results/)")
+    p.add_argument("--apiserver-pprof-phases", nargs="+", choices=["start", "finish"],
+                   default=["start"], help="the phases --apiserver-pprof profiles")
     p.add_argument("--controller-cwd", type=Path,
                    help="run the controller from this checkout (e.g. `git archive` of an "
                    "older commit) for a before/after comparison")

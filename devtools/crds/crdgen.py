@@ -452,21 +452,32 @@ def _spec_immutable_rules() -> list[Schema]:
     """Ours: a BuildRun's spec is immutable except that spec.state may become BuildRunCanceled
     (Shipwright documents the same; its webhook-less CRD does not enforce it), and
     spec.retention once the BuildRun has finished (_BUILDRUN_RULES: only the root sees the
-    status)."""
+    status).
+
+    One rule that first asks whether the spec changed at all: the API server evaluates
+    every rule on every write, status updates included, and the fourteen rules this was
+    (one per field) cost it 0.9 ms of CPU per BuildRun status update, 5.2 against 4.4 ms
+    with this one, which costs what no rule costs within the noise (alternated blocks of
+    500 updates on copies of the CRD, issue 34). The message expression names the first
+    field that changed in the words its own rule had (a list of all of them is beyond the
+    API server's cost budget for a message expression)."""
     fields = ("build", "source", "serviceAccount", "timeout", "paramValues", "output", "env",
               "volumes", "stepResources", "nodeSelector", "tolerations", "schedulerName",
               "runtimeClassName")
-    rules = [{
-        "rule": (f"has(self.{f}) == has(oldSelf.{f}) && "
-                 f"(!has(self.{f}) || self.{f} == oldSelf.{f})"),
-        "message": f"spec.{f} is immutable: create a new BuildRun",
-    } for f in fields]
-    rules.append({
-        "rule": ("(has(self.state) ? self.state : '') == (has(oldSelf.state) ? oldSelf.state : '')"
-                 " || (has(self.state) && self.state == 'BuildRunCanceled')"),
-        "message": "spec.state may only change to BuildRunCanceled",
-    })
-    return rules
+    checks = [(f"has(self.{f}) == has(oldSelf.{f}) && "
+               f"(!has(self.{f}) || self.{f} == oldSelf.{f})",
+               f"spec.{f} is immutable: create a new BuildRun") for f in fields]
+    checks.append((
+        "(has(self.state) ? self.state : '') == (has(oldSelf.state) ? oldSelf.state : '')"
+        " || (has(self.state) && self.state == 'BuildRunCanceled')",
+        "spec.state may only change to BuildRunCanceled"))
+    return [{
+        "rule": "self == oldSelf || (" + " && ".join(f"({c})" for c, _ in checks) + ")",
+        "messageExpression": " : ".join(f"!({c}) ? '{m}'" for c, m in checks)
+                             + " : 'the spec is immutable: create a new BuildRun'",
+        "message": ("the spec is immutable: create a new BuildRun (spec.state may only "
+                    "change to BuildRunCanceled)"),
+    }]
 
 
 # Ours, on the BuildRun as a whole (a rule under .spec cannot see the status): the retention
