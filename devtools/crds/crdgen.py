@@ -448,19 +448,10 @@ def build_run_spec() -> Schema:  # buildrun_types.go BuildRunSpec
     }, required=("build",), rules=_spec_immutable_rules())
 
 
-def _spec_immutable_rules() -> list[Schema]:
-    """Ours: a BuildRun's spec is immutable except that spec.state may become BuildRunCanceled
-    (Shipwright documents the same; its webhook-less CRD does not enforce it), and
-    spec.retention once the BuildRun has finished (_BUILDRUN_RULES: only the root sees the
-    status).
-
-    One rule that first asks whether the spec changed at all: the API server evaluates
-    every rule on every write, status updates included, and the fourteen rules this was
-    (one per field) cost it 0.9 ms of CPU per BuildRun status update, 5.2 against 4.4 ms
-    with this one, which costs what no rule costs within the noise (alternated blocks of
-    500 updates on copies of the CRD, issue 34). The message expression names the first
-    field that changed in the words its own rule had (a list of all of them is beyond the
-    API server's cost budget for a message expression)."""
+def spec_field_checks() -> list[tuple[str, str]]:
+    """Ours, per field of a BuildRun's spec: (CEL condition that it did not change, the
+    message when it did). Every field but `state` and `retention` (see
+    _spec_immutable_rules); state may become BuildRunCanceled only."""
     fields = ("build", "source", "serviceAccount", "timeout", "paramValues", "output", "env",
               "volumes", "stepResources", "nodeSelector", "tolerations", "schedulerName",
               "runtimeClassName")
@@ -471,6 +462,23 @@ def _spec_immutable_rules() -> list[Schema]:
         "(has(self.state) ? self.state : '') == (has(oldSelf.state) ? oldSelf.state : '')"
         " || (has(self.state) && self.state == 'BuildRunCanceled')",
         "spec.state may only change to BuildRunCanceled"))
+    return checks
+
+
+def _spec_immutable_rules() -> list[Schema]:
+    """Ours: a BuildRun's spec is immutable except that spec.state may become BuildRunCanceled
+    (Shipwright documents the same; its webhook-less CRD does not enforce it), and
+    spec.retention once the BuildRun has finished (_BUILDRUN_RULES: only the root sees the
+    status).
+
+    One rule that first asks whether the spec changed at all: the API server evaluates
+    every rule on every write, status updates included, and one rule per field (fourteen)
+    cost it 0.9 ms of CPU per BuildRun status update, against this one's cost, which is
+    within the noise of none (bench/e2e/status_writes.py, BENCHMARKS.md, issue 34). The
+    message expression names the first field that changed in the words its own rule had
+    (a list of all of them is beyond the API server's cost budget for a message
+    expression)."""
+    checks = spec_field_checks()
     return [{
         "rule": "self == oldSelf || (" + " && ".join(f"({c})" for c, _ in checks) + ")",
         "messageExpression": " : ".join(f"!({c}) ? '{m}'" for c, m in checks)
