@@ -276,7 +276,7 @@ class Report:
             f"{f['leader_stalls_no_leader']} found no leader to stall); "
             f"pods given a fate {f['pods_with_fate']}",
             f"api server answered: {f['apiserver_requests']} (status_conflicts: status "
-            "patches refused 409 Conflict; taskrun_already_exists: creates of a TaskRun that "
+            "updates refused 409 Conflict; taskrun_already_exists: creates of a TaskRun that "
             "existed, adopted)",
             f"lost: {len(self.lost)}",
             f"flipped: {len(self.flipped)}",
@@ -873,7 +873,7 @@ _LABEL = re.compile(r'(\w+)="([^"]*)"')
 _REJECTIONS = re.compile(
     r'^apiserver_admission_webhook_rejection_count\{(?P<labels>[^}]*)\} (?P<value>\S+)$', re.M)
 WATCHED_REQUESTS = {
-    "status_conflicts": ("buildruns", "status", "PATCH", "409"),
+    "status_conflicts": ("buildruns", "status", "PUT", "409"),
     "taskrun_already_exists": ("taskruns", "", "POST", "409"),
     "taskrun_creates": ("taskruns", "", "POST", "201"),
     # Only the controller PATCHes TaskRuns (to cancel them; Tekton's controller writes

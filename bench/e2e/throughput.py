@@ -155,6 +155,13 @@ def started_status(buildrun: JSON, build: JSON, taskrun: JSON) -> JSON:
     return with_condition(status, "Unknown", *running_reason(taskrun), at)
 
 
+def status_update(buildrun: JSON, status: JSON) -> JSON:
+    """The body of the controller's status write (status_writes.write_status), PUT to the
+    status subresource: the BuildRun as read, managedFields left out, with `status`."""
+    meta = {k: v for k, v in buildrun["metadata"].items() if k != "managedFields"}
+    return {**buildrun, "metadata": meta, "status": status}
+
+
 def finished_status(status: JSON, taskrun: JSON) -> JSON:
     """The whole status the controller writes when the TaskRun finished (reconciler._finish
     sends the old status with the outcome applied: one status update)."""
@@ -226,14 +233,12 @@ class Client:
         return out
 
     async def update_status(self, buildrun: JSON, status: JSON) -> JSON:
-        """The controller's status write (status_writes.write_status): the BuildRun as
-        read, managedFields left out, with `status`, PUT to its status subresource."""
-        meta = {k: v for k, v in buildrun["metadata"].items() if k != "managedFields"}
-        body = {**buildrun, "metadata": meta, "status": status}
+        """The controller's status write: `status_update`'s body."""
+        body, name = status_update(buildrun, status), buildrun["metadata"]["name"]
         if self.how == "raw":
-            return await self.kube.put(BUILDRUNS, NS, meta["name"], body, subresource="status")
+            return await self.kube.put(BUILDRUNS, NS, name, body, subresource="status")
         out: JSON = await self.custom.replace_namespaced_custom_object_status(
-            "shipwright.io", "v1beta1", NS, "buildruns", meta["name"], body)
+            "shipwright.io", "v1beta1", NS, "buildruns", name, body)
         return out
 
     async def get_pod(self, name: str) -> None:
