@@ -216,17 +216,17 @@ async def test_a_stalled_leader_exits_before_the_standby_takes_over(
         target = "during-0"
         stalled: dict[str, float] = {}
         client = buildrun_kube(a.app)
-        patch = client.patch
+        put = client.put  # every status write is an update of the status subresource
 
-        async def stalling_patch(resource: Any, namespace: Any, name: str, body: Any,
-                                 **kw: Any) -> JSON:
+        async def stalling_put(resource: Any, namespace: Any, name: str, body: Any,
+                               **kw: Any) -> JSON:
             if name == target and kw.get("subresource") == "status" and not stalled:
                 pa.stall()
                 stalled.update(wall=time.time(), mono=time.monotonic(),
                                rv=float(body["metadata"]["resourceVersion"]))
-            return await patch(resource, namespace, name, body, **kw)
+            return await put(resource, namespace, name, body, **kw)
 
-        client.patch = stalling_patch  # type: ignore[method-assign]
+        client.put = stalling_put  # type: ignore[method-assign]
         leases = LeaseLog(kube, w.ns, "partition")
         during = [f"during-{i}" for i in range(5)]
         for name in during:
@@ -288,14 +288,18 @@ async def test_a_write_held_in_a_partition_lands_late_unless_it_carries_its_vers
                                         cluster.admin.name, cluster.admin.token)
         stale = Kube(await api_client_for(config))
         try:
+            # Ours, as write_status sends it: the object as read with its status replaced
+            # (an update, which the API server refuses without a resourceVersion for a
+            # custom resource); the control: a merge patch without one.
             for carries_version in (True, False):
                 read = await w.get("held")
-                body: JSON = {"status": {"taskRunName": f"stale-{carries_version}".lower()}}
-                if carries_version:
-                    body["metadata"] = {"resourceVersion": read["metadata"]["resourceVersion"]}
+                status = {"taskRunName": f"stale-{carries_version}".lower()}
                 p.stall()
-                write = asyncio.create_task(stale.patch(BUILDRUNS, w.ns, "held", body,
-                                                        subresource="status"))
+                write = asyncio.create_task(
+                    stale.put(BUILDRUNS, w.ns, "held", {**read, "status": status},
+                              subresource="status") if carries_version else
+                    stale.patch(BUILDRUNS, w.ns, "held", {"status": status},
+                                subresource="status"))
                 await asyncio.sleep(0.5)
                 assert not write.done()
                 await kube.patch(BUILDRUNS, w.ns, "held", {"status": {"taskRunName": "new"}},
@@ -309,6 +313,12 @@ async def test_a_write_held_in_a_partition_lands_late_unless_it_carries_its_vers
                 else:
                     assert not isinstance(outcome, BaseException), outcome
                     assert written == "stale-false"  # landed over the new leader's write
+            unversioned = {**await w.get("held"), "status": {"taskRunName": "x"}}
+            del unversioned["metadata"]["resourceVersion"]
+            refused = await asyncio.gather(stale.put(BUILDRUNS, w.ns, "held", unversioned,
+                                                     subresource="status"),
+                                           return_exceptions=True)
+            assert isinstance(refused[0], ApiError) and refused[0].status == 422, refused
         finally:
             await stale.close()
 
