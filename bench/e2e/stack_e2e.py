@@ -69,10 +69,10 @@ from bench.e2e.throughput import (
     per_buildrun_ms,
     requests_text,
     started_status,
-    status_update,
     summary,
     warm_up,
 )
+from controller.buildrun.status_writes import status_update
 from controller.runtime.kube import JSON, PODS, Kube
 from controller.runtime.timestamps import parse_time
 from controller.shipwright.resources import BUILDRUNS, TASKRUNS

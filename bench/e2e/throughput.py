@@ -109,6 +109,7 @@ from controller.buildrun.resources.config import ShipwrightConfig
 from controller.buildrun.resources.taskrun import generate_taskrun
 from controller.buildrun.spec import effective_build
 from controller.buildrun.status import outcome_from_taskrun, running_reason, with_condition
+from controller.buildrun.status_writes import status_update
 from controller.runtime.kube import EVENTS, JSON, PODS, Kube
 from controller.runtime.timestamps import format_time, now
 from controller.shipwright.resources import BUILDRUNS, TASKRUNS
@@ -153,13 +154,6 @@ def started_status(buildrun: JSON, build: JSON, taskrun: JSON) -> JSON:
     status = {"startTime": at, "taskRunName": name,
               "executor": {"kind": TASKRUNS.kind, "name": name}, "buildSpec": snapshot}
     return with_condition(status, "Unknown", *running_reason(taskrun), at)
-
-
-def status_update(buildrun: JSON, status: JSON) -> JSON:
-    """The body of the controller's status write (status_writes.write_status), PUT to the
-    status subresource: the BuildRun as read, managedFields left out, with `status`."""
-    meta = {k: v for k, v in buildrun["metadata"].items() if k != "managedFields"}
-    return {**buildrun, "metadata": meta, "status": status}
 
 
 def finished_status(status: JSON, taskrun: JSON) -> JSON:
@@ -233,7 +227,7 @@ class Client:
         return out
 
     async def update_status(self, buildrun: JSON, status: JSON) -> JSON:
-        """The controller's status write: `status_update`'s body."""
+        """The controller's status write: status_writes.status_update's body."""
         body, name = status_update(buildrun, status), buildrun["metadata"]["name"]
         if self.how == "raw":
             return await self.kube.put(BUILDRUNS, NS, name, body, subresource="status")

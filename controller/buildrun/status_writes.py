@@ -9,7 +9,6 @@ BuildRun again and applies the change anew (`retry_on_conflict`).
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
 
 from controller.buildrun.buildruns import (
     phase_of,
@@ -55,17 +54,23 @@ async def write_status(kube: Kube, buildrun: JSON, change: Change) -> JSON | Non
         new = change(old)
         if new == old:
             return None
-        meta = {k: v for k, v in current["metadata"].items() if k != "managedFields"}
-        body: dict[str, Any] = {**current, "apiVersion": BUILDRUNS.api_version,
-                                "kind": BUILDRUNS.kind, "metadata": meta, "status": new}
         try:
-            return await kube.put(BUILDRUNS, namespace, name, body, subresource="status")
+            return await kube.put(BUILDRUNS, namespace, name, status_update(current, new),
+                                  subresource="status")
         except ApiError as exc:
             if is_not_found(exc):
                 return None
             raise
 
     return await retry_on_conflict(kube, BUILDRUNS, buildrun, write)
+
+
+def status_update(buildrun: JSON, status: JSON) -> JSON:
+    """The body of `write_status`'s update: the BuildRun as read (managedFields left out:
+    the API server takes a subresource's from the object it holds) with `status`."""
+    meta = {k: v for k, v in buildrun["metadata"].items() if k != "managedFields"}
+    return {**buildrun, "apiVersion": BUILDRUNS.api_version, "kind": BUILDRUNS.kind,
+            "metadata": meta, "status": status}
 
 
 def started(executor: Executor, run: JSON, snapshot: JSON, now: str) -> Change:
