@@ -38,8 +38,8 @@ async def write_status(kube: Kube, buildrun: JSON, change: Change) -> JSON | Non
     already as wanted.
 
     An update rather than a merge patch: the API server then neither reads the object
-    to patch it nor works the patch out, 4.4 against 5.4 ms of its CPU per write, 390
-    against 321 writes/s (alternated blocks of 500 finishes, issue 34). The body is the
+    to patch it nor works the patch out, 0.17-1.04 ms less of its CPU per write, of
+    4.4-5.4 (bench/e2e/status_writes.py and BENCHMARKS.md, issue 34). The body is the
     whole object, metadata as read: the API server's field manager takes a field missing
     from an update as removed from its owner's claim in managedFields (the object keeps
     it), so the BuildRun informer is `updated` and keeps kubectl's last-applied
