@@ -26,7 +26,7 @@ each BuildRun's Succeeded condition).
 BuildRun, the writes ours makes, with the bodies ours sends, --concurrency at a time:
 create the BuildRun, the label PATCH (throughput.label_patch), create its TaskRun
 (throughput.controller_taskrun: the controller's own generate_taskrun), update the
-BuildRun's status (throughput.status_update of throughput.started_status: taskRunName,
+BuildRun's status (status_writes.status_update of throughput.started_status: taskRunName,
 executor, buildSpec, Pending); and, from its own watch on TaskRuns, when Tekton has
 finished one, the BuildRun's terminal status update (throughput.finished_status, from
 the TaskRun Tekton finished;

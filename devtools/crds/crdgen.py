@@ -480,12 +480,12 @@ def _spec_immutable_rules() -> list[Schema]:
     (a list of all of them is beyond the API server's cost budget for a message
     expression)."""
     checks = spec_field_checks()
+    immutable = "the spec is immutable: create a new BuildRun"
     return [{
         "rule": "self == oldSelf || (" + " && ".join(f"({c})" for c, _ in checks) + ")",
         "messageExpression": " : ".join(f"!({c}) ? '{m}'" for c, m in checks)
-                             + " : 'the spec is immutable: create a new BuildRun'",
-        "message": ("the spec is immutable: create a new BuildRun (spec.state may only "
-                    "change to BuildRunCanceled)"),
+                             + f" : '{immutable}'",
+        "message": f"{immutable} (spec.state may only change to BuildRunCanceled)",
     }]
 
 
