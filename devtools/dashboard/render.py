@@ -80,17 +80,21 @@ class Replica:
     metrics_port: int = field(default_factory=free_port)
     proc: subprocess.Popen[bytes] | None = None
 
+    def flags(self) -> list[str]:
+        """The controller's flags for this replica (after `python -m controller`)."""
+        return [f"--kubeconfig={self.kubeconfig}",
+                f"--namespace={NS}", "--leader-elect",
+                "--leader-election-namespace=buildrun-controller",
+                "--lease-duration=4", "--renew-deadline=3", "--retry-period=1",
+                "--max-concurrent-reconciles=2", "--max-retries=6", "--max-retry-duration=0",
+                "--backoff-base-delay=0.2", "--backoff-max-delay=10",
+                f"--metrics-bind-address=127.0.0.1:{self.metrics_port}",
+                "--health-probe-bind-address=127.0.0.1:0", "--log-format=json"]
+
     def start(self) -> None:
         log = (self.workdir / f"{self.name}.log").open("ab")
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "controller", f"--kubeconfig={self.kubeconfig}",
-             f"--namespace={NS}", "--leader-elect",
-             "--leader-election-namespace=buildrun-controller",
-             "--lease-duration=4", "--renew-deadline=3", "--retry-period=1",
-             "--max-concurrent-reconciles=2", "--max-retries=6", "--max-retry-duration=0",
-             "--backoff-base-delay=0.2", "--backoff-max-delay=10",
-             f"--metrics-bind-address=127.0.0.1:{self.metrics_port}",
-             "--health-probe-bind-address=127.0.0.1:0", "--log-format=json"],
+            [sys.executable, "-m", "controller", *self.flags()],
             cwd=REPO, stdout=log, stderr=subprocess.STDOUT,
         )
 
