@@ -87,8 +87,8 @@ def cache_root() -> Path:
 # static scrape config) need no service discovery: Prometheus' `remove_all_sd` tag (its
 # README, "Service discovery plugins") keeps static, file and HTTP (and
 # the kubernetes one promtool imports itself) and leaves out the cloud SDKs (AWS, Azure,
-# GCE, Oracle's...): 4887 Go files to compile instead of 15530 (BENCHMARKS.md "Sharing
-# the cold builds").
+# GCE, Oracle's...): 4887 Go files to compile instead of 15530 (BENCHMARKS-journal.md
+# "Sharing the cold builds").
 _GO_INSTALL_FLAGS = ("-trimpath", "-ldflags=-s -w", "-tags=remove_all_sd")
 
 

@@ -6,7 +6,7 @@
     .venv/bin/python -m bench.e2e.throughput --mode controller peer --repeat 2 --n 10000
 
 (`make peer` builds Shipwright's controller first; the last command is what
-BENCHMARKS.md's "Peer" section runs.)
+BENCHMARKS-journal.md's "Peer" section runs.)
 
 Each run gets a fresh etcd + kube-apiserver (LocalCluster, loopback), a namespace
 with one BuildStrategy and one Build, and the benchmark's own watch on BuildRuns
