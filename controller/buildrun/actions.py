@@ -18,9 +18,10 @@ from controller.buildrun.plan import Plan
 from controller.buildrun.states import Action, Decision, decide
 from controller.buildrun.status import run_finished, running_reason
 from controller.buildrun.status_writes import finished, progressed, started, write_status
-from controller.runtime.conflict import retry_on_conflict
+from controller.runtime.conflict import patch_pinned, reread, retry_on_conflict
 from controller.runtime.controller import DONE, Result
 from controller.runtime.errors import (
+    RetryableError,
     UserError,
     is_already_exists,
     is_conflict,
@@ -161,15 +162,14 @@ class Actions:
         The Build controller sets the same owner reference on a Build's BuildRuns
         (Shipwright's ownerreferences step), so the two may race: on a conflict the
         BuildRun is read again and the change worked out anew, as `write_status` does."""
-        namespace, name = buildrun["metadata"]["namespace"], buildrun["metadata"]["name"]
-
         async def link(current: JSON | None) -> JSON:
             if current is None:
-                return buildrun  # deleted: the status write will find it gone
+                return buildrun  # deleted or replaced: the status write will find it gone
             change = build_link(current, build)
             if not change:
                 return current
-            return await self.kube.patch(BUILDRUNS, namespace, name, {"metadata": change})
+            linked = await patch_pinned(self.kube, BUILDRUNS, current, {"metadata": change})
+            return buildrun if linked is None else linked
 
         return await retry_on_conflict(self.kube, BUILDRUNS, buildrun, link)
 
@@ -185,16 +185,21 @@ class Actions:
             return
         if not plan.add_secrets:
             return
-        try:
-            await self.kube.patch(SERVICEACCOUNTS, namespace, plan.service_account,
-                                  serviceaccounts.secrets_patch(plan.add_secrets),
-                                  content_type=STRATEGIC_MERGE_PATCH)
-        except ApiError as exc:
-            if not is_not_found(exc):
-                raise
+        # Pinned to the ServiceAccount the plan read: one recreated meanwhile may lack
+        # other secrets, so the start is planned again (a conflict, retried).
+        read = {"metadata": {"namespace": namespace, "name": plan.service_account,
+                             "uid": plan.service_account_uid}}
+        patched = await patch_pinned(self.kube, SERVICEACCOUNTS, read,
+                                     serviceaccounts.secrets_patch(plan.add_secrets),
+                                     content_type=STRATEGIC_MERGE_PATCH)
+        if patched is None:
+            if await self.kube.get_or_none(SERVICEACCOUNTS, namespace,
+                                           plan.service_account) is not None:
+                raise RetryableError("conflict", f"ServiceAccount {plan.service_account!r} "
+                                     "was replaced while the BuildRun started")
             raise UserError(reasons.SERVICE_ACCOUNT_NOT_FOUND,
                             f"ServiceAccount {plan.service_account!r} not found in namespace "
-                            f"{namespace!r}") from exc
+                            f"{namespace!r}")
         log.info("added the Build's secrets to the ServiceAccount",
                  extra={"key": f"{namespace}/{plan.service_account}",
                         "secrets": plan.add_secrets})
@@ -312,19 +317,17 @@ class Actions:
                   "metadata": {"name": meta["name"], "namespace": meta["namespace"]},
                   **copy.deepcopy(executor.cancel_patch)}
         try:
-            await self.kube.with_field_manager(field_managers.BUILD_CONTROLLER).patch(
-                executor.resource, meta["namespace"], meta["name"], intent,
-                content_type=APPLY_PATCH, force=True)
+            # Pinned to the run it was decided on: a namesake is never cancelled.
+            await patch_pinned(self.kube.with_field_manager(field_managers.BUILD_CONTROLLER),
+                               executor.resource, run, intent, content_type=APPLY_PATCH,
+                               force=True)
         except ApiError as exc:
-            if is_not_found(exc):
-                return
             # Tekton's webhook refuses any change to a finished TaskRun (400, "Once the
             # TaskRun is complete, no updates are allowed"): when Tekton finished it after
             # our read, there is nothing left to cancel. 51 such refusals in the 5,000
             # soak were retried as system errors before this check (RELIABILITY.md).
             if is_invalid(exc):
-                current = await self.kube.get_or_none(executor.resource, meta["namespace"],
-                                                      meta["name"])
+                current = await reread(self.kube, executor.resource, run)
                 if current is None or run_finished(current):
                     return
             raise

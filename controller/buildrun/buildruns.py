@@ -11,6 +11,7 @@ from controller.buildrun.resources.phases import run_name
 from controller.buildrun.spec import parse_duration
 from controller.buildrun.states import Phase
 from controller.runtime.kube import JSON
+from controller.runtime.shapes import at, mapping, text
 from controller.runtime.timestamps import parse_time
 from controller.shipwright.conditions import succeeded_condition
 from controller.shipwright.labels import LABEL_BUILD, LABEL_BUILD_GENERATION
@@ -23,12 +24,16 @@ _LABEL_VALUE = re.compile(r"(?:[A-Za-z0-9](?:[-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?)?
 
 def spec_of(buildrun: JSON) -> JSON:
     """The spec, or {}: the schema admits a BuildRun without one (or `spec: null`)."""
-    spec: JSON = buildrun.get("spec") or {}
-    return spec
+    return mapping(buildrun.get("spec"))
+
+
+def status_of(buildrun: JSON) -> JSON:
+    """The status, or {} (none yet, or not an object)."""
+    return mapping(buildrun.get("status"))
 
 
 def phase_of(buildrun: JSON) -> Phase:
-    status = buildrun.get("status") or {}
+    status = status_of(buildrun)
     if status.get("completionTime"):
         return Phase.DONE
     return Phase.RUNNING if recorded_executor(status) else Phase.NEW
@@ -37,8 +42,7 @@ def phase_of(buildrun: JSON) -> Phase:
 def recorded_executor(status: JSON) -> str | None:
     """The executor's name the status records: executor.name, else the deprecated
     taskRunName (Shipwright writes it for a TaskRun only; older versions only it)."""
-    name = (status.get("executor") or {}).get("name") or status.get("taskRunName")
-    return str(name) if name else None
+    return text(at(status, "executor", "name")) or text(status.get("taskRunName")) or None
 
 
 def canceled(buildrun: JSON) -> bool:
@@ -48,13 +52,13 @@ def canceled(buildrun: JSON) -> bool:
 def recorded_executor_name(buildrun: JSON) -> str:
     """The executor's recorded name, else the deterministic name (a TaskRun or PipelineRun
     created by a try whose status write was lost)."""
-    return recorded_executor(buildrun.get("status") or {}) or run_name(buildrun)
+    return recorded_executor(status_of(buildrun)) or run_name(buildrun)
 
 
 def run_timeout(buildrun: JSON) -> float | None:
     """The effective timeout, from the snapshot taken when the TaskRun was created."""
-    text = ((buildrun.get("status") or {}).get("buildSpec") or {}).get("timeout")
-    return parse_duration(text) if text else None
+    timeout = text(at(buildrun, "status", "buildSpec", "timeout"))
+    return parse_duration(timeout) if timeout else None
 
 
 def retention_ttl(buildrun: JSON) -> float | None:
@@ -64,15 +68,15 @@ def retention_ttl(buildrun: JSON) -> float | None:
     over Build), which a BuildRun that failed before it had one lacks. None when neither
     sets it, or when the one found does not parse (reported as InvalidRetention had the
     run not started yet; set later, it keeps the BuildRun rather than delete on a guess)."""
-    status = buildrun.get("status") or {}
+    status = status_of(buildrun)
     succeeded = (succeeded_condition(status) or {}).get("status") == "True"
     key = "ttlAfterSucceeded" if succeeded else "ttlAfterFailed"
-    for retention in (spec_of(buildrun).get("retention"),
-                      (status.get("buildSpec") or {}).get("retention")):
-        text = (retention or {}).get(key)
-        if text:
+    for retention in (spec_of(buildrun).get("retention"), at(status, "buildSpec",
+                                                                 "retention")):
+        ttl = mapping(retention).get(key)
+        if ttl:
             try:
-                return parse_duration(text)
+                return parse_duration(text(ttl))
             except ValueError:
                 return None
     return None
@@ -80,9 +84,10 @@ def retention_ttl(buildrun: JSON) -> float | None:
 
 def run_start(run: JSON | None) -> str | None:
     """When Tekton started the run (its status.startTime, a TaskRun's or PipelineRun's),
-    which Shipwright copies into the BuildRun's; None until Tekton has."""
-    start = ((run or {}).get("status") or {}).get("startTime")
-    return str(start) if start else None
+    which Shipwright copies into the BuildRun's; None until Tekton has (or when what it
+    holds is no time)."""
+    start = text(at(run, "status", "startTime"))
+    return start if parse_time(start) is not None else None
 
 
 def deadline_left(buildrun: JSON, run: JSON | None, now: datetime.datetime,
@@ -98,15 +103,14 @@ def deadline_left(buildrun: JSON, run: JSON | None, now: datetime.datetime,
     timeout = run_timeout(buildrun)
     if timeout is None:
         return None
-    start = ((buildrun.get("status") or {}).get("startTime") or run_start(run)
-             or ((run or {}).get("metadata") or {}).get("creationTimestamp"))
+    start = (text(status_of(buildrun).get("startTime")) or run_start(run)
+             or text(at(run, "metadata", "creationTimestamp")))
     return _left(start, timeout + grace, now)
 
 
 def ttl_left(buildrun: JSON, now: datetime.datetime) -> float | None:
     """Seconds until the retention TTL deletes the BuildRun (0.0 once due), or None."""
-    return _left((buildrun.get("status") or {}).get("completionTime"),
-                 retention_ttl(buildrun), now)
+    return _left(text(status_of(buildrun).get("completionTime")), retention_ttl(buildrun), now)
 
 
 def _left(since: str | None, seconds: float | None, now: datetime.datetime) -> float | None:

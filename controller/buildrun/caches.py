@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from controller.buildrun.buildruns import phase_of
 from controller.buildrun.states import Phase
 from controller.runtime.kube import JSON, PODS, SERVICEACCOUNTS, Kube, Resource
+from controller.runtime.shapes import at, mapping, objects, text
 from controller.runtime.store import Indexer, Store
 from controller.shipwright.indexes import build_names
 from controller.shipwright.labels import LABEL_BUILDRUN
@@ -28,10 +29,11 @@ def owner_buildrun(obj: JSON) -> str | None:
     controller ownerReference, else its label (which Tekton copies from a PipelineRun to
     its TaskRuns, so a PipelineRun's TaskRuns map to its BuildRun too)."""
     meta = obj["metadata"]
-    for ref in meta.get("ownerReferences") or []:
-        if ref.get("kind") == "BuildRun" and ref.get("controller"):
+    for ref in objects(meta.get("ownerReferences")):
+        if ref.get("kind") == "BuildRun" and ref.get("controller") is True and text(
+                ref.get("name")):
             return f"{meta['namespace']}/{ref['name']}"
-    name = (meta.get("labels") or {}).get(LABEL_BUILDRUN)
+    name = text(mapping(meta.get("labels")).get(LABEL_BUILDRUN))
     return f"{meta['namespace']}/{name}" if name else None
 
 
@@ -52,12 +54,11 @@ def slim_pod(pod: JSON) -> JSON:
     pod (`shipwright.metrics.taskrun_pod_seen`: its creation time and its last init
     container's finish), and what the cache needs (name, namespace, resourceVersion).
     A few hundred bytes, where a whole pod of a build is ten to twenty KB."""
-    meta = pod.get("metadata") or {}
+    meta = pod["metadata"]
     slim: JSON = {"metadata": {k: meta[k] for k in ("name", "namespace", "resourceVersion",
                                                      "creationTimestamp") if k in meta}}
-    inits = (pod.get("status") or {}).get("initContainerStatuses") or []
-    finished = ((inits[-1].get("state") or {}).get("terminated") or {}).get(
-        "finishedAt") if inits else None
+    inits = objects(at(pod, "status", "initContainerStatuses"))
+    finished = text(at(inits[-1], "state", "terminated", "finishedAt")) if inits else None
     if finished:
         slim["status"] = {"initContainerStatuses": [
             {"state": {"terminated": {"finishedAt": finished}}}]}

@@ -29,6 +29,7 @@ from controller.buildrun.status import (
     pipelinerun_pod_name,
 )
 from controller.runtime.kube import JSON, Resource
+from controller.runtime.shapes import at, mapping, text
 from controller.shipwright.conditions import succeeded_condition
 from controller.shipwright.resources import PIPELINERUNS, TASKRUNS
 
@@ -161,8 +162,8 @@ def executor_of(buildrun: JSON, configured: Executor) -> Executor:
     """The executor a BuildRun runs as: the kind its status.executor names, a TaskRun for
     one that records only taskRunName (older versions, Shipwright's TaskRun mode), else
     (not started, or a kind we do not know) the configured one."""
-    status = buildrun.get("status") or {}
-    kind = (status.get("executor") or {}).get("kind")
+    status = mapping(buildrun.get("status"))
+    kind = text(at(status, "executor", "kind"))
     if kind in EXECUTORS:
         return EXECUTORS[kind]
     if status.get("taskRunName"):

@@ -47,6 +47,8 @@ class Plan:
     create_service_account: JSON | None
     service_account: str
     add_secrets: list[str]
+    # The uid of the ServiceAccount read, to which adding `add_secrets` is pinned.
+    service_account_uid: str = ""
 
     def adopting(self, name: str) -> Plan:
         """The same plan for a run (TaskRun, PipelineRun) of the BuildRun that exists as
@@ -132,7 +134,7 @@ class Planner:
         # ".generate" is no object name: the choice is made here, not by spec.py.
         effective = effective_build(
             without_service_account(buildrun) if choice.generated else buildrun, build_spec)
-        create_sa, sa_name, add_secrets = await self._plan_service_account(
+        create_sa, sa_name, add_secrets, sa_uid = await self._plan_service_account(
             buildrun, choice, effective.push_secret)
         effective = replace(effective, service_account=sa_name)
         strategy = await self._strategy(namespace, effective.spec.get("strategy") or {},
@@ -151,7 +153,7 @@ class Planner:
         if effective.retention:
             snapshot["retention"] = effective.retention
         run = executor.generate(buildrun, build_obj, strategy, sa_name, self.config)
-        return Plan(run, snapshot, create_sa, sa_name, add_secrets)
+        return Plan(run, snapshot, create_sa, sa_name, add_secrets, sa_uid)
 
     async def _embedded_verdict(self, namespace: str,
                                 spec: JSON) -> build_validation.Verdict | None:
@@ -199,32 +201,34 @@ class Planner:
 
     async def _plan_service_account(
         self, buildrun: JSON, choice: serviceaccounts.Choice, push_secret: str | None
-    ) -> tuple[JSON | None, str, list[str]]:
+    ) -> tuple[JSON | None, str, list[str], str]:
         """(the ServiceAccount to create, the name the TaskRun runs as, the secrets to add
-        to it), as Shipwright chooses: serviceaccounts.py."""
+        to it, the uid of the one read), as Shipwright chooses: serviceaccounts.py."""
         namespace = buildrun["metadata"]["namespace"]
         store = self.caches.service_accounts
         if choice.generated:
             existing = store.get(f"{namespace}/{choice.name}")
             if existing is None:
                 return (serviceaccounts.generated_service_account(buildrun, push_secret),
-                        choice.name, [])
+                        choice.name, [], "")
             # Made by an earlier try (or a namesake, which Shipwright uses as it is).
-            return None, choice.name, []
+            return None, choice.name, [], ""
         if choice.explicit:
             sa = await self.caches.read(self.kube, SERVICEACCOUNTS, namespace, choice.name)
             if sa is None:
                 raise UserError(reasons.SERVICE_ACCOUNT_NOT_FOUND,
                                 f"ServiceAccount {choice.name!r} not found in namespace "
                                 f"{namespace!r}")
-            return None, choice.name, serviceaccounts.missing_secrets(sa, push_secret)
+            return (None, choice.name, serviceaccounts.missing_secrets(sa, push_secret),
+                    str(sa["metadata"].get("uid") or ""))
         # The namespace's own: from the cache alone, since "pipeline" is absent from most
         # clusters and a GET per start to confirm that would double a start's reads.
         for name in choice.candidates:
             sa = store.get(f"{namespace}/{name}")
             if sa is not None:
-                return None, name, serviceaccounts.missing_secrets(sa, push_secret)
+                return (None, name, serviceaccounts.missing_secrets(sa, push_secret),
+                        str(sa["metadata"].get("uid") or ""))
         # Neither exists (yet: kube-controller-manager makes "default" with the
         # namespace). Shipwright would wait; the TaskRun runs as "default", as Tekton's own
         # default would have it, and Tekton reports a pod that cannot be made.
-        return None, choice.name, []
+        return None, choice.name, [], ""

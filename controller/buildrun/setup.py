@@ -28,6 +28,7 @@ from controller.runtime.errors import ERROR_CLASSES, RetryableError
 from controller.runtime.events import EventRecorder
 from controller.runtime.informers import EventType, Informer, InformerFactory
 from controller.runtime.kube import JSON, PODS, SERVICEACCOUNTS, Kube, key_of
+from controller.runtime.shapes import at, mapping
 from controller.runtime.store import Store
 from controller.settings import Settings
 from controller.shipwright import field_managers
@@ -101,7 +102,7 @@ def run_wakes(kind: EventType, obj: JSON, old: JSON | None, initial: bool = Fals
         return not run_finished(obj)
     if kind == "ADDED" or old is None:
         return True
-    status, old_status = obj.get("status") or {}, old.get("status") or {}
+    status, old_status = mapping(obj.get("status")), mapping(old.get("status"))
     if status.get("startTime") and not old_status.get("startTime"):
         return True
     cond, old_cond = succeeded_condition(status), succeeded_condition(old_status)
@@ -113,7 +114,7 @@ def run_wakes(kind: EventType, obj: JSON, old: JSON | None, initial: bool = Fals
 
 
 def _completion(obj: JSON) -> object:
-    return (obj.get("status") or {}).get("completionTime")
+    return at(obj, "status", "completionTime")
 
 
 def setup(kube: Kube, settings: Settings, recorder: EventRecorder,
