@@ -12,8 +12,6 @@ import json
 from pathlib import Path
 from typing import Any
 
-import pytest
-
 from controller.cli import parser, settings_from
 from devtools.dashboard import render
 
@@ -68,7 +66,6 @@ def sample(board: dict[str, Any], t0: float, seconds: int) -> tuple[
 
 
 def test_draws_every_panel_from_query_results(tmp_path: Path) -> None:
-    pytest.importorskip("matplotlib", reason="matplotlib is in the docs extra only")
     board = dashboard()
     t0 = 1_800_000_000.0
     series, stats = sample(board, t0, 30)
