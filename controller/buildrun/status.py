@@ -28,6 +28,7 @@ from controller.buildrun.reasons import (
     VULNERABILITIES_FOUND,
 )
 from controller.buildrun.spec import go_duration, parse_duration
+from controller.runtime.shapes import at, mapping, objects, text
 from controller.runtime.text import truncate
 from controller.shipwright.conditions import CONDITION_SUCCEEDED, succeeded_condition
 from controller.shipwright.labels import LABEL_BUILDRUN
@@ -106,6 +107,21 @@ class Outcome:
     source: dict[str, Any] | None = None
 
 
+def cancel_requested_message(kind: str) -> str:
+    """Unknown/BuildRunCanceled's message while the run has not stopped yet: Shipwright's
+    words for a TaskRun (conditions.go, its two spaces and its typo kept: tools match on
+    them), the same for a PipelineRun (where Shipwright shows Tekton's Running)."""
+    return (f"The user requested the BuildRun to be canceled.  This BuildRun controller has "
+            f"requested the {kind} be canceled.  That request has not been process by "
+            f"Tekton's {kind} controller yet.")
+
+
+def pod_completed(pod: dict[str, Any] | None) -> bool:
+    """Whether the run's pod has completed: every container exited 0 (phase Succeeded),
+    so the build, its push included, is done whatever Tekton says of the run yet."""
+    return bool(at(pod, "status", "phase") == "Succeeded")
+
+
 def timeout_message(buildrun_name: str, seconds: float) -> str:
     """BuildRunTimeout's message, Shipwright's words (its conditions.go): "BuildRun NAME
     failed to finish within 5m0s", the duration as Go prints it."""
@@ -148,6 +164,13 @@ def outcome_from_taskrun(
         # time since creation, ours Tekton's message (README, "Status from Tekton").
         if timeout:
             message = timeout_message(buildrun, parse_duration(timeout))
+    elif tekton_reason == TASK_RUN_CANCELLED and canceled and pod_completed(pod):
+        # Tekton stops a run whose cancel it sees before its pod's end (its reconciler asks
+        # IsCancelled before it reads the pod): the pod shows the build done, its image
+        # pushed, so the truth is a success, with the results the steps wrote.
+        results = _pod_results(pod)
+        return _succeeded("TaskRun", SUCCEEDED, "", canceled, results, {
+            "output": output_from_results(results), "source": source_from_results(results)})
     elif tekton_reason == TASK_RUN_CANCELLED and canceled:
         reason = BUILD_RUN_CANCELED
         message = "The BuildRun and underlying TaskRun were canceled successfully."
@@ -367,19 +390,36 @@ def _termination_results(steps: list[dict[str, Any]]) -> dict[str, str]:
         terminated = step.get("terminated") if isinstance(step, dict) else None
         if _exit_code(terminated) in (None, 0):
             continue
-        assert isinstance(terminated, dict)
-        try:
-            entries = json.loads(terminated.get("message") or "")
-        except (TypeError, ValueError):
-            continue
-        if entries is None:
-            entries = []
-        if not isinstance(entries, list) or not all(_run_result(e) for e in entries):
-            continue
-        for entry in entries:
-            if entry and entry.get("key") in (RESULT_ERROR_REASON, RESULT_ERROR_MESSAGE):
-                found[entry["key"]] = (entry.get("value") or "").strip()
+        for key, value in _message_results(terminated).items():
+            if key in (RESULT_ERROR_REASON, RESULT_ERROR_MESSAGE):
+                found[key] = value
     return found
+
+
+def _pod_results(pod: dict[str, Any] | None) -> dict[str, str]:
+    """The results a completed pod's containers wrote, from their termination messages
+    (where Tekton reads them, for a run it has not seen end), a later container's
+    winning; what `_results` gives for a finished TaskRun."""
+    found: dict[str, str] = {}
+    for container in objects(at(pod, "status", "containerStatuses")):
+        found.update(_message_results(at(container, "state", "terminated")))
+    return found
+
+
+def _message_results(terminated: Any) -> dict[str, str]:
+    """key -> value (trimmed) of the results in a terminated container's (or step's)
+    message, a JSON list of Tekton's RunResult; none for a message that is not such a
+    list, skipped whole as Go's decoding fails on it."""
+    try:
+        entries = json.loads(text(mapping(terminated).get("message")) or "null")
+    except ValueError:
+        return {}
+    if entries is None:
+        return {}
+    if not isinstance(entries, list) or not all(_run_result(e) for e in entries):
+        return {}
+    return {entry["key"]: (entry.get("value") or "").strip() for entry in entries
+            if entry and entry.get("key")}
 
 
 def _run_result(entry: Any) -> bool:
