@@ -80,7 +80,7 @@ class Executor:
 
     def cancelled(self, obj: JSON) -> bool:
         """Whether the cancel was asked for already (spec.status)."""
-        return bool((obj.get("spec") or {}).get("status") == self.cancel_patch["spec"]["status"])
+        return bool(at(obj, "spec", "status") == self.cancel_patch["spec"]["status"])
 
 
 # What the controller reads of a cached TaskRun (reconciler.py, status.py, metrics.py):
@@ -135,9 +135,9 @@ def _seconds(duration: object) -> float | None:
 
 
 def _pod_of_failed(taskrun: JSON | None) -> str | None:
-    status = (taskrun or {}).get("status") or {}
+    status = mapping(at(taskrun, "status"))
     failed = (succeeded_condition(status) or {}).get("status") == "False"
-    return str(status["podName"]) if failed and status.get("podName") else None
+    return text(status.get("podName")) or None if failed else None
 
 
 TASKRUN = Executor(
@@ -150,7 +150,7 @@ TASKRUN = Executor(
     failed_pod=lambda taskrun, _: _pod_of_failed(taskrun),
     outcome=lambda taskrun, _, pod, canceled: outcome_from_taskrun(taskrun, pod,
                                                                     canceled=canceled),
-    pod_name=lambda taskrun, _: str((taskrun.get("status") or {}).get("podName") or ""),
+    pod_name=lambda taskrun, _: text(at(taskrun, "status", "podName")),
     slim=_slim_taskrun,
     multi_arch=False,
     timeout=lambda taskrun: _seconds(at(taskrun, "spec", "timeout")),
