@@ -79,6 +79,7 @@ import yaml
 from aiohttp import web
 
 from controller.buildrun import reasons
+from controller.buildrun.spec import parse_duration
 from controller.runtime.informers import Informer
 from controller.runtime.kube import JSON, LEASES, MERGE_PATCH, ApiError, ConfigError, Kube
 from controller.shipwright import field_managers
@@ -273,7 +274,7 @@ async def lives_as_long_as_tekton_lets_it(w: World, name: str) -> None:
     taskrun = await w.kube.get(TASKRUNS, w.ns, buildrun["status"]["taskRunName"])
     assert taskrun["spec"]["timeout"] == "1h0m0s"
     if "buildSpec" in buildrun["status"]:  # both write the Build's spec there
-        assert buildrun["status"]["buildSpec"].get("timeout") == "10m"
+        assert parse_duration(buildrun["status"]["buildSpec"]["timeout"]) == 600
     result = await in_flight(w.kube, (BUILDRUNS, buildrun), (TASKRUNS, taskrun)).reconcile(
         f"{w.ns}/{name}")
     assert result.requeue_after is not None and result.requeue_after > 3000, result
@@ -284,7 +285,7 @@ async def one_way(ledger: Ledger, outgoing: Any, incoming: Any, tag: str) -> Non
     w = ledger.w
     finished = [f"{tag}-ok", f"{tag}-fail", f"{tag}-nobuild", f"{tag}-cancel"]
     long = f"{tag}-held-long"
-    held = [f"{tag}-held-ok", f"{tag}-held-fail", f"{tag}-cancel-between", long]
+    held = [f"{tag}-held-ok", f"{tag}-held-fail", f"{tag}-cancel-between"]
     async with outgoing:
         await ledger.create(f"{tag}-ok", reasons.SUCCEEDED)
         await ledger.create(f"{tag}-fail", reasons.FAILED, fate="fail")
@@ -295,7 +296,7 @@ async def one_way(ledger: Ledger, outgoing: Any, incoming: Any, tag: str) -> Non
             want = reasons.FAILED if name.endswith("fail") else (
                 reasons.BUILD_RUN_CANCELED if "cancel" in name else reasons.SUCCEEDED)
             await ledger.create(name, want, fate="hold")
-        for name in [f"{tag}-cancel", *held]:
+        for name in [f"{tag}-cancel", *held, long]:
             await ledger.started(name)
         await w.kube.patch(BUILDRUNS, w.ns, f"{tag}-cancel", {"spec": CANCELED})
         await ledger.settle(finished)
@@ -310,7 +311,7 @@ async def one_way(ledger: Ledger, outgoing: Any, incoming: Any, tag: str) -> Non
         await release(w, f"{tag}-held-fail", fate="fail")
         await release(w, long)
         await ledger.create(f"{tag}-after", reasons.SUCCEEDED)
-        await ledger.settle([*held, f"{tag}-last", f"{tag}-between", f"{tag}-after"])
+        await ledger.settle([*held, long, f"{tag}-last", f"{tag}-between", f"{tag}-after"])
         await ledger.check()
 
 
