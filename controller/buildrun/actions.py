@@ -11,13 +11,25 @@ from dataclasses import replace
 from typing import assert_never
 
 from controller.buildrun import metrics, reasons, serviceaccounts
-from controller.buildrun.buildruns import build_link, deadline_left, run_start, ttl_left
+from controller.buildrun.buildruns import (
+    build_link,
+    cancel_left,
+    deadline_left,
+    run_start,
+    ttl_left,
+)
 from controller.buildrun.executors import Executor
 from controller.buildrun.observe import Seen
 from controller.buildrun.plan import Plan
 from controller.buildrun.states import Action, Decision, decide
 from controller.buildrun.status import run_finished, running_reason
-from controller.buildrun.status_writes import finished, progressed, started, write_status
+from controller.buildrun.status_writes import (
+    cancel_asked,
+    finished,
+    progressed,
+    started,
+    write_status,
+)
 from controller.runtime.conflict import patch_pinned, reread, retry_on_conflict
 from controller.runtime.controller import DONE, Result
 from controller.runtime.errors import (
@@ -92,11 +104,29 @@ class Actions:
                 assert seen.service_account is not None
                 await self._delete_service_account(seen.service_account)
                 return _requeue_at(ttl_left(buildrun, self.clock()))
+            case Action.ADOPT:
+                assert run is not None
+                if seen.build is not None:
+                    buildrun = await self.link_to_build(buildrun, seen.build)
+                await write_status(self.kube, buildrun, started(
+                    executor, run, seen.plan.snapshot if seen.plan else None,
+                    format_time(self.clock())))
+                # Its status write (a change of phase) wakes it too; the RUNNING rows go on.
+                return _requeue_at(0.0)
+            case Action.CANCEL:
+                assert run is not None
+                written = await write_status(self.kube, buildrun,
+                                             cancel_asked(executor, format_time(self.clock())))
+                if not seen.observation.pod_completed:
+                    await self.cancel(executor, run)
+                # Tekton's end of the run wakes it; this is for a run that never ends.
+                return _requeue_at(cancel_left(written or buildrun, self.clock(),
+                                               self.timeout_grace))
             case Action.PROGRESS:
                 assert run is not None
                 written = await self._progress(buildrun, run)
-                deadline = deadline_left(written or buildrun, run, self.clock(),
-                                         self.timeout_grace)
+                deadline = deadline_left(written or buildrun, run, executor.timeout(run),
+                                         self.clock(), self.timeout_grace)
                 if seen.poll is not None:  # nothing else would wake it
                     deadline = min(deadline, seen.poll) if deadline is not None else seen.poll
                 return _requeue_at(deadline)
@@ -149,7 +179,8 @@ class Actions:
                     written, max((self.clock() - created_at).total_seconds(), 0.0))
             self._established(buildrun, written)
         # Tekton's events wake it before; this is for a run Tekton never starts or ends.
-        return _requeue_at(deadline_left(written or buildrun, created, self.clock(),
+        return _requeue_at(deadline_left(written or buildrun, created,
+                                         executor.timeout(created), self.clock(),
                                          self.timeout_grace))
 
     async def link_to_build(self, buildrun: JSON, build: JSON) -> JSON:
@@ -287,9 +318,11 @@ class Actions:
         if decision.reason == reasons.RECONCILER_RETRIES_EXHAUSTED:
             metrics.RETRY_EXHAUSTED.inc()
         created_at = parse_time(meta.get("creationTimestamp"))
+        # From the completionTime written (the run's, when it decided), as Shipwright.
+        ended = parse_time(written["status"].get("completionTime")) or now_t
         if created_at is not None:
             metrics.buildrun_finished(written, label,
-                                      max((now_t - created_at).total_seconds(), 0.0))
+                                      max((ended - created_at).total_seconds(), 0.0))
         self.recorder.record(
             buildrun, "Normal" if decision.succeeded == "True" else "Warning",
             decision.reason, decision.message or decision.reason,

@@ -7,6 +7,7 @@ from __future__ import annotations
 import datetime
 import re
 
+from controller.buildrun.reasons import BUILD_RUN_CANCELED
 from controller.buildrun.resources.phases import run_name
 from controller.buildrun.spec import parse_duration
 from controller.buildrun.states import Phase
@@ -55,12 +56,6 @@ def recorded_executor_name(buildrun: JSON) -> str:
     return recorded_executor(status_of(buildrun)) or run_name(buildrun)
 
 
-def run_timeout(buildrun: JSON) -> float | None:
-    """The effective timeout, from the snapshot taken when the TaskRun was created."""
-    timeout = text(at(buildrun, "status", "buildSpec", "timeout"))
-    return parse_duration(timeout) if timeout else None
-
-
 def retention_ttl(buildrun: JSON) -> float | None:
     """ttlAfterSucceeded or ttlAfterFailed, as Shipwright's TTL cleanup reads it: the
     BuildRun's live spec.retention first (a user may lower or raise it once the BuildRun
@@ -90,22 +85,44 @@ def run_start(run: JSON | None) -> str | None:
     return start if parse_time(start) is not None else None
 
 
-def deadline_left(buildrun: JSON, run: JSON | None, now: datetime.datetime,
-                  grace: float) -> float | None:
+def run_completion(run: JSON | None) -> str | None:
+    """When Tekton ended the run (its status.completionTime), which Shipwright copies into
+    the BuildRun's when the run decides the outcome; None until it has."""
+    end = text(at(run, "status", "completionTime"))
+    return end if parse_time(end) is not None else None
+
+
+def deadline_left(buildrun: JSON, run: JSON | None, timeout: float | None,
+                  now: datetime.datetime, grace: float) -> float | None:
     """Seconds until the timeout backstop (0.0 once passed), None without a timeout.
 
-    Tekton ends a run at its own timeout (the TaskRun's spec.timeout, the PipelineRun's
-    timeouts.pipeline: the BuildRun's), counted from the run's status.startTime, which the
-    BuildRun's startTime copies; the BuildRun then ends BuildRunTimeout from the run's
-    outcome. This deadline is only for a run Tekton never ends (its controller down or
-    stuck): `grace` seconds after Tekton's, counted from the same start, or from the run's
-    creation while Tekton has not started it."""
-    timeout = run_timeout(buildrun)
+    Tekton ends a run at its own timeout (`timeout`: the TaskRun's spec.timeout, the
+    PipelineRun's timeouts.pipeline, as Executor.timeout reads it), counted from the run's
+    status.startTime, which the BuildRun's startTime copies; the BuildRun then ends
+    BuildRunTimeout from the run's outcome. This deadline is only for a run Tekton never
+    ends (its controller down or stuck): `grace` seconds after Tekton's, counted from the
+    same start, or from the run's creation while Tekton has not started it."""
     if timeout is None:
         return None
     start = (text(status_of(buildrun).get("startTime")) or run_start(run)
              or text(at(run, "metadata", "creationTimestamp")))
     return _left(start, timeout + grace, now)
+
+
+def cancel_asked_at(buildrun: JSON) -> str | None:
+    """When the controller asked the run to stop for a cancel: the lastTransitionTime of
+    the Unknown/BuildRunCanceled condition it showed then (status_writes.cancel_asked);
+    None before it has."""
+    condition = succeeded_condition(status_of(buildrun)) or {}
+    if condition.get("status") != "Unknown" or condition.get("reason") != BUILD_RUN_CANCELED:
+        return None
+    return text(condition.get("lastTransitionTime")) or None
+
+
+def cancel_left(buildrun: JSON, now: datetime.datetime, grace: float) -> float | None:
+    """Seconds until the cancel backstop (0.0 once passed): `grace` after the cancel was
+    asked, the time Tekton has to confirm it; None before it was asked."""
+    return _left(cancel_asked_at(buildrun), grace, now)
 
 
 def ttl_left(buildrun: JSON, now: datetime.datetime) -> float | None:

@@ -12,20 +12,22 @@ from dataclasses import dataclass, replace
 
 from controller.buildrun import serviceaccounts
 from controller.buildrun.buildruns import (
+    cancel_left,
     canceled,
     deadline_left,
     phase_of,
     recorded_executor_name,
-    run_timeout,
     ttl_left,
 )
 from controller.buildrun.caches import BY_BUILDRUN, UNWATCHED_POLL, Caches
 from controller.buildrun.executors import TASKRUN, Executor, executor_of
 from controller.buildrun.plan import Plan, Planner
 from controller.buildrun.states import Observation, Phase
-from controller.buildrun.status import Outcome, run_finished, timeout_message
+from controller.buildrun.status import Outcome, pod_completed, run_finished, timeout_message
+from controller.runtime.conflict import reread
 from controller.runtime.errors import UserError
 from controller.runtime.kube import JSON, PODS, Kube
+from controller.runtime.shapes import objects, text
 from controller.runtime.timestamps import Clock
 from controller.shipwright.resources import BUILDRUNS, TASKRUNS
 
@@ -80,19 +82,38 @@ class Observer:
         if phase is Phase.DONE:
             return self.observe_done(buildrun)
         seen = await self.observe_run(buildrun)
-        deadline_passed = deadline_left(buildrun, seen.run, self.clock(),
+        run, executor = seen.run, seen.executor
+        timeout = executor.timeout(run) if run is not None else None
+        now = self.clock()
+        deadline_passed = deadline_left(buildrun, run, timeout, now,
                                         self.timeout_grace) == 0.0
+        running = run is not None and not run_finished(run)
+        is_canceled = canceled(buildrun)
         observation = replace(
             seen.observation,
-            canceled=canceled(buildrun),
+            canceled=is_canceled,
+            cancel_unconfirmed=cancel_left(buildrun, now, self.timeout_grace) == 0.0,
+            pod_completed=(is_canceled and running
+                           and await self._pod_completed(executor, run)),
             deadline_passed=deadline_passed,
-            timeout_message=timeout_message(buildrun["metadata"]["name"],
-                                            run_timeout(buildrun) or 0.0)
+            timeout_message=timeout_message(buildrun["metadata"]["name"], timeout or 0.0)
             if deadline_passed else "",
-            run_missing=seen.run is None,
-            run_running=seen.run is not None and not run_finished(seen.run),
+            run_missing=run is None,
+            run_running=running,
         )
         return replace(seen, observation=observation)
+
+    async def _pod_completed(self, executor: Executor, run: JSON | None) -> bool:
+        """Whether the pod of a run not cancelled yet has completed (status.pod_completed),
+        read live: a cancel sent on would have Tekton report a build that is done, its
+        image pushed, as cancelled. A PipelineRun's pods are its TaskRuns' and not read."""
+        if run is None or executor.cancelled(run):
+            return False
+        pod_name = executor.pod_name(run, [])
+        if not pod_name:
+            return False
+        return pod_completed(await self.kube.get_or_none(
+            PODS, run["metadata"]["namespace"], pod_name))
 
     def observe_done(self, buildrun: JSON) -> Seen:
         """A finished BuildRun, from the caches only: it costs no API call unless there is
@@ -112,15 +133,12 @@ class Observer:
                     executor=executor)
 
     async def _observe_new(self, buildrun: JSON) -> Seen | None:
-        namespace = buildrun["metadata"]["namespace"]
         executor = self.executor_of(buildrun)
-        existing = (self._cached_run(buildrun, executor)
-                    or self._unrecorded_run(buildrun, executor))
+        existing = self._existing_run(buildrun, executor)
         if existing is not None:
             # A TaskRun of it exists, so the cached BuildRun may predate the status write
             # that records it (ours, or Shipwright's, if it stopped in between).
-            fresh = await self.kube.get_or_none(BUILDRUNS, namespace,
-                                                buildrun["metadata"]["name"])
+            fresh = await reread(self.kube, BUILDRUNS, buildrun)
             if fresh is None:
                 return None
             if phase_of(fresh) is not Phase.NEW:
@@ -137,15 +155,29 @@ class Observer:
                     plan = await self.planner.prepare(buildrun, build, executor)
             except UserError as exc:
                 user_error = exc
-        if plan is not None and existing is not None:
-            # START adopts it (its create meets AlreadyExists, and the owner is checked)
-            # rather than making a second one under our own name.
-            plan = plan.adopting(existing["metadata"]["name"])
-        observation = Observation(Phase.NEW, canceled=is_canceled, user_error=user_error,
+        observation = Observation(Phase.NEW, canceled=is_canceled,
+                                  unrecorded_run=existing is not None, user_error=user_error,
                                   build_unregistered=unregistered, executor_kind=executor.kind)
-        # `existing` is one an earlier try created but never recorded: a FINISH stops it too.
+        # `existing`: one an earlier try created but never recorded, which row 5 records.
         return Seen(buildrun, observation, existing, plan,
                     build=None if unregistered else build, executor=executor)
+
+    async def observe_unrecorded(self, buildrun: JSON) -> Seen:
+        """A NEW BuildRun given up on: whether a run of it exists (row 5 records it), read
+        live where the caches lack it, since the verdict that follows otherwise
+        (ReconcilerRetriesExhausted) cannot be taken back. No planning: that is what kept
+        failing."""
+        executor = self.executor_of(buildrun)
+        existing = self._existing_run(buildrun, executor)
+        if existing is None:
+            run = await self.caches.read(self.kube, executor.resource,
+                                         buildrun["metadata"]["namespace"],
+                                         recorded_executor_name(buildrun))
+            existing = run if run is not None and _owned_by(run, buildrun) else None
+        observation = Observation(Phase.NEW, canceled=canceled(buildrun),
+                                  unrecorded_run=existing is not None,
+                                  executor_kind=executor.kind)
+        return Seen(buildrun, observation, existing, executor=executor)
 
     async def observe_run(self, buildrun: JSON) -> Seen:
         """What the BuildRun runs as, if it exists, with its outcome if it finished
@@ -173,18 +205,21 @@ class Observer:
                     children=tuple(children),
                     rampup_pod=self.caches.pods.get(f"{namespace}/{rampup}") if rampup else None)
 
-    def _unrecorded_run(self, buildrun: JSON, executor: Executor) -> JSON | None:
-        """A TaskRun (PipelineRun) the BuildRun owns under another name than ours, not
-        recorded in its status: Shipwright names them with generateName and records the
-        name in a second write, so a switch from Shipwright's controller between the two
-        leaves one (its own buildrun.go warns of the same window across its restarts).
-        A PipelineRun's own TaskRuns are owned by it, not the BuildRun, so never match."""
+    def _existing_run(self, buildrun: JSON, executor: Executor) -> JSON | None:
+        """A TaskRun (PipelineRun) of a NEW BuildRun, from the caches: one under the name an
+        earlier try of ours gave it, or the oldest it owns under another (Shipwright names
+        them with generateName and records the name in a second write, so a switch from
+        Shipwright's controller between the two leaves one; its own buildrun.go warns of
+        the same window across its restarts). Only one the BuildRun owns (its uid): a
+        PipelineRun's own TaskRuns are owned by it, not the BuildRun, so never match."""
+        ours = self._cached_run(buildrun, executor)
+        if ours is not None and _owned_by(ours, buildrun):
+            return ours
         meta = buildrun["metadata"]
         store = self.caches.store(executor.resource)
         owned = [run for run in store.by_index(BY_BUILDRUN, f"{meta['namespace']}/{meta['name']}")
-                 if any(o.get("uid") == meta.get("uid")
-                        for o in run["metadata"].get("ownerReferences") or [])]
-        return min(owned, key=lambda run: run["metadata"].get("creationTimestamp") or "",
+                 if _owned_by(run, buildrun)]
+        return min(owned, key=lambda run: text(run["metadata"].get("creationTimestamp")),
                    default=None)
 
     def _cached_run(self, buildrun: JSON, executor: Executor) -> JSON | None:
@@ -202,3 +237,9 @@ class Observer:
         if sa is None or sa["metadata"].get("deletionTimestamp"):
             return None
         return sa if serviceaccounts.owned_by(sa, buildrun) else None
+
+
+def _owned_by(run: JSON, buildrun: JSON) -> bool:
+    """Whether the BuildRun (its uid) owns the run."""
+    uid = buildrun["metadata"].get("uid")
+    return any(ref.get("uid") == uid for ref in objects(run["metadata"].get("ownerReferences")))

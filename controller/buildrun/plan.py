@@ -8,6 +8,7 @@ Nothing here writes.
 
 from __future__ import annotations
 
+import copy
 from dataclasses import dataclass, replace
 
 from controller.buildrun import reasons, serviceaccounts
@@ -41,7 +42,11 @@ class Plan:
 
     # The TaskRun or PipelineRun to create (its kind is the observed Executor's).
     run: JSON
-    snapshot: JSON  # status.buildSpec: the effective Build spec, with its retention
+    # status.buildSpec: the Build's spec as read (an embedded one: spec.build.spec), as
+    # Shipwright writes it (buildrun.go: `buildRun.Status.BuildSpec = &build.Spec`), not
+    # the BuildRun's overrides merged in: what Shipwright's TTL cleanup falls back to when
+    # a finished BuildRun's own retention is removed.
+    snapshot: JSON
     # The ServiceAccount to create (`.generate`), or the existing one's name and the
     # secrets it lacks (serviceaccounts.py).
     create_service_account: JSON | None
@@ -49,12 +54,6 @@ class Plan:
     add_secrets: list[str]
     # The uid of the ServiceAccount read, to which adding `add_secrets` is pinned.
     service_account_uid: str = ""
-
-    def adopting(self, name: str) -> Plan:
-        """The same plan for a run (TaskRun, PipelineRun) of the BuildRun that exists as
-        `name`."""
-        run = {**self.run, "metadata": {**self.run["metadata"], "name": name}}
-        return replace(self, run=run)
 
 
 class Planner:
@@ -149,9 +148,7 @@ class Planner:
             # As Shipwright: listed at each multi-arch start, only after the preflight.
             nodes = (await self.kube.list(NODES, None)).get("items") or []
             check_nodes(platforms, nodes)
-        snapshot = dict(effective.spec)
-        if effective.retention:
-            snapshot["retention"] = effective.retention
+        snapshot = copy.deepcopy(build_spec)
         run = executor.generate(buildrun, build_obj, strategy, sa_name, self.config)
         return Plan(run, snapshot, create_sa, sa_name, add_secrets, sa_uid)
 

@@ -60,13 +60,20 @@ def pinned(obj: JSON, patch: JSON) -> JSON:
 async def patch_pinned(kube: Kube, resource: Resource, obj: JSON, patch: JSON, *,
                        content_type: str = MERGE_PATCH, force: bool = False) -> JSON | None:
     """Patches `obj`, and only it (`pinned`): the patched object, or None when obj is gone
-    or its name holds another object by now. Any other error is raised as it came."""
+    or its name holds another object by now. Any other error is raised as it came.
+
+    The API server says "gone" three ways: 404; 422 "metadata.uid: field is immutable" on
+    a namesake; and 409 "uid mismatch: the provided object specified uid ..., and no
+    existing object was found" for a server-side apply to a name that holds nothing (an
+    apply would otherwise create it). A 422 or 409 is taken as gone only when a re-read
+    says so, so a real refusal or a resourceVersion conflict is raised as it came."""
     meta = obj["metadata"]
     try:
         return await kube.patch(resource, meta.get("namespace"), meta["name"],
                                 pinned(obj, patch), content_type=content_type, force=force)
     except ApiError as exc:
-        if is_not_found(exc) or (is_invalid(exc) and await reread(kube, resource, obj) is None):
+        if is_not_found(exc) or ((is_invalid(exc) or is_conflict(exc))
+                                 and await reread(kube, resource, obj) is None):
             return None
         raise
 

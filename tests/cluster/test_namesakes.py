@@ -14,22 +14,15 @@ each kind of write the controller pins (merge, strategic merge and apply patches
 
 from __future__ import annotations
 
-import copy
-
 import pytest
 
-from controller.buildrun.caches import Caches
-from controller.buildrun.executors import TASKRUN
-from controller.buildrun.reconciler import BuildRunReconciler
 from controller.runtime.conflict import patch_pinned
-from controller.runtime.events import EventRecorder
 from controller.runtime.kube import (
     APPLY_PATCH,
     JSON,
     MERGE_PATCH,
     SERVICEACCOUNTS,
     STRATEGIC_MERGE_PATCH,
-    Kube,
     Resource,
 )
 from controller.shipwright.labels import LABEL_BUILD
@@ -39,6 +32,7 @@ from devtools.cluster.localcluster import LocalCluster
 from tests.harness import (
     World,
     controller_settings,
+    in_flight,
     release,
     running_controller,
     running_pod,
@@ -48,15 +42,6 @@ from tests.harness import (
 )
 
 pytestmark = pytest.mark.cluster
-
-
-def in_flight(kube: Kube, *cached: tuple[Resource, JSON]) -> BuildRunReconciler:
-    """A reconciler whose caches hold `cached`, as a reconcile that began before the
-    namesake was made saw them."""
-    caches = Caches()
-    for resource, obj in cached:
-        caches.store(resource).upsert(copy.deepcopy(obj))
-    return BuildRunReconciler(kube, caches, EventRecorder(kube, "t", "t"), executor=TASKRUN)
 
 
 async def recreate(world: World, name: str) -> JSON:
