@@ -67,7 +67,8 @@ class Observer:
         self.clock = clock
         # What a new BuildRun runs as (BUILDRUN_EXECUTOR).
         self.executor = executor
-        # Row 15 is a backstop: this long past the timeout Tekton enforces itself.
+        # Rows 14 and 16 are backstops: this long past the timeout Tekton enforces itself,
+        # or after a cancel it confirms itself.
         self.timeout_grace = timeout_grace
 
     def executor_of(self, buildrun: JSON) -> Executor:

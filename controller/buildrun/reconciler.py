@@ -51,7 +51,8 @@ class BuildRunReconciler:
     ) -> None:
         """`executor` is what a new BuildRun runs as (setup.py resolves BUILDRUN_EXECUTOR
         to it once); `config` the generators' settings, read from the environment
-        when not given; `timeout_grace` how long past Tekton's timeout row 15 waits."""
+        when not given; `timeout_grace` how long Tekton gets to end a run past its
+        timeout (row 16) or after a cancel (row 14) before the backstops do."""
         self.kube = kube
         self.caches = caches
         self.planner = Planner(kube, caches, config or ShipwrightConfig.from_env())
