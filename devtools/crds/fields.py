@@ -237,10 +237,16 @@ FIELDS: list[Field] = [
               _DOM + "test_generate_makes_an_owned_service_account_with_the_push_secret",
               _DOM + "test_a_named_service_account_gets_the_push_secret_added_and_keeps_its_own",
               "tests/unit/buildrun/test_serviceaccounts.py::test_choose")),
-    Field(RUN, ".spec.state", "`BuildRunCanceled` cancels the TaskRun and ends the BuildRun "
-          "BuildRunCanceled; with `spec.retention` once the BuildRun finished, the one spec "
-          "change allowed after creation (our CEL rules)",
+    Field(RUN, ".spec.state", "`BuildRunCanceled`: before the TaskRun exists, ends the "
+          "BuildRun BuildRunCanceled; after, shows Unknown/BuildRunCanceled (Shipwright's "
+          "words) and asks the TaskRun to stop, and the TaskRun's end decides, as under "
+          "Shipwright: BuildRunCanceled, or Succeeded with its image when it completed before "
+          "the cancel could be processed (README 'How a BuildRun moves', rows 14, 15); with "
+          "`spec.retention` once the BuildRun finished, the one spec change allowed after "
+          "creation (our CEL rules)",
           (_BR + "test_cancel_before_start_and_while_running",
+           "tests/unit/buildrun/test_actions.py::"
+           "test_row_15_a_cancel_while_running_asks_and_waits_for_the_taskrun",
            "tests/unit/devtools/test_crdgen.py::test_every_buildrun_spec_field_but_state_is_immutable")),
     Field(RUN, ".spec.stepResources", "replaces the named strategy step's resources; a step "
           "the strategy lacks ends UndefinedStepResource",
