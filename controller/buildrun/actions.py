@@ -15,6 +15,7 @@ from controller.buildrun.buildruns import (
     build_link,
     cancel_left,
     deadline_left,
+    owned_by,
     run_start,
     ttl_left,
 )
@@ -241,8 +242,7 @@ class Actions:
         someone else's."""
         existing = await self.kube.get(executor.resource, buildrun["metadata"]["namespace"],
                                        name)
-        owners = existing["metadata"].get("ownerReferences") or []
-        if not any(o.get("uid") == buildrun["metadata"]["uid"] for o in owners):
+        if not owned_by(existing, buildrun):
             raise UserError(reasons.TASK_RUN_GENERATION_FAILED,
                             f"{executor.kind} {name!r} exists but belongs to another object")
         return existing

@@ -12,7 +12,7 @@ from controller.buildrun.resources.phases import run_name
 from controller.buildrun.spec import parse_duration
 from controller.buildrun.states import Phase
 from controller.runtime.kube import JSON
-from controller.runtime.shapes import at, mapping, text
+from controller.runtime.shapes import at, mapping, objects, text
 from controller.runtime.timestamps import parse_time
 from controller.shipwright.conditions import succeeded_condition
 from controller.shipwright.labels import LABEL_BUILD, LABEL_BUILD_GENERATION
@@ -176,3 +176,12 @@ def build_link(buildrun: JSON, build: JSON) -> JSON:
         change["ownerReferences"] = refs
         change["resourceVersion"] = meta["resourceVersion"]
     return change
+
+
+def owned_by(obj: JSON, buildrun: JSON) -> bool:
+    """Whether the BuildRun (its uid, not its name: a namesake is another object) owns
+    `obj`: a TaskRun or PipelineRun it runs as, the ServiceAccount `.generate` made for it.
+    Only such an object is adopted or deleted, never one that happens to share a name."""
+    uid = buildrun["metadata"].get("uid")
+    return any(ref.get("uid") == uid and ref.get("kind") == "BuildRun"
+               for ref in objects(at(obj, "metadata", "ownerReferences")))

@@ -15,6 +15,7 @@ from controller.buildrun.buildruns import (
     cancel_left,
     canceled,
     deadline_left,
+    owned_by,
     phase_of,
     recorded_executor_name,
     ttl_left,
@@ -27,7 +28,7 @@ from controller.buildrun.status import Outcome, pod_completed, run_finished, tim
 from controller.runtime.conflict import reread
 from controller.runtime.errors import UserError
 from controller.runtime.kube import JSON, PODS, Kube
-from controller.runtime.shapes import objects, text
+from controller.runtime.shapes import text
 from controller.runtime.timestamps import Clock
 from controller.shipwright.resources import BUILDRUNS, TASKRUNS
 
@@ -174,7 +175,7 @@ class Observer:
             run = await self.caches.read(self.kube, executor.resource,
                                          buildrun["metadata"]["namespace"],
                                          recorded_executor_name(buildrun))
-            existing = run if run is not None and _owned_by(run, buildrun) else None
+            existing = run if run is not None and owned_by(run, buildrun) else None
         observation = Observation(Phase.NEW, canceled=canceled(buildrun),
                                   unrecorded_run=existing is not None,
                                   executor_kind=executor.kind)
@@ -214,12 +215,12 @@ class Observer:
         the same window across its restarts). Only one the BuildRun owns (its uid): a
         PipelineRun's own TaskRuns are owned by it, not the BuildRun, so never match."""
         ours = self._cached_run(buildrun, executor)
-        if ours is not None and _owned_by(ours, buildrun):
+        if ours is not None and owned_by(ours, buildrun):
             return ours
         meta = buildrun["metadata"]
         store = self.caches.store(executor.resource)
         owned = [run for run in store.by_index(BY_BUILDRUN, f"{meta['namespace']}/{meta['name']}")
-                 if _owned_by(run, buildrun)]
+                 if owned_by(run, buildrun)]
         return min(owned, key=lambda run: text(run["metadata"].get("creationTimestamp")),
                    default=None)
 
@@ -237,10 +238,5 @@ class Observer:
         sa = self.caches.service_accounts.get(f"{buildrun['metadata']['namespace']}/{name}")
         if sa is None or sa["metadata"].get("deletionTimestamp"):
             return None
-        return sa if serviceaccounts.owned_by(sa, buildrun) else None
+        return sa if owned_by(sa, buildrun) else None
 
-
-def _owned_by(run: JSON, buildrun: JSON) -> bool:
-    """Whether the BuildRun (its uid) owns the run."""
-    uid = buildrun["metadata"].get("uid")
-    return any(ref.get("uid") == uid for ref in objects(run["metadata"].get("ownerReferences")))

@@ -24,7 +24,7 @@ from typing import TypeVar
 from tenacity import AsyncRetrying, retry_if_exception, stop_after_attempt, wait_random
 
 from controller.runtime.errors import is_conflict, is_invalid, is_not_found
-from controller.runtime.kube import JSON, MERGE_PATCH, ApiError, Kube, Resource
+from controller.runtime.kube import APPLY_PATCH, JSON, MERGE_PATCH, ApiError, Kube, Resource
 
 T = TypeVar("T")
 
@@ -63,17 +63,18 @@ async def patch_pinned(kube: Kube, resource: Resource, obj: JSON, patch: JSON, *
     or its name holds another object by now. Any other error is raised as it came.
 
     The API server says "gone" three ways: 404; 422 "metadata.uid: field is immutable" on
-    a namesake; and 409 "uid mismatch: the provided object specified uid ..., and no
-    existing object was found" for a server-side apply to a name that holds nothing (an
-    apply would otherwise create it). A 422 or 409 is taken as gone only when a re-read
-    says so, so a real refusal or a resourceVersion conflict is raised as it came."""
+    a namesake; and, to a server-side apply (which would otherwise create the object),
+    409 "uid mismatch: the provided object specified uid ..., and no existing object was
+    found". Those 422s and 409s are taken as gone only when a re-read says so, so a real
+    refusal is raised as it came; a merge patch's 409 is a resourceVersion conflict,
+    raised at once (retry_on_conflict reads again)."""
     meta = obj["metadata"]
     try:
         return await kube.patch(resource, meta.get("namespace"), meta["name"],
                                 pinned(obj, patch), content_type=content_type, force=force)
     except ApiError as exc:
-        if is_not_found(exc) or ((is_invalid(exc) or is_conflict(exc))
-                                 and await reread(kube, resource, obj) is None):
+        maybe_gone = is_invalid(exc) or (is_conflict(exc) and content_type == APPLY_PATCH)
+        if is_not_found(exc) or (maybe_gone and await reread(kube, resource, obj) is None):
             return None
         raise
 
