@@ -533,7 +533,13 @@ def _frozen_status_rule() -> Schema:
     unfinished BuildRun, every status write the controller sends, it stops at its first
     operand (two field tests on the stored object); the whole status is compared only on
     a write to a finished BuildRun, which the controller never sends. The message
-    expression runs only when the rule fails, and names what changed."""
+    expression runs only when the rule fails, and names what changed. Priced with
+    bench/e2e/status_writes.py (`--objects 2000 --rounds 10`, progress writes to
+    unfinished BuildRuns), as the kube-apiserver CPU per write of our CRD less that of the
+    same CRD without rules, the medians of one run: 0.45 and 0.45 ms with the two rules
+    under .status this replaced, 0.43 and 0.27 ms with this one (two runs each,
+    alternated, 2026-12-06, load 3-4 on two cores; single rounds ranged from -0.46 to
+    1.04 ms): no cost the script can tell apart."""
     def succeeded(obj: str) -> str:
         return (f"(has({obj}.status.conditions) ? "
                 f"{obj}.status.conditions.filter(c, c.type == 'Succeeded') : [])")
