@@ -264,16 +264,24 @@ def normalised(side: JSON) -> JSON:
     return {k: (side.get(k) if k == "condition" else _prune(side.get(k))) for k in FIELDS}
 
 
-def request(case: JSON) -> JSON:
+def build_and_buildrun(case: JSON) -> tuple[JSON, JSON]:
+    """The case's Build and BuildRun (fixtures.build() and a BuildRun of it), in the run's
+    namespace, the BuildRun named by the run's label and canceled when the case says so."""
     run = case["run"]
     name = ((run.get("metadata") or {}).get("labels") or {}).get(LABEL_BUILDRUN) or "br"
     namespace = (run.get("metadata") or {}).get("namespace") or "default"
+    build = fixtures.build()
     buildrun = fixtures.buildrun(name, fixtures.BUILD)
-    buildrun["metadata"]["namespace"] = namespace
+    build["metadata"]["namespace"] = buildrun["metadata"]["namespace"] = namespace
     if case["canceled"]:
         buildrun["spec"]["state"] = "BuildRunCanceled"
-    return oracle.status_case(run, case["objects"], fixtures.build(), buildrun,
-                              executor=case["executor"], case_id=case["id"])
+    return build, buildrun
+
+
+def request(case: JSON) -> JSON:
+    build, buildrun = build_and_buildrun(case)
+    return oracle.status_case(case["run"], case["objects"], fixtures.strategy(), build,
+                              buildrun, executor=case["executor"], case_id=case["id"])
 
 
 # --- the differences we make on purpose
