@@ -68,6 +68,11 @@ UNFINISHED_REASONS = frozenset({
     "StoppedRunningFinally", "ResolvingPipelineRef"})
 
 
+def _newest(cases: list[JSON]) -> JSON:
+    """The case captured on the newest Tekton release ("v1.12.0" after "v1.3.4")."""
+    return max(cases, key=lambda c: tuple(int(n) for n in c["tekton"][1:].split(".")))
+
+
 def every_reason(base: list[JSON]) -> list[JSON]:
     """Each Tekton reason on the newest captured failed TaskRun and PipelineRun (their
     pods as they were): False with Tekton-like words, Unknown for those Tekton writes while
@@ -77,7 +82,7 @@ def every_reason(base: list[JSON]) -> list[JSON]:
         failed = [c for c in base if c["executor"] == executor and c["id"].endswith("/fail")]
         if not failed:
             continue
-        seed = max(failed, key=lambda c: c["id"])
+        seed = _newest(failed)
         for reason in sorted(reasons.TEKTON_REASONS):
             if reason in ("Succeeded", "Completed"):
                 continue
