@@ -42,10 +42,8 @@ class Plan:
 
     # The TaskRun or PipelineRun to create (its kind is the observed Executor's).
     run: JSON
-    # status.buildSpec: the Build's spec as read (an embedded one: spec.build.spec), as
-    # Shipwright writes it (buildrun.go: `buildRun.Status.BuildSpec = &build.Spec`), not
-    # the BuildRun's overrides merged in: what Shipwright's TTL cleanup falls back to when
-    # a finished BuildRun's own retention is removed.
+    # status.buildSpec, as snapshot_of makes it: what Shipwright's TTL cleanup falls back
+    # to when a finished BuildRun's own retention is removed.
     snapshot: JSON
     # The ServiceAccount to create (`.generate`), or the existing one's name and the
     # secrets it lacks (serviceaccounts.py).
@@ -54,6 +52,22 @@ class Plan:
     add_secrets: list[str]
     # The uid of the ServiceAccount read, to which adding `add_secrets` is pinned.
     service_account_uid: str = ""
+
+
+def build_spec_of(buildrun: JSON, build: JSON | None) -> JSON:
+    """The Build's spec as read: the referenced Build's (`build`), or for None the spec
+    the BuildRun embeds (spec.build.spec), as Shipwright's GetBuildObject reads it."""
+    if build is None:
+        embedded: JSON = spec_of(buildrun)["build"]["spec"]
+        return embedded
+    return build.get("spec") or {}
+
+
+def snapshot_of(buildrun: JSON, build: JSON | None) -> JSON:
+    """status.buildSpec (Plan.snapshot): a copy of the Build's spec as read, no override
+    of the BuildRun merged in, as Shipwright writes it (buildrun.go:
+    `buildRun.Status.BuildSpec = &build.Spec`)."""
+    return copy.deepcopy(build_spec_of(buildrun, build))
 
 
 class Planner:
@@ -125,10 +139,7 @@ class Planner:
         ServiceAccount is checked before the strategy, in Shipwright's order.
         """
         namespace = buildrun["metadata"]["namespace"]
-        if build is None:
-            build_spec = spec_of(buildrun)["build"]["spec"]
-        else:
-            build_spec = build.get("spec") or {}
+        build_spec = build_spec_of(buildrun, build)
         choice = serviceaccounts.choose(buildrun)
         # ".generate" is no object name: the choice is made here, not by spec.py.
         effective = effective_build(
@@ -148,7 +159,7 @@ class Planner:
             # As Shipwright: listed at each multi-arch start, only after the preflight.
             nodes = (await self.kube.list(NODES, None)).get("items") or []
             check_nodes(platforms, nodes)
-        snapshot = copy.deepcopy(build_spec)
+        snapshot = snapshot_of(buildrun, build)
         run = executor.generate(buildrun, build_obj, strategy, sa_name, self.config)
         return Plan(run, snapshot, create_sa, sa_name, add_secrets, sa_uid)
 
