@@ -118,7 +118,7 @@ class Actions:
                 assert run is not None
                 written = await write_status(self.kube, buildrun,
                                              cancel_asked(executor, format_time(self.clock())))
-                if not seen.observation.pod_completed:
+                if seen.observation.pod_outcome is None:
                     await self.cancel(executor, run)
                 # Tekton's end of the run wakes it; this is for a run that never ends.
                 return _requeue_at(cancel_left(written or buildrun, self.clock(),
@@ -327,7 +327,9 @@ class Actions:
             buildrun, "Normal" if decision.succeeded == "True" else "Warning",
             decision.reason, decision.message or decision.reason,
         )
-        if run is not None and not run_finished(run):
+        if run is not None and not run_finished(run) and decision.outcome is None:
+            # Our verdict (a backstop, a spent budget): the run must not go on to build.
+            # An outcome the run's own pod shows (it completed) needs no cancel.
             await self.cancel(executor, run)
         if run is not None and seen.rampup_pod is not None and run_finished(run):
             # Shipwright's pod ramp-up metrics, from a finished TaskRun's pod (a

@@ -96,9 +96,11 @@ class Observation:
     # RUNNING, canceled: the cancel was asked --timeout-grace ago and the run has not
     # ended (buildruns.cancel_left: from the cancel condition's lastTransitionTime).
     cancel_unconfirmed: bool = False
-    # RUNNING, canceled: the run's pod has completed (every container exited 0): the
-    # build is done, so the cancel is not sent on; Tekton's verdict is awaited.
-    pod_completed: bool = False
+    # RUNNING, canceled or past a backstop: the outcome the run's pod shows when it has
+    # completed (every container exited 0) though Tekton has not said so
+    # (status.completed_pod_outcome): the build is done, its image pushed, so a cancel is
+    # not sent on, and a backstop reports this, not a failure.
+    pod_outcome: Outcome | None = None
     # RUNNING: the timeout backstop passed (buildruns.deadline_left: the run's timeout
     # plus --timeout-grace, from its start).
     deadline_passed: bool = False
@@ -164,14 +166,26 @@ def _finish_with_user_error(o: Observation) -> Decision:
 
 def _finish_with_outcome(o: Observation) -> Decision:
     assert o.outcome is not None
-    return Decision(Action.FINISH, o.outcome.reason, o.outcome.message, o.outcome.status,
-                    outcome=o.outcome)
+    return _with_outcome(o.outcome)
+
+
+def _with_outcome(outcome: Outcome) -> Decision:
+    return Decision(Action.FINISH, outcome.reason, outcome.message, outcome.status,
+                    outcome=outcome)
 
 
 def _cancel_unconfirmed(o: Observation) -> Decision:
+    if o.pod_outcome is not None:
+        return _with_outcome(o.pod_outcome)
     return Decision(Action.FINISH, reasons.BUILD_RUN_CANCELED,
                     f"the BuildRun was canceled; its {o.executor_kind} did not confirm the "
                     "cancel within --timeout-grace")
+
+
+def _timed_out(o: Observation) -> Decision:
+    if o.pod_outcome is not None:
+        return _with_outcome(o.pod_outcome)
+    return Decision(Action.FINISH, reasons.BUILD_RUN_TIMEOUT, o.timeout_message)
 
 
 def _executor_missing(o: Observation) -> Decision:
@@ -234,8 +248,7 @@ TABLE: tuple[Row, ...] = (
     # A backstop: Tekton ends a timed-out run itself (its TaskRunTimeout: row 11), with
     # the timeout it holds; this row only when it has not, --timeout-grace later.
     Row(16, Phase.RUNNING, "timeout plus the grace passed, Tekton never ended the TaskRun",
-        lambda o: o.deadline_passed,
-        lambda o: Decision(Action.FINISH, reasons.BUILD_RUN_TIMEOUT, o.timeout_message)),
+        lambda o: o.deadline_passed, _timed_out),
     Row(17, Phase.RUNNING, "TaskRun in progress", lambda _: True,
         _just(Action.PROGRESS)),
 )

@@ -122,6 +122,19 @@ def pod_completed(pod: dict[str, Any] | None) -> bool:
     return bool(at(pod, "status", "phase") == "Succeeded")
 
 
+def completed_pod_outcome(pod: dict[str, Any] | None, *, canceled: bool) -> Outcome | None:
+    """The outcome a TaskRun's pod shows once it has completed (`pod_completed`) where
+    Tekton has not said so, or has said cancelled: a success, with the results its steps
+    wrote in their termination messages (where Tekton reads them), in Tekton's words for a
+    success, or Shipwright's for a cancel that came too late. None while it has not."""
+    if not pod_completed(pod):
+        return None
+    results = _pod_results(pod)
+    return _succeeded("TaskRun", SUCCEEDED, "All Steps have completed executing", canceled,
+                      results, {"output": output_from_results(results),
+                                "source": source_from_results(results)})
+
+
 def timeout_message(buildrun_name: str, seconds: float) -> str:
     """BuildRunTimeout's message, Shipwright's words (its conditions.go): "BuildRun NAME
     failed to finish within 5m0s", the duration as Go prints it."""
@@ -163,14 +176,13 @@ def outcome_from_taskrun(
         # time since creation, ours Tekton's message (README, "Status from Tekton").
         if timeout is not None:
             message = timeout_message(_buildrun_label(meta), timeout)
-    elif tekton_reason == TASK_RUN_CANCELLED and canceled and pod_completed(pod):
-        # Tekton stops a run whose cancel it sees before its pod's end (its reconciler asks
-        # IsCancelled before it reads the pod): the pod shows the build done, its image
-        # pushed, so the truth is a success, with the results the steps wrote.
-        results = _pod_results(pod)
-        return _succeeded("TaskRun", SUCCEEDED, "", canceled, results, {
-            "output": output_from_results(results), "source": source_from_results(results)})
     elif tekton_reason == TASK_RUN_CANCELLED and canceled:
+        # Tekton stops a run whose cancel it sees before its pod's end (its reconciler asks
+        # IsCancelled before it reads the pod): a pod that shows the build done, its image
+        # pushed, makes the truth a success, with the results the steps wrote.
+        completed = completed_pod_outcome(pod, canceled=True)
+        if completed is not None:
+            return completed
         reason = BUILD_RUN_CANCELED
         message = "The BuildRun and underlying TaskRun were canceled successfully."
     elif tekton_reason in TEKTON_FAILED_REASONS and status.get("completionTime"):

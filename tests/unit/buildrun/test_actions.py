@@ -721,6 +721,18 @@ async def test_row_16_the_backstop_when_tekton_never_ends_a_timed_out_taskrun(
     assert canceled(rig.kube)
 
 
+async def test_row_16_a_pod_that_completed_is_reported_not_timed_out(rig: Rig) -> None:
+    """Tekton never said so (its controller down), but the pod shows the build done: the
+    backstop reports the success and the image, as Tekton would have."""
+    br = rig.buildrun(status=started(startTime=ago(GRACE + 21)))
+    rig.taskrun(br, spec={"timeout": "20s"}, conditions=running(), podName="tr-pod")
+    rig.kube.add(PODS, completed_pod())
+    assert await rig.reconcile() == DONE
+    assert (rig.condition()["status"], rig.condition()["reason"]) == ("True",
+                                                                      reasons.SUCCEEDED)
+    assert rig.stored()["status"]["output"]["digest"] == DIGEST
+
+
 async def test_row_16_counts_from_the_taskruns_creation_while_tekton_never_started_it(
         rig: Rig) -> None:
     """No startTime anywhere (Tekton's controller is down): the backstop still comes, from
