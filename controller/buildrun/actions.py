@@ -16,6 +16,7 @@ from controller.buildrun.buildruns import (
     cancel_left,
     deadline_left,
     owned_by,
+    pod_wait_left,
     run_start,
     ttl_left,
 )
@@ -114,6 +115,9 @@ class Actions:
                     format_time(self.clock())))
                 # Its status write (a change of phase) wakes it too; the RUNNING rows go on.
                 return _requeue_at(0.0)
+            case Action.AWAIT_POD:
+                assert run is not None
+                return _requeue_at(pod_wait_left(run, self.clock(), self.timeout_grace))
             case Action.CANCEL:
                 assert run is not None
                 written = await write_status(self.kube, buildrun,

@@ -17,12 +17,14 @@ from controller.buildrun.buildruns import (
     deadline_left,
     owned_by,
     phase_of,
+    pod_wait_left,
     recorded_executor_name,
     ttl_left,
 )
-from controller.buildrun.caches import BY_BUILDRUN, UNWATCHED_POLL, Caches
+from controller.buildrun.caches import BY_BUILDRUN, UNWATCHED_POLL, Caches, ending
 from controller.buildrun.executors import TASKRUN, Executor, executor_of
 from controller.buildrun.plan import Plan, Planner
+from controller.buildrun.reasons import TASK_RUN_CANCELLED
 from controller.buildrun.states import Observation, Phase
 from controller.buildrun.status import (
     Outcome,
@@ -33,8 +35,9 @@ from controller.buildrun.status import (
 from controller.runtime.conflict import reread
 from controller.runtime.errors import UserError
 from controller.runtime.kube import JSON, PODS, Kube
-from controller.runtime.shapes import text
+from controller.runtime.shapes import at, text
 from controller.runtime.timestamps import Clock
+from controller.shipwright.conditions import succeeded_condition
 from controller.shipwright.resources import BUILDRUNS, TASKRUNS
 
 
@@ -211,9 +214,17 @@ class Observer:
                                                         name)) is not None]
         pod_name = executor.failed_pod(run, children)
         # Live: a failure verdict cannot be taken back, and the pod cache may lag its
-        # eviction. The ramp-up pod is only a metric: the cache's copy serves.
+        # eviction; one gone is known by its last state if it went while it ended (a
+        # cancel's). The ramp-up pod is only a metric: the cache's copy serves.
         pod = await self.kube.get_or_none(PODS, namespace, pod_name) if pod_name else None
-        outcome: Outcome | None = executor.outcome(run, children, pod, canceled(buildrun))
+        if pod is None and pod_name:
+            pod = self.caches.ended_pods.get(f"{namespace}/{pod_name}")
+        is_canceled = canceled(buildrun)
+        outcome: Outcome | None = executor.outcome(run, children, pod, is_canceled)
+        observation = replace(observation, pod_ending=(
+            is_canceled and text(at(succeeded_condition(run.get("status")), "reason"))
+            == TASK_RUN_CANCELLED and ending(pod)
+            and (pod_wait_left(run, self.clock(), self.timeout_grace) or 0.0) > 0.0))
         rampup = executor.pod_name(run, children)
         return Seen(buildrun, replace(observation, outcome=outcome), run, executor=executor,
                     children=tuple(children),

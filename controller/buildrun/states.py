@@ -80,6 +80,9 @@ class Action(enum.Enum):
              "resolves) and its progress; the RUNNING rows follow it from there")
     CANCEL = ("show the cancel (Unknown/BuildRunCanceled) and ask the run to stop, unless "
               "its pod has completed already; wake at the cancel backstop")
+    AWAIT_POD = ("nothing yet: the pod of a TaskRun cancelled as asked is still ending (a "
+                 "build that ends now has pushed its image); its events wake the BuildRun, "
+                 "--timeout-grace after the TaskRun ended at the latest")
 
 
 @dataclass(frozen=True)
@@ -113,6 +116,10 @@ class Observation:
     build_unregistered: bool = False
     # RUNNING: the recorded TaskRun's terminal outcome, if it finished.
     outcome: Outcome | None = None
+    # RUNNING, the TaskRun ended cancelled as asked: its pod is still on its way out, a
+    # container running (caches.ending), within --timeout-grace of the TaskRun's end. Its
+    # end tells whether the build finished meanwhile (status.completed_pod_outcome).
+    pod_ending: bool = False
     run_missing: bool = False
     run_running: bool = False
     # DONE: the retention TTL (ttlAfterSucceeded/ttlAfterFailed) has run out.
@@ -166,6 +173,8 @@ def _finish_with_user_error(o: Observation) -> Decision:
 
 def _finish_with_outcome(o: Observation) -> Decision:
     assert o.outcome is not None
+    if o.pod_ending:
+        return Decision(Action.AWAIT_POD)
     return _with_outcome(o.outcome)
 
 
@@ -234,7 +243,10 @@ TABLE: tuple[Row, ...] = (
         _just(Action.START)),
     # A finished TaskRun's outcome first (its work is done: report it), then the spent
     # retry budget, then the rest.
-    Row(11, Phase.RUNNING, "TaskRun finished", _finished, _finish_with_outcome),
+    # Tekton deletes the pod of a run it cancels, and its containers run on for the grace
+    # period: a build that ends then has pushed its image, so the pod's end is awaited.
+    Row(11, Phase.RUNNING, "TaskRun finished (cancelled as asked: once its pod has ended)",
+        _finished, _finish_with_outcome),
     Row(12, Phase.RUNNING, "retry budget spent", _budget_spent, _give_up),
     # TaskRunIsMissing for a PipelineRun too, as Shipwright (VerifyRequestName).
     Row(13, Phase.RUNNING, "TaskRun deleted before it finished", lambda o: o.run_missing,

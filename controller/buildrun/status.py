@@ -167,6 +167,16 @@ def outcome_from_taskrun(
     reason, message = tekton_reason, text(condition.get("message"))
     if cond_status == "True":
         return _succeeded("TaskRun", reason, message, canceled, results, extra)
+    if _last_step_ended_well(status):
+        # Tekton failed a run after its last step ended well: a container status lost in a
+        # containerd restart ("exited with code 255: Unknown"), a sidecar, a result too
+        # large. Tekton starts a step only once the one before it ended well, so every
+        # step ran, the push included: the image is in the registry.
+        results = results or _step_results(status)
+        return _succeeded("TaskRun", SUCCEEDED, f"All Steps have completed executing (Tekton "
+                          f"ended the TaskRun {tekton_reason}: {message})", canceled, results,
+                          {"output": output_from_results(results),
+                           "source": source_from_results(results)})
 
     details: dict[str, Any] | None = None
     if tekton_reason == TASK_RUN_TIMEOUT:
@@ -415,6 +425,22 @@ def _termination_results(steps: list[dict[str, Any]]) -> dict[str, str]:
         for key, value in _message_results(terminated).items():
             if key in (RESULT_ERROR_REASON, RESULT_ERROR_MESSAGE):
                 found[key] = value
+    return found
+
+
+def _last_step_ended_well(status: dict[str, Any]) -> bool:
+    """Whether the run's last step terminated with exit code 0 (as Tekton recorded it)."""
+    steps = objects(status.get("steps"))
+    code = at(steps[-1], "terminated", "exitCode") if steps else None
+    return type(code) is int and code == 0
+
+
+def _step_results(status: dict[str, Any]) -> dict[str, str]:
+    """The results in the steps' termination messages, a later step's winning: where
+    Tekton reads them, for a run whose status.results it has not published."""
+    found: dict[str, str] = {}
+    for step in objects(status.get("steps")):
+        found.update(_message_results(step.get("terminated")))
     return found
 
 

@@ -682,6 +682,54 @@ async def test_row_11_tekton_cancelled_a_run_whose_pod_had_completed(rig: Rig) -
     assert rig.stored()["status"]["output"]["digest"] == "sha256:" + "cd" * 32
 
 
+def cancelled_by_tekton(rig: Rig, br: JSON, ended: str) -> None:
+    """The TaskRun as Tekton leaves one it cancelled: ended, its pod deleted (tr-pod)."""
+    rig.taskrun(br, spec={"status": TASKRUN_CANCELLED}, podName="tr-pod", completionTime=ended,
+                conditions=[{"type": "Succeeded", "status": "False",
+                             "reason": "TaskRunCancelled",
+                             "message": 'TaskRun "tr" was cancelled. '}])
+
+
+def pod_on_its_way_out() -> JSON:
+    """tr-pod deleted by Tekton, its push step still running (the grace period)."""
+    pod = completed_pod()
+    pod["metadata"]["deletionTimestamp"] = ago(0)
+    pod["status"]["phase"] = "Running"
+    pod["status"]["containerStatuses"][-1]["state"] = {"running": {}}
+    return pod
+
+
+async def test_row_11_a_cancelled_taskruns_pod_still_ending_is_awaited(rig: Rig) -> None:
+    """Tekton cancelled the run and deleted its pod, whose containers run on for the grace
+    period: a build that ends then has pushed its image. The pod's end is awaited."""
+    br = rig.buildrun(status=started(), state="BuildRunCanceled")
+    cancelled_by_tekton(rig, br, ago(2))
+    rig.kube.add(PODS, pod_on_its_way_out())
+    # Its events wake it; at the latest the grace after the TaskRun ended.
+    assert await rig.reconcile() == Result(requeue_after=GRACE - 2 + 0.05)
+    assert rig.kube.writes() == []
+    # It ended well, and went: its last state (as the pod informer's handler records it)
+    # shows the build done, its image pushed.
+    ended = completed_pod("sha256:" + "ef" * 32)
+    ended["metadata"].update(namespace="ns", deletionTimestamp=ago(0))
+    del rig.kube.objects[("pods.", "ns", "tr-pod")]
+    rig.caches.ended_pods.record(ended)
+    assert await rig.reconcile() == DONE
+    assert (rig.condition()["status"], rig.condition()["reason"]) == ("True",
+                                                                      reasons.SUCCEEDED)
+    assert rig.stored()["status"]["output"]["digest"] == "sha256:" + "ef" * 32
+
+
+async def test_row_11_a_cancelled_taskruns_pod_that_never_ends_is_awaited_no_longer(
+        rig: Rig) -> None:
+    br = rig.buildrun(status=started(), state="BuildRunCanceled")
+    cancelled_by_tekton(rig, br, ago(GRACE + 1))
+    rig.kube.add(PODS, pod_on_its_way_out())
+    assert await rig.reconcile() == DONE
+    assert (rig.condition()["status"], rig.condition()["reason"]) == (
+        "False", reasons.BUILD_RUN_CANCELED)
+
+
 async def test_row_14_the_backstop_when_tekton_never_confirms_a_cancel(rig: Rig) -> None:
     asked = started(conditions=[{"type": "Succeeded", "status": "Unknown",
                                  "reason": reasons.BUILD_RUN_CANCELED, "message": "asked",
