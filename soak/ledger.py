@@ -196,6 +196,17 @@ class Ledger:
         p.restarts = max([p.restarts, *(int(c.get("restartCount") or 0)
                                          for c in status.get("containerStatuses") or [])])
 
+    def on_buildruns_listed(self, items: list[JSON]) -> None:
+        """A whole list: a BuildRun seen before and absent now was deleted meanwhile."""
+        present = {str(obj["metadata"]["uid"]) for obj in items}
+        for b in self.buildruns.values():
+            b.deleted = b.deleted or b.uid not in present
+
+    def on_pods_listed(self, items: list[JSON]) -> None:
+        present = {str(obj["metadata"]["uid"]) for obj in items}
+        for p in self.pods.values():
+            p.deleted = p.deleted or p.uid not in present
+
     # -- questions --------------------------------------------------------------------
 
     def attempts(self, name: str) -> list[BuildRunSeen]:

@@ -51,7 +51,7 @@ from pathlib import Path
 from typing import Any
 
 from controller.runtime.errors import is_already_exists, is_not_found
-from controller.runtime.kube import PODS, ApiError, Kube, Resource, load_api_client
+from controller.runtime.kube import PODS, ApiError, Kube, load_api_client
 from controller.runtime.timestamps import format_micro_time, format_time, now, parse_time
 from controller.shipwright.resources import BUILDRUNS, TASKRUNS
 from devtools.cluster import fixtures
@@ -261,9 +261,10 @@ class TruthSoak:
         cfg = self.cfg
         await fixtures.create_namespace(kube, NS)
         await default_service_account(kube, NS)
-        watches = [Follower(kube, BUILDRUNS, NS, self.ledger.on_buildrun),
-                   Follower(kube, TASKRUNS, NS, self.ledger.on_taskrun),
-                   Follower(kube, PODS, NS, self.ledger.on_pod)]
+        ledger = self.ledger
+        watches = [Follower(kube, BUILDRUNS, NS, ledger.on_buildrun, ledger.on_buildruns_listed),
+                   Follower(kube, TASKRUNS, NS, ledger.on_taskrun),
+                   Follower(kube, PODS, NS, ledger.on_pod, ledger.on_pods_listed)]
         watching = [asyncio.create_task(w.run()) for w in watches]
         replicas = ReplicaSet([stack.cluster.kubeconfig] * cfg.replicas, workdir,
                               max_retries=cfg.max_retries,
@@ -304,10 +305,12 @@ class TruthSoak:
                                     settle - time.monotonic(), 0.5):
                 self.progress(f"pods still running: {self.ledger.pods_running()}")
             await asyncio.sleep(3.0)  # room for a (wrong) late status write
-            final = {resource.plural: await self._relist(kube, resource, on, deadline)
-                     for resource, on in ((BUILDRUNS, self.ledger.on_buildrun),
-                                          (TASKRUNS, self.ledger.on_taskrun),
-                                          (PODS, self.ledger.on_pod))}
+            for task in watching:
+                task.cancel()
+            await asyncio.gather(*watching, return_exceptions=True)
+            final = {}
+            for w in watches:  # one last list, through the same hands as the watch's
+                final[w.resource.plural] = await persist(w.list_all, deadline=deadline)
             # The evidence behind any mismatch, as the API server held it at the end.
             (workdir / "objects.json").write_text(json.dumps(final, indent=1))
             registry = {b.uid: await asyncio.to_thread(node.pushed, b.image)
@@ -322,15 +325,6 @@ class TruthSoak:
                 task.cancel()
             await asyncio.gather(*watching, return_exceptions=True)
         self._judge(report, registry, replicas)
-
-    async def _relist(self, kube: Kube, resource: Resource,
-                      on: Callable[[Any, Any], None], deadline: float) -> list[Any]:
-        """Every `resource` in the namespace, as listed, each handed to `on` too."""
-        listed = await persist(lambda: kube.list(resource, NS), deadline=deadline)
-        for obj in listed["items"]:
-            on("LISTED", obj)
-        items: list[Any] = listed["items"]
-        return items
 
     async def _ticker(self) -> None:
         while True:

@@ -104,6 +104,19 @@ def test_unfinished_is_lost_unless_deleted_and_deleted_claims_nothing() -> None:
     assert kinds(ledger, {"u1": DIGEST, "u2": None}) == {"lost": 1}
 
 
+def test_a_buildrun_or_pod_missing_from_a_relist_was_deleted_during_the_gap() -> None:
+    # A watch cut by an API server restart resumes with a list (410 Gone): what was
+    # deleted meanwhile shows only by its absence.
+    ledger = ledger_of(buildrun("kept", "u1"), buildrun("gone", "u2"))
+    ledger.on_taskrun("ADDED", taskrun("kept-aaaaa", "t1", "u1"))
+    ledger.on_pod("ADDED", pod("p1", "t1"))
+    ledger.on_buildruns_listed([buildrun("kept", "u1")])
+    ledger.on_pods_listed([])
+    assert kinds(ledger, {}) == {"lost": 1}  # "kept" is unfinished; "gone" claims nothing
+    assert [b.name for b in ledger.buildruns.values() if b.deleted] == ["gone"]
+    assert ledger.pods_running() == []
+
+
 def test_runs_are_counted_per_uid_and_a_namesakes_run_is_foreign() -> None:
     old = buildrun("same", "u1", run="same-aaaaa")
     new = buildrun("same", "u2", attempt=2, reason="Succeeded", digest=DIGEST, run="same-aaaaa")
