@@ -95,6 +95,7 @@ class RunSeen:
     completion_time: str | None = None
     reason: str = ""
     message: str = ""
+    ends: list[str] = field(default_factory=list)  # each terminal outcome Tekton gave it
 
 
 @dataclass
@@ -175,6 +176,10 @@ class Ledger:
         cond = succeeded_condition(status) or {}
         r.reason = str(cond.get("reason") or r.reason)
         r.message = str(cond.get("message") or r.message)
+        if r.completion_time and cond.get("status") in ("True", "False"):
+            end = f"{r.reason} at {r.completion_time}"
+            if not r.ends or r.ends[-1] != end:
+                r.ends.append(end)
 
     def on_pod(self, seen: Seen, obj: JSON) -> None:
         meta = obj["metadata"]

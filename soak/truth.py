@@ -531,6 +531,12 @@ class TruthSoak:
         unplanned = [f"{b.name} a{b.attempt}: {b.reason()}" for b in ledger.buildruns.values()
                      if b.finished and b.reason() != _planned_reason(b.kind, b.reason())]
         restarted = [f"{p.name}: {p.restarts}" for p in ledger.pods.values() if p.restarts]
+        flipped = []
+        for r in ledger.runs.values():
+            if len(r.ends) > 1:
+                owner = ledger.buildruns.get(r.owner or "")
+                kept = f"{owner.name} kept {owner.outcome()}" if owner else "no BuildRun"
+                flipped.append(f"{r.name}: {' -> '.join(r.ends)} ({r.message[:200]}); {kept}")
         return {
             "BuildRuns deleted before they finished (they claim nothing; what their tag holds)":
                 deleted,
@@ -538,6 +544,7 @@ class TruthSoak:
             "outcomes other than the plan's (true to the registry, e.g. a fault failed them)":
                 unplanned,
             "pods whose containers were restarted": restarted,
+            "TaskRuns whose outcome Tekton changed after it had finished": flipped,
         }
 
 

@@ -40,9 +40,14 @@ def buildrun(name: str, uid: str, attempt: int = 1, *, reason: str | None = None
             "status": status}
 
 
-def taskrun(name: str, uid: str, owner: str) -> JSON:
+def taskrun(name: str, uid: str, owner: str, reason: str = "", ended: str = "") -> JSON:
+    status: JSON = {}
+    if reason:
+        status = {"completionTime": ended, "conditions": [
+            {"type": "Succeeded", "status": "True" if reason == "Succeeded" else "False",
+             "reason": reason}]}
     return {"metadata": {"name": name, "uid": uid, "ownerReferences": [
-        {"kind": "BuildRun", "uid": owner, "controller": True}]}, "status": {}}
+        {"kind": "BuildRun", "uid": owner, "controller": True}]}, "status": status}
 
 
 def pod(uid: str, run: str, **steps: JSON) -> JSON:
@@ -149,3 +154,12 @@ def test_a_pod_shows_mid_build_and_the_build_steps_end() -> None:
     ledger.on_pod("DELETED", pod("p1", "t1"))
     assert ledger.pods_running() == []
 
+
+
+def test_each_outcome_tekton_gives_a_taskrun_is_kept_in_order() -> None:
+    ledger = Ledger()
+    for tr in (taskrun("r", "t1", "u1"), taskrun("r", "t1", "u1", "Succeeded", "T1"),
+               taskrun("r", "t1", "u1", "Succeeded", "T1"),
+               taskrun("r", "t1", "u1", "TaskRunStopSidecarFailed", "T2")):
+        ledger.on_taskrun("MODIFIED", tr)
+    assert ledger.runs["t1"].ends == ["Succeeded at T1", "TaskRunStopSidecarFailed at T2"]
