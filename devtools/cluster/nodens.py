@@ -37,8 +37,9 @@ waits for `wait_for`, then writes `restarted-<name>` (JSON, written whole: a Res
 Only the child is signalled: containerd-shim and the containers it runs are children of
 this supervisor, not of containerd, so they run on, as with containerd's own
 `KillMode=process`; a new containerd finds them through its state folder and the new
-kubelet its pods through containerd. The file counts the shims alive before the signal
-and after the start, so a caller can see they were kept.
+kubelet its pods through containerd. The file counts the shims alive before the signal,
+those of them still alive once the new child is ready, and all alive then, so a caller can
+see they were kept (pods that start or end meanwhile move the two counts apart).
 """
 
 from __future__ import annotations
@@ -198,7 +199,8 @@ class Restart:
     started_at: float
     ready_at: float  # its wait_for path made (started_at where it has none)
     shims_before: int  # processes under the supervisor but not its children, at the signal
-    shims_after: int  # ... once the new child was ready
+    shims_kept: int  # ... of those, alive once the new child was ready
+    shims_after: int  # all of them alive then
 
     @classmethod
     def read(cls, path: Path) -> Restart:
@@ -246,10 +248,10 @@ class Supervisor:
                 popen.kill()
                 popen.wait()
 
-    def shims(self) -> int:
+    def shims(self) -> set[int]:
         """Processes reparented here (containerd-shim; the containers are its children)."""
         mine = {popen.pid for _, popen in self.children}
-        return sum(1 for pid in children_of(os.getpid()) if pid not in mine)
+        return {pid for pid in children_of(os.getpid()) if pid not in mine}
 
     def restart(self, name: str, sig: int) -> Restart:
         """Ends child `name` with `sig` and starts it again (the module's doc)."""
@@ -259,7 +261,7 @@ class Supervisor:
         index = indexes[0]
         child = self.spec["children"][index]
         popen = self.children[index][1]
-        shims_before = self.shims()
+        before = self.shims()
         signalled_at = time.time()
         self._end(name, popen, sig)
         log(f"{name} (pid {popen.pid}) ended by {signal.Signals(sig).name}: exit code "
@@ -269,8 +271,10 @@ class Supervisor:
         started_at = time.time()
         new = self._start(child)
         self.children[index] = (name, new)
+        after = self.shims()
         return Restart(name, signal.Signals(sig).name, popen.pid, popen.returncode, new.pid,
-                       signalled_at, started_at, time.time(), shims_before, self.shims())
+                       signalled_at, started_at, time.time(), len(before), len(before & after),
+                       len(after))
 
     def serve_restarts(self) -> None:
         """Carries out each `restart-<name>` request in spec["control"] (module doc)."""
