@@ -209,7 +209,8 @@ class Report:
         h = self.health
         lines.append(f"health: replica processes {h.get('incarnations')} (exit codes "
                      f"{h.get('exit_codes')}), tracebacks in logs {h.get('tracebacks')}, "
-                     f"fatal stops {h.get('fatal')}, stack {h.get('stack')}")
+                     f"fatal stops {h.get('fatal')}, pods not ended when the registry was "
+                     f"read {h.get('pods_left')}, stack {h.get('stack')}")
         lines.append("result: " + ("OK" if self.ok else "MISMATCH"))
         return "\n".join(lines)
 
@@ -230,7 +231,7 @@ class TruthSoak:
 
     async def run(self) -> Report:
         cfg = self.cfg
-        start = time.monotonic()
+        start = self.t0 = time.monotonic()
         workdir = cfg.workdir or Path(tempfile.mkdtemp(prefix="truth-soak-"))
         workdir.mkdir(parents=True, exist_ok=True)
         report = Report(config={k: (str(v) if isinstance(v, Path) else v)
@@ -304,6 +305,8 @@ class TruthSoak:
             if not await wait_until(lambda: not self.ledger.pods_running(),
                                     settle - time.monotonic(), 0.5):
                 self.progress(f"pods still running: {self.ledger.pods_running()}")
+            # A pod still running could push after the registry is read.
+            report.health["pods_left"] = self.ledger.pods_running()
             await asyncio.sleep(3.0)  # room for a (wrong) late status write
             for task in watching:
                 task.cancel()
@@ -465,7 +468,8 @@ class TruthSoak:
             done = await node.restart(kind, sig)
             return {"signal": done.signal, "pid": [done.old_pid, done.new_pid],
                     "exit_code": done.exit_code,
-                    "shims": [done.shims_before, done.shims_after]}
+                    "shims before, kept, after": [done.shims_before, done.shims_kept,
+                                                  done.shims_after]}
         if kind == "tekton-controller":
             before = stack.pids().get("tekton-controller")
             stack.stop_tekton_controller()
