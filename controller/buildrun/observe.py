@@ -216,14 +216,16 @@ class Observer:
         # Live: a failure verdict cannot be taken back, and the pod cache may lag its
         # eviction; one gone is known by its last state if it went while it ended (a
         # cancel's). The ramp-up pod is only a metric: the cache's copy serves.
-        pod = await self.kube.get_or_none(PODS, namespace, pod_name) if pod_name else None
-        if pod is None and pod_name:
-            pod = self.caches.ended_pods.get(f"{namespace}/{pod_name}")
+        live = await self.kube.get_or_none(PODS, namespace, pod_name) if pod_name else None
+        pod = live or (self.caches.ended_pods.get(f"{namespace}/{pod_name}")
+                       if pod_name else None)
         is_canceled = canceled(buildrun)
         outcome: Outcome | None = executor.outcome(run, children, pod, is_canceled)
+        # Only a pod that is still there can still be ending: one gone has ended, as its
+        # last state says (a pod deleted with a container running was killed).
         observation = replace(observation, pod_ending=(
             is_canceled and text(at(succeeded_condition(run.get("status")), "reason"))
-            == TASK_RUN_CANCELLED and ending(pod)
+            == TASK_RUN_CANCELLED and ending(live)
             and (pod_wait_left(run, self.clock(), self.timeout_grace) or 0.0) > 0.0))
         rampup = executor.pod_name(run, children)
         return Seen(buildrun, replace(observation, outcome=outcome), run, executor=executor,

@@ -720,6 +720,20 @@ async def test_row_11_a_cancelled_taskruns_pod_still_ending_is_awaited(rig: Rig)
     assert rig.stored()["status"]["output"]["digest"] == "sha256:" + "ef" * 32
 
 
+async def test_row_11_a_cancelled_taskruns_pod_gone_while_running_was_killed(
+        rig: Rig) -> None:
+    """Deleted with a container still running (its last state, as recorded): killed, not
+    ended, so nothing is awaited and the cancel is the outcome."""
+    br = rig.buildrun(status=started(), state="BuildRunCanceled")
+    cancelled_by_tekton(rig, br, ago(2))
+    killed = pod_on_its_way_out()
+    killed["metadata"]["namespace"] = "ns"
+    rig.caches.ended_pods.record(killed)
+    assert await rig.reconcile() == DONE
+    assert (rig.condition()["status"], rig.condition()["reason"]) == (
+        "False", reasons.BUILD_RUN_CANCELED)
+
+
 async def test_row_11_a_cancelled_taskruns_pod_that_never_ends_is_awaited_no_longer(
         rig: Rig) -> None:
     br = rig.buildrun(status=started(), state="BuildRunCanceled")
