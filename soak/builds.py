@@ -9,6 +9,9 @@ succeed, fail or outlast a timeout, each BuildRun pushing to its own tag.
     cancel-late  Dockerfile        cancelled once its build step has ended (the push under
                                    way or done), after a random delay: whichever happened
                                    first, the push or the stop, is the truth
+    cancel-early Dockerfile        cancelled while its build step runs: nothing pushed,
+                                   unless the build and its push end in the grace period
+                                   Tekton's deletion of the pod gives its containers
     recreate     Dockerfile        deleted while it builds, or once its build step ended,
                                    and created again under the same name: a second
                                    BuildRun (uid), with a tag of its own
@@ -29,11 +32,13 @@ from devtools.cluster.polling import wait_until
 from devtools.cluster.realnode import RealNode
 from soak.ledger import ATTEMPT_LABEL, KIND_LABEL
 
-SUCCESS, FAILURE, TIMEOUT, CANCEL_LATE, RECREATE = (
-    "success", "failure", "timeout", "cancel-late", "recreate")
-KINDS = (SUCCESS, FAILURE, TIMEOUT, CANCEL_LATE, RECREATE)
+SUCCESS, FAILURE, TIMEOUT, CANCEL_LATE, RECREATE, CANCEL_EARLY = (
+    "success", "failure", "timeout", "cancel-late", "recreate", "cancel-early")
+KINDS = (SUCCESS, FAILURE, TIMEOUT, CANCEL_LATE, RECREATE, CANCEL_EARLY)
+# Kinds whose truth may be either: the push or the stop came first.
+CANCELS = (CANCEL_LATE, CANCEL_EARLY)
 DOCKERFILE = {SUCCESS: "Dockerfile", FAILURE: "Dockerfile.fail", TIMEOUT: "Dockerfile.slow",
-              CANCEL_LATE: "Dockerfile", RECREATE: "Dockerfile"}
+              CANCEL_LATE: "Dockerfile", RECREATE: "Dockerfile", CANCEL_EARLY: "Dockerfile"}
 REPOSITORY = "truth-soak"
 BUILD = "truth"
 ARG = "TRUTH_ID"

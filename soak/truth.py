@@ -83,7 +83,7 @@ class Config:
     builds: int = 36
     seed: int = 1
     concurrency: int = 3  # builds at once
-    weights: tuple[float, ...] = (0.3, 0.15, 0.15, 0.25, 0.15)  # in builds.KINDS order
+    weights: tuple[float, ...] = (0.25, 0.15, 0.15, 0.2, 0.15, 0.1)  # in builds.KINDS order
     slow_timeout: str = "40s"  # spec.timeout of the builds planned to time out
     late_window: float = 2.0  # cancels and late deletes: up to this long after the build step
     fault_every: float = 30.0  # mean seconds between faults; 0: none
@@ -349,6 +349,9 @@ class TruthSoak:
                 if await self._until(uid, self._build_step_ended):
                     await asyncio.sleep(p.delay)
                     await self._cancel(kube, p, uid, deadline)
+            elif p.kind == builds.CANCEL_EARLY:
+                if await self._until(uid, self._mid_build):
+                    await self._cancel(kube, p, uid, deadline, mid_build=True)
             elif p.kind == builds.RECREATE:
                 trigger = self._mid_build if p.delete_mid_build else self._build_step_ended
                 if await self._until(uid, trigger):
@@ -396,9 +399,11 @@ class TruthSoak:
             raise ApiError(503, "NotYet", f"{p.name}: an earlier attempt is still there")
         return await persist(create, deadline=deadline)
 
-    async def _cancel(self, kube: Kube, p: Planned, uid: str, deadline: float) -> None:
+    async def _cancel(self, kube: Kube, p: Planned, uid: str, deadline: float, *,
+                      mid_build: bool = False) -> None:
         body = {"spec": {"state": "BuildRunCanceled"}}
-        await self._act("cancel", p, uid, p.delay, deadline, lambda: kube.patch(
+        what, delay = ("cancel mid-build", 0.0) if mid_build else ("cancel", p.delay)
+        await self._act(what, p, uid, delay, deadline, lambda: kube.patch(
             BUILDRUNS, NS, p.name, body))
 
     async def _delete(self, kube: Kube, p: Planned, uid: str, deadline: float) -> None:
@@ -553,9 +558,9 @@ class TruthSoak:
 
 
 def _planned_reason(kind: str, reason: str) -> str:
-    """The reason a build of `kind` ends with when nothing interferes; cancel-late may
+    """The reason a build of `kind` ends with when nothing interferes; a cancelled one may
     truly end either way."""
-    if kind == builds.CANCEL_LATE and reason in ("Succeeded", "BuildRunCanceled"):
+    if kind in builds.CANCELS and reason in ("Succeeded", "BuildRunCanceled"):
         return reason
     return {builds.FAILURE: "Failed", builds.TIMEOUT: "BuildRunTimeout"}.get(kind, "Succeeded")
 

@@ -24,9 +24,10 @@ from soak.truth import FAULTS, Config, truth_soak
 
 pytestmark = [pytest.mark.cluster, pytest.mark.real_node]
 
-# One build of each kind, and two cancelled near their end: a cancel is sent once the
-# soak sees the build step end, and the push that follows takes about a second, so one
-# cancel lands while it runs about a third of the time (RELIABILITY.md).
+# One build of each kind (one cancelled while it builds), and two cancelled near their
+# end: a cancel is sent once the soak sees the build step end, and the push that follows
+# takes about a second, so one cancel lands while it runs about a third of the time
+# (RELIABILITY.md).
 WEIGHTS = tuple(2.0 if kind == builds.CANCEL_LATE else 1.0 for kind in builds.KINDS)
 
 
@@ -70,6 +71,7 @@ async def test_short_truth_soak_every_outcome_is_what_the_registry_holds(
     assert sum(report.outcomes[builds.RECREATE].values()) == 2, text  # deleted, recreated
     sent = {a["what"]: a["answer"] for a in report.actions}
     assert sent.get("cancel") == "ok", text  # (at least one of the two)
+    assert sent.get("cancel mid-build") == "ok", text
     assert "ok" in (sent.get("delete mid-build"), sent.get("delete after the build step")), text
 
     # Each fault really happened: a new process where the old one was, the node's
