@@ -85,6 +85,11 @@ class Config:
     concurrency: int = 3  # builds at once
     weights: tuple[float, ...] = (0.25, 0.15, 0.15, 0.2, 0.15, 0.1)  # in builds.KINDS order
     slow_timeout: str = "40s"  # spec.timeout of the builds planned to time out
+    # spec.timeout of every other build: a node restart can leave a build hung for good
+    # (a step's container that failed to start, StartError, while containerd restarted:
+    # the next step waits for it for ever, and Tekton's TaskRun runs on), which a timeout
+    # then ends, as it would in a cluster (Tekton's own default is an hour).
+    build_timeout: str = "5m"
     late_window: float = 2.0  # cancels and late deletes: up to this long after the build step
     fault_every: float = 30.0  # mean seconds between faults; 0: none
     faults: tuple[str, ...] = FAULTS
@@ -382,7 +387,7 @@ class TruthSoak:
 
     async def _create(self, kube: Kube, node: RealNode, p: Planned, attempt: int,
                       deadline: float) -> str:
-        timeout = self.cfg.slow_timeout if p.kind == builds.TIMEOUT else None
+        timeout = self.cfg.slow_timeout if p.kind == builds.TIMEOUT else self.cfg.build_timeout
         body = builds.buildrun(node, NS, p.name, p.kind, attempt, timeout=timeout)
 
         async def create() -> str:
@@ -586,6 +591,8 @@ def parser() -> argparse.ArgumentParser:
     add("--concurrency", type=int, default=d.concurrency, help="builds at once")
     add("--weights", type=float, nargs=len(builds.KINDS), default=d.weights,
         metavar=tuple(k.upper() for k in builds.KINDS), help="how many of each kind")
+    add("--build-timeout", default=d.build_timeout, metavar="DURATION",
+        help="spec.timeout of every build not planned to time out")
     add("--slow-timeout", default=d.slow_timeout,
         help="spec.timeout of the builds planned to time out")
     add("--late-window", type=float, default=d.late_window, metavar="SECONDS",
@@ -609,6 +616,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
     cfg = Config(builds=args.builds, seed=args.seed, concurrency=args.concurrency,
                  weights=tuple(args.weights), slow_timeout=args.slow_timeout,
+                 build_timeout=args.build_timeout,
                  late_window=args.late_window, fault_every=args.fault_every,
                  faults=tuple(args.faults), mid_build_wait=args.mid_build_wait,
                  replicas=args.replicas, max_retries=args.max_retries,
