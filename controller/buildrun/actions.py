@@ -16,6 +16,7 @@ from controller.buildrun.buildruns import (
     cancel_left,
     deadline_left,
     owned_by,
+    pod_wait_left,
     run_start,
     ttl_left,
 )
@@ -114,11 +115,14 @@ class Actions:
                     format_time(self.clock())))
                 # Its status write (a change of phase) wakes it too; the RUNNING rows go on.
                 return _requeue_at(0.0)
+            case Action.AWAIT_POD:
+                assert run is not None
+                return _requeue_at(pod_wait_left(run, self.clock(), self.timeout_grace))
             case Action.CANCEL:
                 assert run is not None
                 written = await write_status(self.kube, buildrun,
                                              cancel_asked(executor, format_time(self.clock())))
-                if not seen.observation.pod_completed:
+                if seen.observation.pod_outcome is None:
                     await self.cancel(executor, run)
                 # Tekton's end of the run wakes it; this is for a run that never ends.
                 return _requeue_at(cancel_left(written or buildrun, self.clock(),
@@ -327,7 +331,9 @@ class Actions:
             buildrun, "Normal" if decision.succeeded == "True" else "Warning",
             decision.reason, decision.message or decision.reason,
         )
-        if run is not None and not run_finished(run):
+        if run is not None and not run_finished(run) and decision.outcome is None:
+            # Our verdict (a backstop, a spent budget): the run must not go on to build.
+            # An outcome the run's own pod shows (it completed) needs no cancel.
             await self.cancel(executor, run)
         if run is not None and seen.rampup_pod is not None and run_finished(run):
             # Shipwright's pod ramp-up metrics, from a finished TaskRun's pod (a

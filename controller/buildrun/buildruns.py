@@ -125,6 +125,12 @@ def cancel_left(buildrun: JSON, now: datetime.datetime, grace: float) -> float |
     return _left(cancel_asked_at(buildrun), grace, now)
 
 
+def pod_wait_left(run: JSON, now: datetime.datetime, grace: float) -> float | None:
+    """Seconds the end of a cancelled run's pod is still awaited (0.0 once not): `grace`
+    after the run ended (its pod's grace period is Kubernetes' 30 s by default)."""
+    return _left(run_completion(run), grace, now)
+
+
 def ttl_left(buildrun: JSON, now: datetime.datetime) -> float | None:
     """Seconds until the retention TTL deletes the BuildRun (0.0 once due), or None."""
     return _left(text(status_of(buildrun).get("completionTime")), retention_ttl(buildrun), now)

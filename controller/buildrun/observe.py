@@ -17,19 +17,27 @@ from controller.buildrun.buildruns import (
     deadline_left,
     owned_by,
     phase_of,
+    pod_wait_left,
     recorded_executor_name,
     ttl_left,
 )
-from controller.buildrun.caches import BY_BUILDRUN, UNWATCHED_POLL, Caches
+from controller.buildrun.caches import BY_BUILDRUN, UNWATCHED_POLL, Caches, ending
 from controller.buildrun.executors import TASKRUN, Executor, executor_of
 from controller.buildrun.plan import Plan, Planner
+from controller.buildrun.reasons import TASK_RUN_CANCELLED
 from controller.buildrun.states import Observation, Phase
-from controller.buildrun.status import Outcome, pod_completed, run_finished, timeout_message
+from controller.buildrun.status import (
+    Outcome,
+    completed_pod_outcome,
+    run_finished,
+    timeout_message,
+)
 from controller.runtime.conflict import reread
 from controller.runtime.errors import UserError
 from controller.runtime.kube import JSON, PODS, Kube
-from controller.runtime.shapes import text
+from controller.runtime.shapes import at, text
 from controller.runtime.timestamps import Clock
+from controller.shipwright.conditions import succeeded_condition
 from controller.shipwright.resources import BUILDRUNS, TASKRUNS
 
 
@@ -91,12 +99,17 @@ class Observer:
                                         self.timeout_grace) == 0.0
         running = run is not None and not run_finished(run)
         is_canceled = canceled(buildrun)
+        cancel_overdue = cancel_left(buildrun, now, self.timeout_grace) == 0.0
+        # The pod is read only when it can change the decision: a cancel about to be sent
+        # on, a backstop due.
+        pod_matters = run is not None and running and (
+            (is_canceled and not executor.cancelled(run)) or deadline_passed or cancel_overdue)
         observation = replace(
             seen.observation,
             canceled=is_canceled,
-            cancel_unconfirmed=cancel_left(buildrun, now, self.timeout_grace) == 0.0,
-            pod_completed=(is_canceled and running
-                           and await self._pod_completed(executor, run)),
+            cancel_unconfirmed=cancel_overdue,
+            pod_outcome=(await self._completed_pod(executor, run, is_canceled)
+                         if pod_matters else None),
             deadline_passed=deadline_passed,
             timeout_message=timeout_message(buildrun["metadata"]["name"], timeout or 0.0)
             if deadline_passed else "",
@@ -105,17 +118,19 @@ class Observer:
         )
         return replace(seen, observation=observation)
 
-    async def _pod_completed(self, executor: Executor, run: JSON | None) -> bool:
-        """Whether the pod of a run not cancelled yet has completed (status.pod_completed),
-        read live: a cancel sent on would have Tekton report a build that is done, its
-        image pushed, as cancelled. A PipelineRun's pods are its TaskRuns' and not read."""
-        if run is None or executor.cancelled(run):
-            return False
-        pod_name = executor.pod_name(run, [])
+    async def _completed_pod(self, executor: Executor, run: JSON | None,
+                             canceled: bool) -> Outcome | None:
+        """What the pod of a run Tekton has not ended shows, if it has completed
+        (Observation.pod_outcome), read live: asked when a cancel is about to be sent on
+        (Tekton would report a build that is done, its image pushed, as cancelled) and
+        when a backstop is due (the build may have ended while Tekton could not say so).
+        A PipelineRun's pods are its TaskRuns' and not read."""
+        pod_name = executor.pod_name(run, []) if run is not None and executor is TASKRUN else ""
         if not pod_name:
-            return False
-        return pod_completed(await self.kube.get_or_none(
-            PODS, run["metadata"]["namespace"], pod_name))
+            return None
+        assert run is not None
+        return completed_pod_outcome(await self.kube.get_or_none(
+            PODS, run["metadata"]["namespace"], pod_name), canceled=canceled)
 
     def observe_done(self, buildrun: JSON) -> Seen:
         """A finished BuildRun, from the caches only: it costs no API call unless there is
@@ -199,9 +214,19 @@ class Observer:
                                                         name)) is not None]
         pod_name = executor.failed_pod(run, children)
         # Live: a failure verdict cannot be taken back, and the pod cache may lag its
-        # eviction. The ramp-up pod is only a metric: the cache's copy serves.
-        pod = await self.kube.get_or_none(PODS, namespace, pod_name) if pod_name else None
-        outcome: Outcome | None = executor.outcome(run, children, pod, canceled(buildrun))
+        # eviction; one gone is known by its last state if it went while it ended (a
+        # cancel's). The ramp-up pod is only a metric: the cache's copy serves.
+        live = await self.kube.get_or_none(PODS, namespace, pod_name) if pod_name else None
+        pod = live or (self.caches.ended_pods.get(f"{namespace}/{pod_name}")
+                       if pod_name else None)
+        is_canceled = canceled(buildrun)
+        outcome: Outcome | None = executor.outcome(run, children, pod, is_canceled)
+        # Only a pod that is still there can still be ending: one gone has ended, as its
+        # last state says (a pod deleted with a container running was killed).
+        observation = replace(observation, pod_ending=(
+            is_canceled and text(at(succeeded_condition(run.get("status")), "reason"))
+            == TASK_RUN_CANCELLED and ending(live)
+            and (pod_wait_left(run, self.clock(), self.timeout_grace) or 0.0) > 0.0))
         rampup = executor.pod_name(run, children)
         return Seen(buildrun, replace(observation, outcome=outcome), run, executor=executor,
                     children=tuple(children),

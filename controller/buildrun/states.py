@@ -80,6 +80,9 @@ class Action(enum.Enum):
              "resolves) and its progress; the RUNNING rows follow it from there")
     CANCEL = ("show the cancel (Unknown/BuildRunCanceled) and ask the run to stop, unless "
               "its pod has completed already; wake at the cancel backstop")
+    AWAIT_POD = ("nothing yet: the pod of a TaskRun cancelled as asked is still ending (a "
+                 "build that ends now has pushed its image); its events wake the BuildRun, "
+                 "--timeout-grace after the TaskRun ended at the latest")
 
 
 @dataclass(frozen=True)
@@ -96,9 +99,11 @@ class Observation:
     # RUNNING, canceled: the cancel was asked --timeout-grace ago and the run has not
     # ended (buildruns.cancel_left: from the cancel condition's lastTransitionTime).
     cancel_unconfirmed: bool = False
-    # RUNNING, canceled: the run's pod has completed (every container exited 0): the
-    # build is done, so the cancel is not sent on; Tekton's verdict is awaited.
-    pod_completed: bool = False
+    # RUNNING, canceled or past a backstop: the outcome the run's pod shows when it has
+    # completed (every container exited 0) though Tekton has not said so
+    # (status.completed_pod_outcome): the build is done, its image pushed, so a cancel is
+    # not sent on, and a backstop reports this, not a failure.
+    pod_outcome: Outcome | None = None
     # RUNNING: the timeout backstop passed (buildruns.deadline_left: the run's timeout
     # plus --timeout-grace, from its start).
     deadline_passed: bool = False
@@ -111,6 +116,10 @@ class Observation:
     build_unregistered: bool = False
     # RUNNING: the recorded TaskRun's terminal outcome, if it finished.
     outcome: Outcome | None = None
+    # RUNNING, the TaskRun ended cancelled as asked: its pod is still on its way out, a
+    # container running (caches.ending), within --timeout-grace of the TaskRun's end. Its
+    # end tells whether the build finished meanwhile (status.completed_pod_outcome).
+    pod_ending: bool = False
     run_missing: bool = False
     run_running: bool = False
     # DONE: the retention TTL (ttlAfterSucceeded/ttlAfterFailed) has run out.
@@ -164,14 +173,28 @@ def _finish_with_user_error(o: Observation) -> Decision:
 
 def _finish_with_outcome(o: Observation) -> Decision:
     assert o.outcome is not None
-    return Decision(Action.FINISH, o.outcome.reason, o.outcome.message, o.outcome.status,
-                    outcome=o.outcome)
+    if o.pod_ending:
+        return Decision(Action.AWAIT_POD)
+    return _with_outcome(o.outcome)
+
+
+def _with_outcome(outcome: Outcome) -> Decision:
+    return Decision(Action.FINISH, outcome.reason, outcome.message, outcome.status,
+                    outcome=outcome)
 
 
 def _cancel_unconfirmed(o: Observation) -> Decision:
+    if o.pod_outcome is not None:
+        return _with_outcome(o.pod_outcome)
     return Decision(Action.FINISH, reasons.BUILD_RUN_CANCELED,
                     f"the BuildRun was canceled; its {o.executor_kind} did not confirm the "
                     "cancel within --timeout-grace")
+
+
+def _timed_out(o: Observation) -> Decision:
+    if o.pod_outcome is not None:
+        return _with_outcome(o.pod_outcome)
+    return Decision(Action.FINISH, reasons.BUILD_RUN_TIMEOUT, o.timeout_message)
 
 
 def _executor_missing(o: Observation) -> Decision:
@@ -220,7 +243,10 @@ TABLE: tuple[Row, ...] = (
         _just(Action.START)),
     # A finished TaskRun's outcome first (its work is done: report it), then the spent
     # retry budget, then the rest.
-    Row(11, Phase.RUNNING, "TaskRun finished", _finished, _finish_with_outcome),
+    # Tekton deletes the pod of a run it cancels, and its containers run on for the grace
+    # period: a build that ends then has pushed its image, so the pod's end is awaited.
+    Row(11, Phase.RUNNING, "TaskRun finished (cancelled as asked: once its pod has ended)",
+        _finished, _finish_with_outcome),
     Row(12, Phase.RUNNING, "retry budget spent", _budget_spent, _give_up),
     # TaskRunIsMissing for a PipelineRun too, as Shipwright (VerifyRequestName).
     Row(13, Phase.RUNNING, "TaskRun deleted before it finished", lambda o: o.run_missing,
@@ -234,8 +260,7 @@ TABLE: tuple[Row, ...] = (
     # A backstop: Tekton ends a timed-out run itself (its TaskRunTimeout: row 11), with
     # the timeout it holds; this row only when it has not, --timeout-grace later.
     Row(16, Phase.RUNNING, "timeout plus the grace passed, Tekton never ended the TaskRun",
-        lambda o: o.deadline_passed,
-        lambda o: Decision(Action.FINISH, reasons.BUILD_RUN_TIMEOUT, o.timeout_message)),
+        lambda o: o.deadline_passed, _timed_out),
     Row(17, Phase.RUNNING, "TaskRun in progress", lambda _: True,
         _just(Action.PROGRESS)),
 )

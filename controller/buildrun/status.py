@@ -122,6 +122,19 @@ def pod_completed(pod: dict[str, Any] | None) -> bool:
     return bool(at(pod, "status", "phase") == "Succeeded")
 
 
+def completed_pod_outcome(pod: dict[str, Any] | None, *, canceled: bool) -> Outcome | None:
+    """The outcome a TaskRun's pod shows once it has completed (`pod_completed`) where
+    Tekton has not said so, or has said cancelled: a success, with the results its steps
+    wrote in their termination messages (where Tekton reads them), in Tekton's words for a
+    success, or Shipwright's for a cancel that came too late. None while it has not."""
+    if not pod_completed(pod):
+        return None
+    results = _pod_results(pod)
+    return _succeeded("TaskRun", SUCCEEDED, "All Steps have completed executing", canceled,
+                      results, {"output": output_from_results(results),
+                                "source": source_from_results(results)})
+
+
 def timeout_message(buildrun_name: str, seconds: float) -> str:
     """BuildRunTimeout's message, Shipwright's words (its conditions.go): "BuildRun NAME
     failed to finish within 5m0s", the duration as Go prints it."""
@@ -154,6 +167,16 @@ def outcome_from_taskrun(
     reason, message = tekton_reason, text(condition.get("message"))
     if cond_status == "True":
         return _succeeded("TaskRun", reason, message, canceled, results, extra)
+    if _last_step_ended_well(status):
+        # Tekton failed a run after its last step ended well: a container status lost in a
+        # containerd restart ("exited with code 255: Unknown"), a sidecar, a result too
+        # large. Tekton starts a step only once the one before it ended well, so every
+        # step ran, the push included: the image is in the registry.
+        results = results or _step_results(status)
+        return _succeeded("TaskRun", SUCCEEDED, f"All Steps have completed executing (Tekton "
+                          f"ended the TaskRun {tekton_reason}: {message})", canceled, results,
+                          {"output": output_from_results(results),
+                           "source": source_from_results(results)})
 
     details: dict[str, Any] | None = None
     if tekton_reason == TASK_RUN_TIMEOUT:
@@ -163,14 +186,13 @@ def outcome_from_taskrun(
         # time since creation, ours Tekton's message (README, "Status from Tekton").
         if timeout is not None:
             message = timeout_message(_buildrun_label(meta), timeout)
-    elif tekton_reason == TASK_RUN_CANCELLED and canceled and pod_completed(pod):
-        # Tekton stops a run whose cancel it sees before its pod's end (its reconciler asks
-        # IsCancelled before it reads the pod): the pod shows the build done, its image
-        # pushed, so the truth is a success, with the results the steps wrote.
-        results = _pod_results(pod)
-        return _succeeded("TaskRun", SUCCEEDED, "", canceled, results, {
-            "output": output_from_results(results), "source": source_from_results(results)})
     elif tekton_reason == TASK_RUN_CANCELLED and canceled:
+        # Tekton stops a run whose cancel it sees before its pod's end (its reconciler asks
+        # IsCancelled before it reads the pod): a pod that shows the build done, its image
+        # pushed, makes the truth a success, with the results the steps wrote.
+        completed = completed_pod_outcome(pod, canceled=True)
+        if completed is not None:
+            return completed
         reason = BUILD_RUN_CANCELED
         message = "The BuildRun and underlying TaskRun were canceled successfully."
     elif tekton_reason in TEKTON_FAILED_REASONS and status.get("completionTime"):
@@ -403,6 +425,22 @@ def _termination_results(steps: list[dict[str, Any]]) -> dict[str, str]:
         for key, value in _message_results(terminated).items():
             if key in (RESULT_ERROR_REASON, RESULT_ERROR_MESSAGE):
                 found[key] = value
+    return found
+
+
+def _last_step_ended_well(status: dict[str, Any]) -> bool:
+    """Whether the run's last step terminated with exit code 0 (as Tekton recorded it)."""
+    steps = objects(status.get("steps"))
+    code = at(steps[-1], "terminated", "exitCode") if steps else None
+    return type(code) is int and code == 0
+
+
+def _step_results(status: dict[str, Any]) -> dict[str, str]:
+    """The results in the steps' termination messages, a later step's winning: where
+    Tekton reads them, for a run whose status.results it has not published."""
+    found: dict[str, str] = {}
+    for step in objects(status.get("steps")):
+        found.update(_message_results(step.get("terminated")))
     return found
 
 

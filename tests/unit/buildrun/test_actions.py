@@ -682,6 +682,68 @@ async def test_row_11_tekton_cancelled_a_run_whose_pod_had_completed(rig: Rig) -
     assert rig.stored()["status"]["output"]["digest"] == "sha256:" + "cd" * 32
 
 
+def cancelled_by_tekton(rig: Rig, br: JSON, ended: str) -> None:
+    """The TaskRun as Tekton leaves one it cancelled: ended, its pod deleted (tr-pod)."""
+    rig.taskrun(br, spec={"status": TASKRUN_CANCELLED}, podName="tr-pod", completionTime=ended,
+                conditions=[{"type": "Succeeded", "status": "False",
+                             "reason": "TaskRunCancelled",
+                             "message": 'TaskRun "tr" was cancelled. '}])
+
+
+def pod_on_its_way_out() -> JSON:
+    """tr-pod deleted by Tekton, its push step still running (the grace period)."""
+    pod = completed_pod()
+    pod["metadata"]["deletionTimestamp"] = ago(0)
+    pod["status"]["phase"] = "Running"
+    pod["status"]["containerStatuses"][-1]["state"] = {"running": {}}
+    return pod
+
+
+async def test_row_11_a_cancelled_taskruns_pod_still_ending_is_awaited(rig: Rig) -> None:
+    """Tekton cancelled the run and deleted its pod, whose containers run on for the grace
+    period: a build that ends then has pushed its image. The pod's end is awaited."""
+    br = rig.buildrun(status=started(), state="BuildRunCanceled")
+    cancelled_by_tekton(rig, br, ago(2))
+    rig.kube.add(PODS, pod_on_its_way_out())
+    # Its events wake it; at the latest the grace after the TaskRun ended.
+    assert await rig.reconcile() == Result(requeue_after=GRACE - 2 + 0.05)
+    assert rig.kube.writes() == []
+    # It ended well, and went: its last state (as the pod informer's handler records it)
+    # shows the build done, its image pushed.
+    ended = completed_pod("sha256:" + "ef" * 32)
+    ended["metadata"].update(namespace="ns", deletionTimestamp=ago(0))
+    del rig.kube.objects[("pods.", "ns", "tr-pod")]
+    rig.caches.ended_pods.record(ended)
+    assert await rig.reconcile() == DONE
+    assert (rig.condition()["status"], rig.condition()["reason"]) == ("True",
+                                                                      reasons.SUCCEEDED)
+    assert rig.stored()["status"]["output"]["digest"] == "sha256:" + "ef" * 32
+
+
+async def test_row_11_a_cancelled_taskruns_pod_gone_while_running_was_killed(
+        rig: Rig) -> None:
+    """Deleted with a container still running (its last state, as recorded): killed, not
+    ended, so nothing is awaited and the cancel is the outcome."""
+    br = rig.buildrun(status=started(), state="BuildRunCanceled")
+    cancelled_by_tekton(rig, br, ago(2))
+    killed = pod_on_its_way_out()
+    killed["metadata"]["namespace"] = "ns"
+    rig.caches.ended_pods.record(killed)
+    assert await rig.reconcile() == DONE
+    assert (rig.condition()["status"], rig.condition()["reason"]) == (
+        "False", reasons.BUILD_RUN_CANCELED)
+
+
+async def test_row_11_a_cancelled_taskruns_pod_that_never_ends_is_awaited_no_longer(
+        rig: Rig) -> None:
+    br = rig.buildrun(status=started(), state="BuildRunCanceled")
+    cancelled_by_tekton(rig, br, ago(GRACE + 1))
+    rig.kube.add(PODS, pod_on_its_way_out())
+    assert await rig.reconcile() == DONE
+    assert (rig.condition()["status"], rig.condition()["reason"]) == (
+        "False", reasons.BUILD_RUN_CANCELED)
+
+
 async def test_row_14_the_backstop_when_tekton_never_confirms_a_cancel(rig: Rig) -> None:
     asked = started(conditions=[{"type": "Succeeded", "status": "Unknown",
                                  "reason": reasons.BUILD_RUN_CANCELED, "message": "asked",
@@ -719,6 +781,18 @@ async def test_row_16_the_backstop_when_tekton_never_ends_a_timed_out_taskrun(
     assert rig.stored()["status"]["completionTime"] == format_time(NOW)
     assert rig.kube.writes() == [STATUS_WRITE, CANCEL]
     assert canceled(rig.kube)
+
+
+async def test_row_16_a_pod_that_completed_is_reported_not_timed_out(rig: Rig) -> None:
+    """Tekton never said so (its controller down), but the pod shows the build done: the
+    backstop reports the success and the image, as Tekton would have."""
+    br = rig.buildrun(status=started(startTime=ago(GRACE + 21)))
+    rig.taskrun(br, spec={"timeout": "20s"}, conditions=running(), podName="tr-pod")
+    rig.kube.add(PODS, completed_pod())
+    assert await rig.reconcile() == DONE
+    assert (rig.condition()["status"], rig.condition()["reason"]) == ("True",
+                                                                      reasons.SUCCEEDED)
+    assert rig.stored()["status"]["output"]["digest"] == DIGEST
 
 
 async def test_row_16_counts_from_the_taskruns_creation_while_tekton_never_started_it(

@@ -63,8 +63,12 @@ CASES = [
      Action.FINISH, reasons.BUILD_RUN_CANCELED),
     (15, Observation(Phase.RUNNING, canceled=True, deadline_passed=True, run_running=True),
      Action.CANCEL, ""),
-    (15, Observation(Phase.RUNNING, canceled=True, pod_completed=True, run_running=True),
+    (15, Observation(Phase.RUNNING, canceled=True, pod_outcome=SUCCESS, run_running=True),
      Action.CANCEL, ""),
+    (14, Observation(Phase.RUNNING, canceled=True, cancel_unconfirmed=True, pod_outcome=SUCCESS,
+                     run_running=True), Action.FINISH, reasons.SUCCEEDED),
+    (16, Observation(Phase.RUNNING, deadline_passed=True, pod_outcome=SUCCESS,
+                     run_running=True), Action.FINISH, reasons.SUCCEEDED),
     (16, Observation(Phase.RUNNING, deadline_passed=True, run_running=True), Action.FINISH,
      reasons.BUILD_RUN_TIMEOUT),
     (16, Observation(Phase.RUNNING, deadline_passed=True, cancel_unconfirmed=True,
@@ -114,14 +118,15 @@ def _observations(phase: Phase) -> list[Observation]:
     """Every combination of the observed facts, in one phase."""
     flags = ("canceled", "deadline_passed", "run_missing", "run_running", "ttl_passed",
              "build_unregistered", "generated_sa_left", "unrecorded_run",
-             "cancel_unconfirmed", "pod_completed")
+             "cancel_unconfirmed")
     return [
         replace(Observation(phase), **_flags(flags, values), outcome=outcome,
-                user_error=user_error, retries_exhausted=exhausted)
+                user_error=user_error, retries_exhausted=exhausted, pod_outcome=pod_outcome)
         for values in itertools.product((False, True), repeat=len(flags))
         for outcome in (None, SUCCESS, FAILURE)
         for user_error in (None, USER)
         for exhausted in (None, WEBHOOK)
+        for pod_outcome in (None, SUCCESS)
     ]
 
 
@@ -165,6 +170,15 @@ def test_a_cancel_waits_for_the_run_but_for_the_backstop() -> None:
                 and not obs.run_missing):
             assert d.action is Action.CANCEL or d.row == 14, obs
             assert d.row != 14 or obs.cancel_unconfirmed, obs
+
+
+def test_a_completed_pod_is_never_reported_failed_by_a_backstop() -> None:
+    """A pod that completed (its image pushed) while Tekton has not said so: the cancel
+    and timeout backstops report its success, never a failure."""
+    for obs in _observations(Phase.RUNNING):
+        d = decide(obs)
+        if obs.pod_outcome is not None and d.row in (14, 16):
+            assert (d.succeeded, d.outcome) == ("True", obs.pod_outcome), obs
 
 
 @pytest.mark.parametrize("kind", ["TaskRun", "PipelineRun"])
