@@ -5,13 +5,13 @@ a clock)."""
 from __future__ import annotations
 
 import datetime
-import re
 
 from controller.buildrun.reasons import BUILD_RUN_CANCELED
 from controller.buildrun.resources.phases import run_name
 from controller.buildrun.spec import parse_duration
 from controller.buildrun.states import Phase
 from controller.runtime.kube import JSON
+from controller.runtime.name_rules import label_value_errors
 from controller.runtime.shapes import at, mapping, objects, text
 from controller.runtime.timestamps import parse_time
 from controller.shipwright.conditions import succeeded_condition
@@ -20,7 +20,6 @@ from controller.shipwright.resources import TASKRUNS
 
 # spec.state of a BuildRun the user cancels (Shipwright spells the reason the same).
 CANCELED = "BuildRunCanceled"
-_LABEL_VALUE = re.compile(r"(?:[A-Za-z0-9](?:[-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?)?")
 
 
 def spec_of(buildrun: JSON) -> JSON:
@@ -170,7 +169,7 @@ def build_link(buildrun: JSON, build: JSON) -> JSON:
     labels = {LABEL_BUILD: bmeta["name"],
               LABEL_BUILD_GENERATION: str(bmeta.get("generation") or "")}
     # A validated Build's name is a label value (Shipwright's BuildNameInvalid otherwise).
-    if (bmeta.get("generation") and _LABEL_VALUE.fullmatch(bmeta["name"])
+    if (bmeta.get("generation") and not label_value_errors(bmeta["name"])
             and any((meta.get("labels") or {}).get(k) != v for k, v in labels.items())):
         change["labels"] = labels
     refs = meta.get("ownerReferences") or []

@@ -28,6 +28,7 @@ from controller.buildrun.validation import (
 from controller.builds import validation as build_validation
 from controller.runtime.errors import UserError
 from controller.runtime.kube import JSON, SECRETS, SERVICEACCOUNTS, Kube, Resource
+from controller.runtime.name_rules import label_value_errors
 from controller.runtime.text import truncate
 from controller.shipwright.params import validate_params
 from controller.shipwright.resources import BUILDS, BUILDSTRATEGIES, CLUSTERBUILDSTRATEGIES
@@ -91,7 +92,7 @@ class Planner:
         # Shipwright's first check of a BuildRun (buildrun.go): its name goes into the
         # buildrun.shipwright.io/name label of the TaskRun, its pod and every lookup by it
         # (shp's, the integration suite's), so it must be a valid label value.
-        invalid = build_validation.label_value_errors(buildrun["metadata"]["name"])
+        invalid = label_value_errors(buildrun["metadata"]["name"])
         if invalid:
             raise UserError(reasons.BUILD_RUN_NAME_INVALID, ", ".join(invalid))
         name = build_name(buildrun)

@@ -25,7 +25,6 @@ from controller.buildrun.reasons import (
 )
 from controller.buildrun.resources.steps import (
     JSON,
-    LABEL_MAX,
     PARAM_OUTPUT_IMAGE,
     PARAM_OUTPUT_INSECURE,
     PARAM_SOURCE_CONTEXT,
@@ -43,6 +42,7 @@ from controller.buildrun.status import (
     RESULT_IMAGE_VULNERABILITIES,
 )
 from controller.runtime.errors import UserError
+from controller.runtime.name_rules import LABEL_VALUE_MAX, dns1123_subdomain_errors
 from controller.shipwright.labels import (
     LABEL_BUILD,
     LABEL_BUILD_GENERATION,
@@ -83,7 +83,7 @@ def run_name(buildrun: JSON) -> str:
     metadata = buildrun.get("metadata") or {}
     name = str(metadata.get("name") or "")
     prefix = name[:RUN_NAME_PREFIX_MAX].rstrip("-.")
-    if not _DNS1123_SUBDOMAIN.fullmatch(prefix):
+    if dns1123_subdomain_errors(prefix):
         # Never for a name the API server admitted (a DNS-1123 subdomain, kept as it is).
         prefix = re.sub(r"[^a-z0-9-]", "-", name.lower())[:RUN_NAME_PREFIX_MAX].strip("-")
     suffix = _suffix(str(metadata.get("uid") or ""))
@@ -95,8 +95,7 @@ def run_name(buildrun: JSON) -> str:
 _SUFFIX_ALPHABET = "bcdfghjklmnpqrstvwxz2456789"
 SUFFIX_LENGTH = 5
 # generateName's limit: the prefix is cut to 63 - 5 characters, the dash included.
-RUN_NAME_PREFIX_MAX = LABEL_MAX - SUFFIX_LENGTH - 1
-_DNS1123_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
+RUN_NAME_PREFIX_MAX = LABEL_VALUE_MAX - SUFFIX_LENGTH - 1
 
 
 def _suffix(uid: str) -> str:
@@ -194,7 +193,7 @@ def executor_metadata(buildrun: JSON, build: JSON, executor_name: str) -> JSON:
 def _label_value(text: str) -> str:
     """`text` made a valid label value: allowed characters only, at most 63, alphanumeric
     at both ends."""
-    return re.sub(r"[^A-Za-z0-9_.-]", "-", text)[:LABEL_MAX].strip("-_.")
+    return re.sub(r"[^A-Za-z0-9_.-]", "-", text)[:LABEL_VALUE_MAX].strip("-_.")
 
 
 def _param_spec(name: str, description: str) -> JSON:

@@ -23,9 +23,9 @@ from controller.buildrun.resources.pipelinerun import (
 )
 from controller.buildrun.resources.taskrun import generate_taskrun
 from controller.runtime.errors import UserError
+from controller.runtime.name_rules import label_value_errors
 from controller.shipwright.labels import LABEL_BUILDRUN_UID
 from tests.unit.buildrun.test_taskrun import (
-    LABEL_VALUE,
     MAX_TEXT,
     buildruns,
     builds,
@@ -247,7 +247,7 @@ def check_pipelinerun(pipelinerun: dict[str, Any], buildrun: dict[str, Any]) -> 
     assert is_run_name(metadata["name"]), metadata["name"]
     assert metadata["name"] == run_name(buildrun)
     for key, value in metadata["labels"].items():
-        assert len(value) <= 63 and LABEL_VALUE.fullmatch(value), (key, value)
+        assert not label_value_errors(value), (key, value)
     spec = pipelinerun["spec"]
     declared = [p["name"] for p in spec["pipelineSpec"]["params"]]
     given_ = [p["name"] for p in spec["params"]]
