@@ -30,6 +30,7 @@ from controller.buildrun.reasons import (
 from controller.buildrun.spec import go_duration, parse_duration
 from controller.runtime.shapes import at, items, mapping, objects, text
 from controller.runtime.text import truncate
+from controller.runtime.timestamps import format_time
 from controller.shipwright.conditions import CONDITION_SUCCEEDED, succeeded_condition
 from controller.shipwright.labels import LABEL_BUILDRUN
 from controller.shipwright.resources import TASKRUNS
@@ -377,7 +378,7 @@ def source_from_results(results: dict[str, str]) -> dict[str, Any] | None:
         except (OverflowError, OSError, ValueError):
             moment = None
         if moment is not None:
-            source["timestamp"] = moment.strftime("%Y-%m-%dT%H:%M:%SZ")
+            source["timestamp"] = format_time(moment)
     return source or None
 
 

@@ -31,6 +31,7 @@ from controller.buildrun.status import (
     STEP_IMAGE_PROCESSING,
 )
 from controller.runtime.errors import UserError
+from controller.runtime.timestamps import parse_time
 
 
 def setup_output_directory(task_spec: JSON, params: list[JSON]) -> bool:
@@ -125,11 +126,13 @@ def _vuln_settings(scan: JSON) -> str:
     return text
 
 
+# Go's zero time.Time: what Shipwright's CreationTimestamp.Unix() reads when none is set.
+_GO_ZERO_TIME = datetime.datetime(1, 1, 1, tzinfo=datetime.UTC)
+
+
 def _unix(timestamp: str | None) -> int:
-    if not timestamp:
-        return int(datetime.datetime(1, 1, 1, tzinfo=datetime.UTC).timestamp())
-    moment = datetime.datetime.fromisoformat(timestamp.replace("Z", "+00:00"))
-    return int(moment.timestamp())
+    """The BuildRun's creationTimestamp in Unix seconds (BuildTimestamp)."""
+    return int((parse_time(timestamp) or _GO_ZERO_TIME).timestamp())
 
 
 def add_image_processing(task_spec: JSON, buildrun: JSON, build_spec: JSON,
