@@ -32,6 +32,7 @@ from controller.buildrun.status import (
 from controller.runtime.kube import JSON, Resource
 from controller.runtime.shapes import at, mapping, text
 from controller.shipwright.conditions import succeeded_condition
+from controller.shipwright.recorded_executor import recorded_executor
 from controller.shipwright.resources import PIPELINERUNS, TASKRUNS
 
 # generate_taskrun's contract: (buildrun, build, strategy, service account, config).
@@ -176,13 +177,9 @@ EXECUTORS: dict[str, Executor] = {e.kind: e for e in (TASKRUN, PIPELINERUN)}
 
 
 def executor_of(buildrun: JSON, configured: Executor) -> Executor:
-    """The executor a BuildRun runs as: the kind its status.executor names, a TaskRun for
-    one that records only taskRunName (older versions, Shipwright's TaskRun mode), else
-    (not started, or a kind we do not know) the configured one."""
-    status = mapping(buildrun.get("status"))
-    kind = text(at(status, "executor", "kind"))
-    if kind in EXECUTORS:
-        return EXECUTORS[kind]
-    if status.get("taskRunName"):
-        return TASKRUN
-    return configured
+    """The executor a BuildRun runs as: the kind of the run its status names
+    (`recorded_executor`: a TaskRun for one that records only taskRunName, as older
+    versions and Shipwright's TaskRun mode write it), else (not started, or a kind we do
+    not know) the configured one."""
+    recorded = recorded_executor(buildrun.get("status"))
+    return configured if recorded is None else EXECUTORS.get(recorded.kind, configured)

@@ -13,7 +13,6 @@ from collections.abc import Callable
 from controller.buildrun.buildruns import (
     cancel_asked_at,
     phase_of,
-    recorded_executor,
     run_completion,
     run_start,
     with_executor,
@@ -26,6 +25,7 @@ from controller.runtime.conflict import retry_on_conflict
 from controller.runtime.errors import is_not_found
 from controller.runtime.kube import JSON, ApiError, Kube
 from controller.shipwright.conditions import CONDITION_SUCCEEDED
+from controller.shipwright.recorded_executor import recorded_executor
 from controller.shipwright.resources import BUILDRUNS
 
 Change = Callable[[JSON], JSON]
@@ -90,7 +90,7 @@ def started(executor: Executor, run: JSON, snapshot: JSON | None, now: str) -> C
     name = run["metadata"]["name"]
 
     def change(status: JSON) -> JSON:
-        if recorded_executor(status):
+        if recorded_executor(status) is not None:
             return status  # recorded already (we read a stale copy); keep its progress
         status = with_start(status, run_start(run))
         if executor.records_taskrun_name:
