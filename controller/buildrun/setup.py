@@ -126,7 +126,9 @@ def setup(kube: Kube, settings: Settings, recorder: EventRecorder,
     `slim`: a PipelineRun's TaskRuns are read from the TaskRun informer, whose events wake
     the BuildRun too (Tekton copies the BuildRun label onto them). A finished BuildRun or
     run is cached frozen (finished_buildrun, status.run_finished)."""
-    config = ShipwrightConfig.from_env()  # a bad BUILDRUN_EXECUTOR stops the start here
+    # Shipwright's settings, read once, here, at start: a bad BUILDRUN_EXECUTOR (or any
+    # other) stops the start.
+    config = ShipwrightConfig.from_env()
     executor = EXECUTORS[config.executor]  # resolved once, here
     # Updated whole (status_writes.write_status), frozen once finished.
     buildruns = informers.informer(BUILDRUNS, indexers=BUILDRUN_INDEXERS | NEW_BY_BUILD_INDEXERS,

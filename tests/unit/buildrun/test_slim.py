@@ -13,7 +13,7 @@ import pytest
 
 from controller.buildrun.caches import owner_buildrun
 from controller.buildrun.executors import PIPELINERUN, TASKRUN
-from controller.buildrun.resources.config import ShipwrightConfig
+from controller.buildrun.resources.config import SHIPWRIGHT_DEFAULTS
 from controller.buildrun.resources.taskrun import generate_taskrun
 from controller.buildrun.status import outcome_from_taskrun, run_finished, running_reason
 from devtools.cluster import fixtures
@@ -28,7 +28,7 @@ def parity_taskrun() -> JSON:
     build = fixtures.build()
     build["metadata"].update(namespace="ns", uid="b-1", generation=3)
     taskrun = generate_taskrun(buildrun, build, fixtures.strategy(), "default",
-                               ShipwrightConfig.from_env())
+                               SHIPWRIGHT_DEFAULTS)
     taskrun["metadata"].update(uid="t-1", resourceVersion="7",
                                creationTimestamp="2026-12-03T10:00:00Z",
                                annotations={"pipeline.tekton.dev/release": "v1.10.3"})

@@ -16,7 +16,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from controller.buildrun import reasons
-from controller.buildrun.resources.config import ShipwrightConfig
+from controller.buildrun.resources.config import SHIPWRIGHT_DEFAULTS, ShipwrightConfig
 from controller.buildrun.resources.phases import ANNOTATION_SC_PASSWD, run_name
 from controller.buildrun.resources.steps import secret_volume_name
 from controller.buildrun.resources.taskrun import generate_taskrun
@@ -55,7 +55,7 @@ BUILD_SPEC: dict[str, Any] = {
     "timeout": "10m",
 }
 BUILD: dict[str, Any] = {"metadata": {"name": "app", "generation": 2}, "spec": BUILD_SPEC}
-CONFIG = ShipwrightConfig.from_env({})
+CONFIG = SHIPWRIGHT_DEFAULTS
 STRATEGY: dict[str, Any] = {
     "kind": "BuildStrategy",
     "metadata": {"name": "kaniko", "generation": 5},
@@ -614,4 +614,4 @@ def test_the_deployment_sets_only_settings_we_read_and_they_parse() -> None:
                                                    "BUILDRUN_EXECUTOR"}
     assert set(env) <= read
     config = ShipwrightConfig.from_env(env)
-    assert config == ShipwrightConfig.from_env({})  # the defaults, spelled out
+    assert config == SHIPWRIGHT_DEFAULTS  # the defaults, spelled out
