@@ -27,6 +27,22 @@ from controller.buildrun.reasons import (
     TEKTON_FAILED_REASONS,
     VULNERABILITIES_FOUND,
 )
+from controller.buildrun.resources.image_processing import (
+    EXIT_VULNERABILITIES_FOUND,
+    STEP_IMAGE_PROCESSING,
+)
+from controller.buildrun.resources.results import (
+    RESULT_ERROR_MESSAGE,
+    RESULT_ERROR_REASON,
+    RESULT_IMAGE_DIGEST,
+    RESULT_IMAGE_SIZE,
+    RESULT_IMAGE_VULNERABILITIES,
+    RESULT_SOURCE_BRANCH_NAME,
+    RESULT_SOURCE_COMMIT_AUTHOR,
+    RESULT_SOURCE_COMMIT_SHA,
+    RESULT_SOURCE_IMAGE_DIGEST,
+    RESULT_SOURCE_TIMESTAMP,
+)
 from controller.buildrun.spec import go_duration, parse_duration
 from controller.runtime.shapes import at, items, mapping, objects, text
 from controller.runtime.text import truncate
@@ -41,23 +57,6 @@ REASON_MAX = 256
 NAME_MAX = 253
 DIGEST_MAX = 256
 VULNERABILITIES_MAX = 1000
-
-# image-processing exits with this code when it found more vulnerabilities than allowed.
-EXIT_VULNERABILITIES_FOUND = 22
-STEP_IMAGE_PROCESSING = "image-processing"
-
-# TaskRun results the generated TaskRun declares and a strategy's steps may write.
-RESULT_IMAGE_DIGEST = "shp-image-digest"
-RESULT_ERROR_REASON = "shp-error-reason"
-RESULT_ERROR_MESSAGE = "shp-error-message"
-RESULT_IMAGE_SIZE = "shp-image-size"
-RESULT_IMAGE_VULNERABILITIES = "shp-image-vulnerabilities"
-# The source step's results (Shipwright names its one source "default").
-RESULT_SOURCE_COMMIT_SHA = "shp-source-default-commit-sha"
-RESULT_SOURCE_COMMIT_AUTHOR = "shp-source-default-commit-author"
-RESULT_SOURCE_BRANCH_NAME = "shp-source-default-branch-name"
-RESULT_SOURCE_IMAGE_DIGEST = "shp-source-default-image-digest"
-RESULT_SOURCE_TIMESTAMP = "shp-source-default-source-timestamp"
 
 
 def run_finished(run: dict[str, Any]) -> bool:

@@ -23,6 +23,13 @@ from controller.buildrun.reasons import (
     UNDEFINED_VOLUME,
     VOLUME_NOT_OVERRIDABLE,
 )
+from controller.buildrun.resources.results import (
+    RESULT_ERROR_MESSAGE,
+    RESULT_ERROR_REASON,
+    RESULT_IMAGE_DIGEST,
+    RESULT_IMAGE_SIZE,
+    RESULT_IMAGE_VULNERABILITIES,
+)
 from controller.buildrun.resources.steps import (
     JSON,
     PARAM_OUTPUT_IMAGE,
@@ -33,13 +40,6 @@ from controller.buildrun.resources.steps import (
     SOURCE_ROOT,
     WORKSPACE_SOURCE,
     merge_maps,
-)
-from controller.buildrun.status import (
-    RESULT_ERROR_MESSAGE,
-    RESULT_ERROR_REASON,
-    RESULT_IMAGE_DIGEST,
-    RESULT_IMAGE_SIZE,
-    RESULT_IMAGE_VULNERABILITIES,
 )
 from controller.runtime.errors import UserError
 from controller.runtime.name_rules import LABEL_VALUE_MAX, dns1123_subdomain_errors
