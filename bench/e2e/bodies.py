@@ -19,7 +19,8 @@ from controller.buildrun.buildruns import build_link
 from controller.buildrun.resources.config import ShipwrightConfig
 from controller.buildrun.resources.taskrun import generate_taskrun
 from controller.buildrun.spec import effective_build
-from controller.buildrun.status import outcome_from_taskrun, running_reason, with_condition
+from controller.buildrun.status import outcome_from_taskrun, running_reason
+from controller.buildrun.status_writes import with_condition
 from controller.runtime.kube import JSON, Kube
 from controller.runtime.timestamps import format_time, now
 from controller.shipwright.resources import BUILDRUNS, TASKRUNS

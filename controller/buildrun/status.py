@@ -47,7 +47,7 @@ from controller.buildrun.spec import go_duration, parse_duration
 from controller.runtime.shapes import at, items, mapping, objects, text
 from controller.runtime.text import truncate
 from controller.runtime.timestamps import format_time
-from controller.shipwright.conditions import CONDITION_SUCCEEDED, succeeded_condition
+from controller.shipwright.conditions import succeeded_condition
 from controller.shipwright.labels import LABEL_BUILDRUN
 from controller.shipwright.resources import TASKRUNS
 
@@ -66,33 +66,6 @@ def run_finished(run: dict[str, Any]) -> bool:
     return cond is not None and cond.get("status") in ("True", "False")
 
 
-def with_condition(
-    status: dict[str, Any], cond_status: str, reason: str, message: str, now: str
-) -> dict[str, Any]:
-    """A new status with the Succeeded condition set.
-
-    lastTransitionTime moves only when the condition's status value changes (API
-    conventions), so repeated reconciles of a running BuildRun do not churn it.
-    """
-    conditions = list(status.get("conditions") or [])
-    index = next((i for i, c in enumerate(conditions)
-                  if c.get("type") == CONDITION_SUCCEEDED), None)
-    old = conditions[index] if index is not None else {}
-    unchanged = old.get("status") == cond_status and old.get("lastTransitionTime")
-    condition = {
-        "type": CONDITION_SUCCEEDED,
-        "status": cond_status,
-        "reason": truncate(reason, REASON_MAX),
-        "message": truncate(message, MESSAGE_MAX),
-        "lastTransitionTime": old["lastTransitionTime"] if unchanged else now,
-    }
-    if index is None:
-        conditions.append(condition)
-    else:
-        conditions[index] = condition
-    return {**status, "conditions": conditions}
-
-
 @dataclass(frozen=True)
 class Outcome:
     """How a finished TaskRun ends its BuildRun."""
@@ -105,15 +78,6 @@ class Outcome:
     # status.output and status.source as Shipwright fills them from the TaskRun's results.
     output: dict[str, Any] | None = None
     source: dict[str, Any] | None = None
-
-
-def cancel_requested_message(kind: str) -> str:
-    """Unknown/BuildRunCanceled's message while the run has not stopped yet: Shipwright's
-    words for a TaskRun (conditions.go, its two spaces and its typo kept: tools match on
-    them), the same for a PipelineRun (where Shipwright shows Tekton's Running)."""
-    return (f"The user requested the BuildRun to be canceled.  This BuildRun controller has "
-            f"requested the {kind} be canceled.  That request has not been process by "
-            f"Tekton's {kind} controller yet.")
 
 
 def pod_completed(pod: dict[str, Any] | None) -> bool:

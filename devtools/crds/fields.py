@@ -303,7 +303,8 @@ FIELDS: list[Field] = [
     Field(RUN, ".status.conditions", "the Succeeded condition with Shipwright's reasons; "
           "frozen once `completionTime` is set (our CEL rule)",
           (_BR + "test_api_server_rejects_spec_changes_and_status_flips",
-           _ST + "test_with_condition_keeps_other_conditions_in_place")),
+           "tests/unit/buildrun/test_status_writes.py::"
+           "test_with_condition_keeps_other_conditions_in_place")),
     Field(RUN, ".status.completionTime", "the TaskRun's (PipelineRun's) own completionTime "
           "when the run decided the outcome, as Shipwright copies it (the CompletionTime "
           "column, the duration metrics and the retention TTL count from when the build "

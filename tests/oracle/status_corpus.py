@@ -42,11 +42,16 @@ from controller.buildrun.states import Action, Observation, Phase, decide
 from controller.buildrun.status import (
     MESSAGE_MAX,
     REASON_MAX,
-    cancel_requested_message,
     pod_completed,
     run_finished,
 )
-from controller.buildrun.status_writes import cancel_asked, finished, progressed, started
+from controller.buildrun.status_writes import (
+    cancel_asked,
+    cancel_requested_message,
+    finished,
+    progressed,
+    started,
+)
 from controller.shipwright.conditions import succeeded_condition
 from controller.shipwright.labels import LABEL_BUILDRUN
 from devtools.cluster import fixtures
