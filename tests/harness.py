@@ -24,8 +24,8 @@ from prometheus_client import REGISTRY
 from controller.app import App
 from controller.buildrun.caches import Caches
 from controller.buildrun.executors import TASKRUN
+from controller.buildrun.outcomes import run_finished
 from controller.buildrun.reconciler import BuildRunReconciler
-from controller.buildrun.status import run_finished
 from controller.runtime.controller import Result
 from controller.runtime.events import EventRecorder
 from controller.runtime.kube import JSON, PODS, ApiError, Kube

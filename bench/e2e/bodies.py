@@ -16,10 +16,10 @@ import time
 from bench.e2e.common import NS, bounded
 from controller.buildrun import serviceaccounts
 from controller.buildrun.buildruns import build_link
+from controller.buildrun.outcomes import outcome_from_taskrun, running_reason
 from controller.buildrun.resources.config import ShipwrightConfig
 from controller.buildrun.resources.taskrun import generate_taskrun
 from controller.buildrun.spec import effective_build
-from controller.buildrun.status import outcome_from_taskrun, running_reason
 from controller.buildrun.status_writes import with_condition
 from controller.runtime.kube import JSON, Kube
 from controller.runtime.timestamps import format_time, now

@@ -67,7 +67,7 @@ from bench.e2e.common import (
 from bench.e2e.peer import add_service_account
 from controller.buildrun.caches import EXECUTOR_INDEXERS, finished_buildrun
 from controller.buildrun.executors import TASKRUN
-from controller.buildrun.status import run_finished
+from controller.buildrun.outcomes import run_finished
 from controller.runtime.informers import strip_noise
 from controller.runtime.kube import JSON, Kube, Resource
 from controller.runtime.store import Freeze, Indexer, Store

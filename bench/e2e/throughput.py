@@ -32,7 +32,7 @@ bare        No controller: this process does the controller's API work itself, p
             writes: startTime, taskRunName, executor, buildSpec, the Pending condition,
             PUT to its status subresource). Finish phase: TektonSimulator's TaskRun status
             patch (as in the controller run), then the controller's terminal status
-            update (the whole status with the outcome of status.outcome_from_taskrun
+            update (the whole status with the outcome of outcomes.outcome_from_taskrun
             applied). This is the API server's ceiling for
             that work on this machine: the same writes without a controller's watches
             (the Observer's BuildRun watch is there in every mode).

@@ -17,11 +17,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from controller.buildrun.resources.config import ShipwrightConfig
-from controller.buildrun.resources.pipelinerun import generate_pipelinerun
-from controller.buildrun.resources.taskrun import generate_taskrun
-from controller.buildrun.spec import parse_duration
-from controller.buildrun.status import (
+from controller.buildrun.outcomes import (
     Outcome,
     child_taskrun_names,
     failed_child,
@@ -29,6 +25,10 @@ from controller.buildrun.status import (
     outcome_from_taskrun,
     pipelinerun_pod_name,
 )
+from controller.buildrun.resources.config import ShipwrightConfig
+from controller.buildrun.resources.pipelinerun import generate_pipelinerun
+from controller.buildrun.resources.taskrun import generate_taskrun
+from controller.buildrun.spec import parse_duration
 from controller.runtime.kube import JSON, Resource
 from controller.runtime.shapes import at, mapping, text
 from controller.shipwright.conditions import succeeded_condition
@@ -84,7 +84,7 @@ class Executor:
         return bool(at(obj, "spec", "status") == self.cancel_patch["spec"]["status"])
 
 
-# What the controller reads of a cached TaskRun (reconciler.py, status.py, metrics.py):
+# What the controller reads of a cached TaskRun (reconciler.py, outcomes.py, metrics.py):
 # its metadata, these fields of its spec (cancel, timeout message) and its status but for
 # the two copies Tekton keeps there. A reader of more must add it here.
 TASKRUN_SPEC_READ = ("status", "statusMessage", "timeout")

@@ -12,7 +12,7 @@ same three steps, each in a module of its own:
   completionTime is set, re-reading it on conflict.
 
 How specs, TaskRuns and statuses are shaped lives in the pure modules beside these
-(`buildruns.py`, `spec.py`, `validation.py`, `status.py`), and the TaskRun or
+(`buildruns.py`, `spec.py`, `validation.py`, `outcomes.py`), and the TaskRun or
 PipelineRun generated in `resources/`.
 """
 

@@ -19,9 +19,9 @@ from controller.buildrun.buildruns import (
     with_executor,
 )
 from controller.buildrun.executors import Executor
+from controller.buildrun.outcomes import MESSAGE_MAX, REASON_MAX, running_reason
 from controller.buildrun.reasons import BUILD_RUN_CANCELED
 from controller.buildrun.states import Decision, Phase
-from controller.buildrun.status import MESSAGE_MAX, REASON_MAX, running_reason
 from controller.runtime.conflict import retry_on_conflict
 from controller.runtime.errors import is_not_found
 from controller.runtime.kube import JSON, ApiError, Kube

@@ -33,7 +33,7 @@ ORACLE = "tests/oracle/test_parity.py::test_ours_is_valid_and_equals_shipwrights
 
 _P = "tests/oracle/test_parity.py::"
 _TR = "tests/unit/buildrun/test_taskrun.py::"
-_ST = "tests/unit/buildrun/test_status.py::"
+_ST = "tests/unit/buildrun/test_outcomes.py::"
 _SP = "tests/unit/buildrun/test_spec.py::"
 _PA = "tests/unit/buildrun/test_params.py::"
 _VA = "tests/unit/builds/test_validation.py::"

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 
 import aiohttp
 
-from controller.buildrun.status import run_finished
+from controller.buildrun.outcomes import run_finished
 from controller.runtime.kube import JSON, ApiError, Kube
 from controller.shipwright.labels import LABEL_BUILDRUN
 from controller.shipwright.resources import TASKRUNS

@@ -154,12 +154,12 @@ def test_the_generators_rule_sees_a_violation(tmp_path: Path) -> None:
     module.parent.mkdir(parents=True)
     module.write_text("from controller.buildrun.spec import parse_duration\n"
                       "from controller.buildrun.resources.steps import JSON\n"
-                      "from controller.buildrun.status import Outcome\n"
+                      "from controller.buildrun.outcomes import Outcome\n"
                       "from controller.buildrun.plan import Plan\n"
                       "from ..caches import Caches\n")
     assert domain_imports_of_resources(tmp_path) == [
-        f"{module.relative_to(tmp_path)} imports controller.buildrun.status",
-        f"{module.relative_to(tmp_path)} imports controller.buildrun.status.Outcome",
+        f"{module.relative_to(tmp_path)} imports controller.buildrun.outcomes",
+        f"{module.relative_to(tmp_path)} imports controller.buildrun.outcomes.Outcome",
         f"{module.relative_to(tmp_path)} imports controller.buildrun.plan",
         f"{module.relative_to(tmp_path)} imports controller.buildrun.plan.Plan",
         f"{module.relative_to(tmp_path)} imports controller.buildrun.caches",

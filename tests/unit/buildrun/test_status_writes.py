@@ -7,7 +7,7 @@ import copy
 from typing import Any
 
 from controller.buildrun import reasons
-from controller.buildrun.status import MESSAGE_MAX
+from controller.buildrun.outcomes import MESSAGE_MAX
 from controller.buildrun.status_writes import with_condition
 from controller.runtime.text import truncate
 from controller.shipwright.conditions import succeeded_condition

@@ -1,4 +1,8 @@
-"""The BuildRun's Succeeded condition, and the outcome a finished TaskRun gives it."""
+"""What a TaskRun or PipelineRun makes of its BuildRun: whether it has finished
+(`run_finished`), the reason and message it shows while it runs (`running_reason`), and
+once it finished the outcome it gives the BuildRun (`Outcome`: the Succeeded condition's
+status, reason and message, failureDetails, status.output and status.source), read as
+Shipwright v0.20.13 reads it. Pure. status_writes.py writes what these say."""
 
 from __future__ import annotations
 

@@ -1,5 +1,6 @@
-"""controller.buildrun.status (conditions, TaskRun outcomes) and controller.runtime.errors
-(error classes, API error classification). The reason constants: test_reasons.py."""
+"""controller.buildrun.outcomes: what a TaskRun or PipelineRun, finished or not, makes of
+its BuildRun. The condition it is written with: test_status_writes.py; the reason
+constants: test_reasons.py."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from hypothesis import strategies as st
 
 from controller.buildrun import reasons
 from controller.buildrun.executors import PIPELINERUN, TASKRUN
-from controller.buildrun.status import (
+from controller.buildrun.outcomes import (
     MESSAGE_MAX,
     REASON_MAX,
     Outcome,
