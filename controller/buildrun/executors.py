@@ -141,21 +141,74 @@ def _pod_of_failed(taskrun: JSON | None) -> str | None:
     return text(status.get("podName")) or None if failed else None
 
 
+# -- a TaskRun: its own run, read for itself (the children passed in are always none)
+
+
+def _taskrun_children(_: JSON) -> list[str]:
+    """TASKRUN.children: none, a TaskRun is read for itself."""
+    return []
+
+
+def _taskrun_failed_pod(taskrun: JSON, _: list[JSON]) -> str | None:
+    """TASKRUN.failed_pod: the TaskRun's pod, when it failed."""
+    return _pod_of_failed(taskrun)
+
+
+def _taskrun_outcome(taskrun: JSON, _: list[JSON], pod: JSON | None,
+                     canceled: bool) -> Outcome | None:
+    """TASKRUN.outcome: `outcome_from_taskrun`."""
+    return outcome_from_taskrun(taskrun, pod, canceled=canceled)
+
+
+def _taskrun_pod_name(taskrun: JSON, _: list[JSON]) -> str:
+    """TASKRUN.pod_name: the TaskRun's own pod (GetPodName)."""
+    return text(at(taskrun, "status", "podName"))
+
+
+def _taskrun_timeout(taskrun: JSON) -> float | None:
+    """TASKRUN.timeout: its spec.timeout."""
+    return _seconds(at(taskrun, "spec", "timeout"))
+
+
 TASKRUN = Executor(
     resource=TASKRUNS,
     generate=generate_taskrun,
     cancel_patch={"spec": {"status": TASKRUN_CANCELLED,
                            "statusMessage": "the BuildRun finished before its TaskRun did"}},
     records_taskrun_name=True,
-    children=lambda _: [],
-    failed_pod=lambda taskrun, _: _pod_of_failed(taskrun),
-    outcome=lambda taskrun, _, pod, canceled: outcome_from_taskrun(taskrun, pod,
-                                                                    canceled=canceled),
-    pod_name=lambda taskrun, _: text(at(taskrun, "status", "podName")),
+    children=_taskrun_children,
+    failed_pod=_taskrun_failed_pod,
+    outcome=_taskrun_outcome,
+    pod_name=_taskrun_pod_name,
     slim=_slim_taskrun,
     multi_arch=False,
-    timeout=lambda taskrun: _seconds(at(taskrun, "spec", "timeout")),
+    timeout=_taskrun_timeout,
 )
+
+
+# -- a PipelineRun: read through its TaskRuns (status.childReferences)
+
+
+def _pipelinerun_failed_pod(_: JSON, children: list[JSON]) -> str | None:
+    """PIPELINERUN.failed_pod: the pod of its first failed TaskRun."""
+    return _pod_of_failed(failed_child(children))
+
+
+def _pipelinerun_outcome(pipelinerun: JSON, children: list[JSON], pod: JSON | None,
+                         canceled: bool) -> Outcome | None:
+    """PIPELINERUN.outcome: `outcome_from_pipelinerun`."""
+    return outcome_from_pipelinerun(pipelinerun, children, pod, canceled=canceled)
+
+
+def _pipelinerun_pod_name(_: JSON, children: list[JSON]) -> str:
+    """PIPELINERUN.pod_name: its first TaskRun's pod (`pipelinerun_pod_name`)."""
+    return pipelinerun_pod_name(children)
+
+
+def _pipelinerun_timeout(pipelinerun: JSON) -> float | None:
+    """PIPELINERUN.timeout: its spec.timeouts.pipeline."""
+    return _seconds(at(pipelinerun, "spec", "timeouts", "pipeline"))
+
 
 PIPELINERUN = Executor(
     resource=PIPELINERUNS,
@@ -164,13 +217,12 @@ PIPELINERUN = Executor(
     cancel_patch={"spec": {"status": PIPELINERUN_CANCELLED}},
     records_taskrun_name=False,
     children=child_taskrun_names,
-    failed_pod=lambda _, children: _pod_of_failed(failed_child(children)),
-    outcome=lambda run, children, pod, canceled: outcome_from_pipelinerun(
-        run, children, pod, canceled=canceled),
-    pod_name=lambda _, children: pipelinerun_pod_name(children),
+    failed_pod=_pipelinerun_failed_pod,
+    outcome=_pipelinerun_outcome,
+    pod_name=_pipelinerun_pod_name,
     slim=_slim_pipelinerun,
     multi_arch=True,
-    timeout=lambda pipelinerun: _seconds(at(pipelinerun, "spec", "timeouts", "pipeline")),
+    timeout=_pipelinerun_timeout,
 )
 
 EXECUTORS: dict[str, Executor] = {e.kind: e for e in (TASKRUN, PIPELINERUN)}
