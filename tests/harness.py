@@ -3,7 +3,7 @@
 The controller runs in-process (same event loop) with its endpoints on free
 loopback ports, watching only the test's namespace. TaskRuns are run by the real
 Tekton of the session's stack (tests/conftest.py), their pods by kwok, whose fate a
-test picks with `World.fate`. devtools.cluster.tekton.TektonSimulator survives only where a
+test picks with `World.fate`. devtools.cluster.tekton.TektonStatusWriter survives only where a
 test needs a TaskRun state Tekton cannot be made to produce on demand; each such use
 says why.
 """
