@@ -18,8 +18,6 @@ from controller.buildrun.executors import TASKRUN, Executor
 from controller.buildrun.resources.config import ShipwrightConfig
 from controller.buildrun.spec import build_name, effective_build
 from controller.buildrun.validation import (
-    BUILD_STRATEGY,
-    CLUSTER_BUILD_STRATEGY,
     EMBEDDED_CHECKS,
     check_nodes,
     strategy_kind,
@@ -175,7 +173,7 @@ class Planner:
         ref = build_validation.strategy_ref(transient)
         strategy = None
         if ref.known and ref.name:
-            if ref.kind == CLUSTER_BUILD_STRATEGY:
+            if ref.kind == build_validation.CLUSTER_STRATEGY:
                 strategy = await self.caches.read(self.kube, CLUSTERBUILDSTRATEGIES,
                                                   namespace, ref.name)
             else:
@@ -193,7 +191,7 @@ class Planner:
         """The strategy spec.strategy names: a BuildStrategy in the namespace when its kind
         is BuildStrategy or unset (Shipwright's default), else a ClusterBuildStrategy."""
         kind = strategy_kind(ref)
-        if kind == BUILD_STRATEGY:
+        if kind == build_validation.NAMESPACED_STRATEGY:
             strategy = await self.caches.read(self.kube, BUILDSTRATEGIES, namespace,
                                         name)
             if strategy is None:

@@ -36,11 +36,13 @@ from controller.runtime.name_rules import (
 from controller.runtime.shapes import at, mapping, text
 from controller.runtime.text import truncate
 from controller.shipwright.params import validate_params
+from controller.shipwright.resources import BUILDSTRATEGIES, CLUSTERBUILDSTRATEGIES
 
 JSON = dict[str, Any]
 
-NAMESPACED_STRATEGY = "BuildStrategy"
-CLUSTER_STRATEGY = "ClusterBuildStrategy"
+# spec.strategy.kind: the strategy resources' kinds (unset means a BuildStrategy).
+NAMESPACED_STRATEGY = BUILDSTRATEGIES.kind
+CLUSTER_STRATEGY = CLUSTERBUILDSTRATEGIES.kind
 
 ANNOTATION_VERIFY_REPOSITORY = "build.shipwright.io/verify.repository"
 
