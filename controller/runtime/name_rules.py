@@ -53,6 +53,12 @@ def label_value_errors(value: str) -> list[str]:
     return errors
 
 
+def as_label_value(text: str) -> str:
+    """`text` made a valid label value: each character a label value may not hold made
+    '-', cut to LABEL_VALUE_MAX, and alphanumeric at both ends."""
+    return re.sub(r"[^A-Za-z0-9_.-]", "-", text)[:LABEL_VALUE_MAX].strip("-_.")
+
+
 def dns1123_subdomain_errors(value: str) -> list[str]:
     """IsDNS1123Subdomain: what is wrong with `value` as a DNS-1123 subdomain (the name
     of most objects); [] for a valid one."""

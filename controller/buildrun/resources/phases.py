@@ -42,7 +42,11 @@ from controller.buildrun.resources.steps import (
     merge_maps,
 )
 from controller.runtime.errors import UserError
-from controller.runtime.name_rules import LABEL_VALUE_MAX, dns1123_subdomain_errors
+from controller.runtime.name_rules import (
+    LABEL_VALUE_MAX,
+    as_label_value,
+    dns1123_subdomain_errors,
+)
 from controller.shipwright.labels import (
     LABEL_BUILD,
     LABEL_BUILD_GENERATION,
@@ -164,14 +168,14 @@ def executor_metadata(buildrun: JSON, build: JSON, executor_name: str) -> JSON:
     name = meta.get("name") or ""
     uid = meta.get("uid") or ""
     labels = {
-        LABEL_BUILDRUN: _label_value(name),
+        LABEL_BUILDRUN: as_label_value(name),
         LABEL_BUILDRUN_GENERATION: str(meta.get("generation") or 0),
         # Not in Shipwright: the exact label to select a BuildRun's TaskRun by.
-        LABEL_BUILDRUN_UID: _label_value(uid),
+        LABEL_BUILDRUN_UID: as_label_value(uid),
     }
     build_meta = build.get("metadata") or {}
     if build_meta.get("name"):
-        labels[LABEL_BUILD] = _label_value(build_meta["name"])
+        labels[LABEL_BUILD] = as_label_value(build_meta["name"])
         labels[LABEL_BUILD_GENERATION] = str(build_meta.get("generation") or 0)
     return {
         "name": executor_name,
@@ -188,12 +192,6 @@ def executor_metadata(buildrun: JSON, build: JSON, executor_name: str) -> JSON:
             }
         ],
     }
-
-
-def _label_value(text: str) -> str:
-    """`text` made a valid label value: allowed characters only, at most 63, alphanumeric
-    at both ends."""
-    return re.sub(r"[^A-Za-z0-9_.-]", "-", text)[:LABEL_VALUE_MAX].strip("-_.")
 
 
 def _param_spec(name: str, description: str) -> JSON:
@@ -382,7 +380,7 @@ def strategy_labels(strategy: JSON) -> JSON:
     meta = strategy.get("metadata") or {}
     domain = ("clusterbuildstrategy.shipwright.io" if strategy.get("kind") ==
               "ClusterBuildStrategy" else "buildstrategy.shipwright.io")
-    return {f"{domain}/name": _label_value(meta.get("name") or ""),
+    return {f"{domain}/name": as_label_value(meta.get("name") or ""),
             f"{domain}/generation": str(meta.get("generation") or 0)}
 
 

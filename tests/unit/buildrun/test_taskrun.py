@@ -23,6 +23,7 @@ from controller.buildrun.resources.taskrun import generate_taskrun
 from controller.buildrun.spec import effective_build
 from controller.runtime.errors import UserError
 from controller.runtime.name_rules import (
+    DNS1123_SUBDOMAIN_MAX,
     LABEL_VALUE_MAX,
     dns1123_subdomain_errors,
     label_value_errors,
@@ -475,7 +476,7 @@ def crd_schema(filename: str) -> dict[str, Any]:
 SUBDOMAIN_LABEL = r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?"
 object_names = st.from_regex(
     rf"{SUBDOMAIN_LABEL}(\.{SUBDOMAIN_LABEL}){{0,4}}", fullmatch=True
-).filter(lambda n: len(n) <= 253)
+).filter(lambda n: len(n) <= DNS1123_SUBDOMAIN_MAX)
 metadata = st.fixed_dictionaries(
     {"name": object_names, "namespace": st.from_regex(SUBDOMAIN_LABEL, fullmatch=True)},
     optional={"uid": st.uuids().map(str)},
