@@ -54,6 +54,7 @@ from controller.shipwright.labels import (
     LABEL_BUILDRUN_GENERATION,
     LABEL_BUILDRUN_UID,
 )
+from controller.shipwright.resources import CLUSTERBUILDSTRATEGIES
 
 ANNOTATION_SC_GROUP = "buildrun.shipwright.io/security-context-group"
 ANNOTATION_SC_PASSWD = "buildrun.shipwright.io/security-context-passwd"
@@ -379,7 +380,7 @@ def strategy_labels(strategy: JSON) -> JSON:
     """The `(cluster)buildstrategy.shipwright.io/name` and `/generation` labels."""
     meta = strategy.get("metadata") or {}
     domain = ("clusterbuildstrategy.shipwright.io" if strategy.get("kind") ==
-              "ClusterBuildStrategy" else "buildstrategy.shipwright.io")
+              CLUSTERBUILDSTRATEGIES.kind else "buildstrategy.shipwright.io")
     return {f"{domain}/name": as_label_value(meta.get("name") or ""),
             f"{domain}/generation": str(meta.get("generation") or 0)}
 
