@@ -57,7 +57,7 @@ from devtools.cluster import fixtures
 from devtools.cluster.localcluster import REPO, LocalCluster, free_port
 from devtools.cluster.tekton import Finish
 from devtools.cluster.webhook import FlakyWebhook, Verdict
-from devtools.dashboard.simulator import SimulatedTekton
+from devtools.dashboard.simulator import TaskRunDriver
 from tests.promtools import prometheus_binary
 
 NS = "demo"
@@ -440,7 +440,7 @@ async def run(out: Path, seconds: float) -> None:
         def script(call: int) -> Verdict:
             return "timeout" if outage[0] <= time.monotonic() < outage[1] else "allow"
 
-        tekton = SimulatedTekton(kube, NS, say, plan, start_after=0.5)
+        tekton = TaskRunDriver(kube, NS, say, plan, start_after=0.5)
         try:
             for r in replicas:
                 r.start()
