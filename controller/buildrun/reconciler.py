@@ -103,8 +103,9 @@ class BuildRunReconciler:
         phase = phase_of(buildrun)
         if phase is Phase.DONE:
             return
-        # In NEW, a try may have created the TaskRun and then failed to say so (row 5).
+        # In NEW, a try may have created the TaskRun and then failed to say so (row 5). In
+        # RUNNING, the run is read live: a verdict that does not wait for it follows.
         seen = await (self.observer.observe_unrecorded(buildrun) if phase is Phase.NEW
-                      else self.observer.observe_run(buildrun))
+                      else self.observer.observe_run(buildrun, fresh=True))
         observation = replace(seen.observation, retries_exhausted=error)
         await self.actions.act(replace(seen, observation=observation), decide(observation))
