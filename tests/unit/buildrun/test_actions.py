@@ -793,6 +793,50 @@ async def test_row_16_a_pod_that_completed_is_reported_not_timed_out(rig: Rig) -
     assert rig.stored()["status"]["output"]["digest"] == DIGEST
 
 
+def stale_cache_then(rig: Rig, br: JSON, spec: JSON, **server: Any) -> None:
+    """The caches hold the TaskRun still running; the API server, its `server` status
+    since (the TaskRun watch behind)."""
+    rig.taskrun(br, spec=spec, conditions=running())
+    rig.sync()
+    rig.taskrun(br, spec=spec, **server)
+
+
+async def test_row_16_reads_the_taskrun_live_first_its_own_end_decides(rig: Rig) -> None:
+    """The watch lags by more than the grace: the cache says the run is still going past
+    the backstop, the API server has its success. The run decides, with its completionTime,
+    and nothing is cancelled (found by the interleavings machine, its long run)."""
+    br = rig.buildrun(status=started(startTime=ago(GRACE + 21)))
+    stale_cache_then(rig, br, {"timeout": "20s"}, **succeeded())
+    assert await rig.reconcile(sync=False) == DONE
+    assert (rig.condition()["status"], rig.condition()["reason"]) == ("True",
+                                                                      reasons.SUCCEEDED)
+    assert rig.stored()["status"]["completionTime"] == ago(1)  # the run's, not NOW
+    assert rig.kube.writes() == [STATUS_WRITE]
+    assert not canceled(rig.kube)
+
+
+async def test_row_14_reads_the_taskrun_live_first_its_own_end_decides(rig: Rig) -> None:
+    asked = started(conditions=[{"type": "Succeeded", "status": "Unknown",
+                                 "reason": reasons.BUILD_RUN_CANCELED, "message": "asked",
+                                 "lastTransitionTime": ago(GRACE + 1)}])
+    br = rig.buildrun(status=asked, state="BuildRunCanceled")
+    stale_cache_then(rig, br, {"status": TASKRUN_CANCELLED}, **succeeded())
+    assert await rig.reconcile(sync=False) == DONE
+    assert (rig.condition()["status"], rig.condition()["reason"]) == ("True",
+                                                                      reasons.SUCCEEDED)
+    assert rig.stored()["status"]["completionTime"] == ago(1)
+
+
+async def test_row_12_giving_up_reads_the_taskrun_live_first(rig: Rig) -> None:
+    br = rig.buildrun(status=started())
+    stale_cache_then(rig, br, {}, **succeeded())
+    rig.kube.calls.clear()
+    await rig.reconciler.give_up("ns/br", RetryableError("webhook", "webhook down"))
+    assert (rig.condition()["status"], rig.condition()["reason"]) == ("True",
+                                                                      reasons.SUCCEEDED)
+    assert rig.kube.writes() == [STATUS_WRITE]
+
+
 async def test_row_16_counts_from_the_taskruns_creation_while_tekton_never_started_it(
         rig: Rig) -> None:
     """No startTime anywhere (Tekton's controller is down): the backstop still comes, from
