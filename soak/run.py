@@ -7,8 +7,8 @@ It starts its own whole stack on loopback (devtools.cluster.stack.TektonStack: e
 kube-apiserver, kube-controller-manager, kube-scheduler, kwok as the kubelet, and
 Tekton's real webhook and controller), runs the controller as two
 `python -m controller --leader-elect ...` subprocesses, each reaching the API server
-through its own devtools.cluster.proxy.Proxy, and creates N BuildRuns (valid ones with a
-planned pod outcome, which kwok plays out as devtools.cluster.fates tells it; user errors;
+through its own devtools.fakes.proxy.Proxy, and creates N BuildRuns (valid ones with a
+planned pod outcome, which kwok plays out as devtools.fakes.fates tells it; user errors;
 "doomed" ones whose every webhook call fails). Meanwhile, at random (seeded)
 times: a TaskRun admission webhook of ours times out or answers 500, the API
 server is SIGKILLed and restarted (which also cuts every watch), replicas are
@@ -67,12 +67,12 @@ from controller.shipwright.labels import LABEL_BUILDRUN
 from controller.shipwright.params import UNDEFINED_PARAMETER
 from controller.shipwright.resources import BUILDRUNS, TASKRUNS
 from devtools.cluster import fixtures
-from devtools.cluster.fates import FateWebhook, fate_annotations, results
 from devtools.cluster.localcluster import LocalCluster, write_token_kubeconfig
 from devtools.cluster.polling import wait_until
-from devtools.cluster.proxy import Proxy
 from devtools.cluster.stack import TektonStack
-from devtools.cluster.webhook import Verdict
+from devtools.fakes.fates import FateWebhook, fate_annotations, results
+from devtools.fakes.proxy import Proxy
+from devtools.fakes.webhook import Verdict
 from soak import accounting
 from soak.actors import OUTCOMES, AttributedWebhook, Outcome, SecondWriter, poisson
 from soak.api import default_service_account, get_text, persist

@@ -6,7 +6,7 @@ checked against the registry.
 
 It starts its own stack with a real node (devtools.cluster.stack.TektonStack: etcd,
 kube-apiserver, kube-controller-manager, kube-scheduler, Tekton's controller and
-webhook; containerd, a kubelet, a registry and a Git server, devtools.cluster.realnode),
+webhook; containerd, a kubelet, a registry and a Git server, devtools.node.realnode),
 runs the controller as replica subprocesses with leader election (soak.replicas), and
 runs `--builds` real builds of Shipwright's buildah sample (soak.builds: each BuildRun
 pushing to its own tag; some fail, some time out, some are cancelled once their build
@@ -56,8 +56,8 @@ from controller.runtime.timestamps import format_micro_time, format_time, now, p
 from controller.shipwright.resources import BUILDRUNS, TASKRUNS
 from devtools.cluster import fixtures
 from devtools.cluster.polling import wait_until
-from devtools.cluster.realnode import CONTAINERD, KUBELET, NodeUnavailable, RealNode
 from devtools.cluster.stack import TektonStack
+from devtools.node.realnode import CONTAINERD, KUBELET, NodeUnavailable, RealNode
 from soak import builds
 from soak.actors import poisson
 from soak.api import default_service_account, persist

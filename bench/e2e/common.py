@@ -42,7 +42,7 @@ from devtools.cluster import fixtures
 from devtools.cluster.localcluster import REPO, LocalCluster, free_port
 from devtools.cluster.polling import transient
 from devtools.cluster.processes import command_lines, die_with_parent
-from devtools.cluster.tekton import TektonSimulator
+from devtools.fakes.tekton import TektonSimulator
 
 NS = "bench"
 WARMUP = "warmup"  # the warm-up BuildRun's name (the measured ones are br-NNNNNN)

@@ -20,7 +20,7 @@ def die_with_parent() -> None:
 
 def dies_with_parent(sig: int) -> Callable[[], None]:
     """A `preexec_fn` as die_with_parent but with signal `sig`, for a child that must
-    clean up after itself when its parent dies (SIGTERM: devtools.cluster.nodens)."""
+    clean up after itself when its parent dies (SIGTERM: devtools.node.nodens)."""
     def preexec() -> None:
         ctypes.CDLL("libc.so.6", use_errno=True).prctl(_PR_SET_PDEATHSIG, sig)
     return preexec

@@ -30,7 +30,7 @@ Invariants:
     manifests/testing is never applied; the repo's own CRDs (manifests/crds) and the
     monitoring CRDs from manifests/testing (for the ServiceMonitor and rules) are.
 
-TektonStack(real_node=True) also prepares a real node (devtools.cluster.realnode:
+TektonStack(real_node=True) also prepares a real node (devtools.node.realnode:
 containerd and a real kubelet, with a registry and a Git server on loopback), started by
 the first `await stack.real_node()`; pods go there only when they ask to (its
 nodeSelector and toleration, realnode.placement()). Such a stack names Tekton's images as
@@ -64,7 +64,6 @@ from typing import Any
 
 import yaml
 
-from devtools.cluster import realnode
 from devtools.cluster.certs import issue_client_cert, issue_serving_cert, make_ca
 from devtools.cluster.localcluster import (
     REPO,
@@ -73,7 +72,8 @@ from devtools.cluster.localcluster import (
     free_port,
     write_token_kubeconfig,
 )
-from devtools.cluster.realnode import NodeError, NodeUnavailable, RealNode
+from devtools.node import realnode
+from devtools.node.realnode import NodeError, NodeUnavailable, RealNode
 
 HACK = REPO / "hack"
 STAGES = HACK / "kwok" / "stages"
@@ -200,7 +200,7 @@ class TektonStack:
         """`apiserver_args` go to kube-apiserver (LocalCluster); `tekton_controller_env`
         adds to the Tekton controller's environment, e.g. KUBE_API_QPS / KUBE_API_BURST
         (knative reads them; Tekton doubles them). `real_node`: prepare a real node
-        (devtools.cluster.realnode) that `await real_node()` starts; where this machine
+        (devtools.node.realnode) that `await real_node()` starts; where this machine
         cannot hold one, `real_node_unavailable` says why and the stack runs without.
         `controller_manager_args` go last to kube-controller-manager, e.g. -v=4
         (bench/e2e/namespaces.py)."""

@@ -31,10 +31,10 @@ from controller.shipwright.params import (
 )
 from controller.shipwright.resources import BUILDRUNS, BUILDS, BUILDSTRATEGIES, TASKRUNS
 from devtools.cluster import fixtures
-from devtools.cluster.fates import FateWebhook, results
 from devtools.cluster.localcluster import LocalCluster
 from devtools.cluster.stack import TektonStack
-from devtools.cluster.tekton import TektonSimulator
+from devtools.fakes.fates import FateWebhook, results
+from devtools.fakes.tekton import TektonSimulator
 from tests.harness import (
     World,
     condition,
@@ -445,7 +445,7 @@ async def test_api_server_rejects_spec_changes_and_status_flips(kube: Kube, worl
 async def test_webhook_timeouts_are_retried_then_succeed(
     cluster: LocalCluster, kube: Kube, world: World
 ) -> None:
-    from devtools.cluster.webhook import FlakyWebhook
+    from devtools.fakes.webhook import FlakyWebhook
 
     k = 3
     retries_before = metric("buildrun_retries_total", error_class="webhook")
@@ -478,7 +478,7 @@ async def test_webhook_failing_forever_ends_in_retries_exhausted(
     cluster: LocalCluster, kube: Kube, world: World
 ) -> None:
     from controller.settings import RetryBudget
-    from devtools.cluster.webhook import FlakyWebhook
+    from devtools.fakes.webhook import FlakyWebhook
 
     exhausted_before = metric("buildrun_retry_exhausted_total")
     settings = controller_settings(cluster, world.ns, budget=RetryBudget(max_retries=3, max_age=0))

@@ -1,9 +1,9 @@
 """Real builds: BuildRuns whose pods run on the stack's real node (containerd and a real
-kubelet, devtools.cluster.realnode), cloning from the stack's Git server and pushing to
+kubelet, devtools.node.realnode), cloning from the stack's Git server and pushing to
 its registry, each asserted from what a user sees.
 
 Every Build here asks for the real node as a user would, with its own nodeSelector and
-toleration (devtools.cluster.realnode.placement); every other test's pods stay on kwok's
+toleration (devtools.node.realnode.placement); every other test's pods stay on kwok's
 node. The controller runs in-process with Shipwright's step images named through the
 environment variables Shipwright reads (GIT_CONTAINER_IMAGE, ...), as built by
 hack/node-images/build. Where this machine cannot hold a real node (no root, no
@@ -29,12 +29,12 @@ from controller.shipwright.resources import (
     BUILDSTRATEGIES,
     CLUSTERBUILDSTRATEGIES,
 )
-from devtools.cluster import realbuilds
 from devtools.cluster.fixtures import API
 from devtools.cluster.localcluster import LocalCluster
-from devtools.cluster.realbuilds import BUILD_LINE, GREETING
-from devtools.cluster.realnode import NODE, RealNode, placement
 from devtools.cluster.stack import TektonStack
+from devtools.node import realbuilds
+from devtools.node.realbuilds import BUILD_LINE, GREETING
+from devtools.node.realnode import NODE, RealNode, placement
 from tests.cluster.test_shp import shp
 from tests.harness import (
     World,

@@ -1,4 +1,4 @@
-"""The real node itself (devtools.cluster.realnode): a second stack's node runs beside the
+"""The real node itself (devtools.node.realnode): a second stack's node runs beside the
 session's on the same machine, and stopping it leaves nothing behind: no process, no
 cgroup, nothing in the host's /var/lib, /var/log or /run, no kernel tunable changed, and
 the session's node and its running pod untouched; and containerd and the kubelet restart
@@ -14,10 +14,10 @@ import pytest
 
 from controller.runtime.kube import JSON, PODS, Kube
 from devtools.cluster.localcluster import LocalCluster
-from devtools.cluster.nodens import KUBELET_TUNABLES, hierarchies
 from devtools.cluster.processes import command_lines
-from devtools.cluster.realnode import CONTAINERD, KUBELET, NODE, RealNode, place_pod
 from devtools.cluster.stack import TektonStack
+from devtools.node.nodens import KUBELET_TUNABLES, hierarchies
+from devtools.node.realnode import CONTAINERD, KUBELET, NODE, RealNode, place_pod
 from tests.cluster.test_real_builds import pod_log
 from tests.harness import wait_for
 

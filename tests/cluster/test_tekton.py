@@ -6,7 +6,7 @@ manifests/crds, the scheduler, kwok as the kubelet, kube-controller-manager
 controller. The controller runs in-process per test, watching the test's
 namespace. Every assertion is on the BuildRun status our controller wrote from
 what Tekton wrote; a test picks what kwok does with a pod with `world.fate(...)`
-(devtools.cluster.fates).
+(devtools.fakes.fates).
 """
 
 from __future__ import annotations
@@ -28,9 +28,9 @@ from controller.runtime.timestamps import parse_time
 from controller.settings import RetryBudget
 from controller.shipwright.resources import BUILDRUNS, BUILDS, BUILDSTRATEGIES, TASKRUNS
 from devtools.cluster import fixtures
-from devtools.cluster.fates import PREFIX, results
 from devtools.cluster.fixtures import API
 from devtools.cluster.stack import StackError, TektonStack
+from devtools.fakes.fates import PREFIX, results
 from tests.harness import (
     World,
     condition,

@@ -29,8 +29,8 @@ from controller.runtime.kube import JSON, PODS, ApiError, Resource
 from controller.shipwright.conditions import succeeded_condition
 from controller.shipwright.labels import LABEL_BUILDRUN
 from controller.shipwright.resources import BUILDRUNS, PIPELINERUNS, TASKRUNS
-from devtools.cluster.fates import PREFIX, results
 from devtools.cluster.stack import TektonStack
+from devtools.fakes.fates import PREFIX, results
 from tests.harness import (
     World,
     controller_settings,

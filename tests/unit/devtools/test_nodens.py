@@ -1,4 +1,4 @@
-"""devtools.cluster.nodens' restart of one child, on plain processes: the request file in,
+"""devtools.node.nodens' restart of one child, on plain processes: the request file in,
 the child alone ended and started again (its wait_for path made anew), the answer out."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from devtools.cluster.nodens import RESTART, RESTARTED, Restart, Supervisor
+from devtools.node.nodens import RESTART, RESTARTED, Restart, Supervisor
 
 
 def child(tmp_path: Path, name: str, *, ready: bool) -> dict[str, Any]:

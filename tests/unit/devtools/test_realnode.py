@@ -1,4 +1,4 @@
-"""devtools.cluster.realnode without a node: what it writes for containerd and the kubelet,
+"""devtools.node.realnode without a node: what it writes for containerd and the kubelet,
 what it says a machine lacks, and that a Build's placement matches the node it makes."""
 
 from __future__ import annotations
@@ -11,8 +11,9 @@ from typing import Any
 import pytest
 import yaml
 
-from devtools.cluster import localcluster, realnode, stack
-from devtools.cluster.realnode import LABEL, REAL, NodeImages, RealNode, placement
+from devtools.cluster import localcluster, stack
+from devtools.node import realnode
+from devtools.node.realnode import LABEL, REAL, NodeImages, RealNode, placement
 
 IMAGES = NodeImages(
     folder=Path("/nowhere"), pause="buildrun.test/pause:3.10.1",

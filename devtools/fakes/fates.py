@@ -40,7 +40,7 @@ from aiohttp import web
 from controller.runtime.kube import JSON
 from controller.shipwright.labels import LABEL_BUILDRUN
 from devtools.cluster.localcluster import LocalCluster, free_port
-from devtools.cluster.webhook import serve_https
+from devtools.fakes.webhook import serve_https
 
 PREFIX = "buildrun-controller.test/"
 

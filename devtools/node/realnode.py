@@ -8,7 +8,7 @@ content) and `await stack.real_node()` starts it the first time a caller asks:
   docker-registry   Debian's (distribution 2.8), on 127.0.0.1:<port>, its storage a copy
                     of the one hack/node-images/build filled (blobs hard-linked), so it
                     starts with every image a pod here needs; builds push to it
-  git server        devtools.cluster.gitserver on 127.0.0.1:<port>, serving the bare
+  git server        devtools.node.gitserver on 127.0.0.1:<port>, serving the bare
                     repositories `create_repository` makes; stands in for GitHub
   containerd        Debian's 1.6, its root, state and socket in the stack's folder, the
                     registry as mirror of buildrun.test, quay.io and docker.io (so a pod
@@ -18,7 +18,7 @@ content) and `await stack.real_node()` starts it the first time a caller asks:
                     tainted `buildrun-controller.test/node=real`
 
 containerd and the kubelet run in a mount namespace of their own under a supervisor
-(devtools.cluster.nodens) that keeps everything they write outside their folders in the
+(devtools.node.nodens) that keeps everything they write outside their folders in the
 stack's folder, and kills every process they leave when the stack stops. In there they
 keep their defaults where those are hard-coded or make socket paths too long for the
 stack's folder: the kubelet's root is /var/lib/kubelet, pods' logs /var/log/pods,
@@ -34,7 +34,7 @@ stack): there is no pod network, only loopback, so a build reaches the registry 
 Git server at 127.0.0.1.
 
 `await node.restart("containerd" | "kubelet", signal)` restarts one of the two while the
-pods run on, as a node's service manager would (devtools.cluster.nodens: the containers
+pods run on, as a node's service manager would (devtools.node.nodens: the containers
 are kept; a new containerd finds them, a new kubelet its pods); a soak's fault.
 
 Where the machine cannot hold a real node, `unavailable()` says what is missing in one
@@ -68,10 +68,10 @@ from typing import Any
 import yaml
 
 from controller.runtime.timestamps import parse_time
-from devtools.cluster import gitserver
 from devtools.cluster.localcluster import REPO, ChildProcess, LocalCluster, free_port
-from devtools.cluster.nodens import RESTART, RESTARTED, Restart
 from devtools.cluster.processes import dies_with_parent
+from devtools.node import gitserver
+from devtools.node.nodens import RESTART, RESTARTED, Restart
 
 HACK = REPO / "hack"
 NODE = "localhost"  # the kubelet's name: resolves to 127.0.0.1, so the API server calls it there
@@ -460,7 +460,7 @@ class RealNode:
 
     def _start_git_server(self) -> None:
         self.git_root.mkdir(exist_ok=True)
-        self._spawn("git-server", [sys.executable, "-m", "devtools.cluster.gitserver",
+        self._spawn("git-server", [sys.executable, "-m", "devtools.node.gitserver",
                                    str(self.git_root), str(self.git_port)],
                     {"PATH": PATH, "PYTHONPATH": str(REPO), "HOME": str(self.workdir)})
 
@@ -588,7 +588,7 @@ class RealNode:
             # SIGTERM when this process dies: nodens then stops all it started.
             self._holder = subprocess.Popen(
                 ["unshare", "--mount", "--propagation", "private", "--",
-                 sys.executable, "-m", "devtools.cluster.nodens", str(spec_path)],
+                 sys.executable, "-m", "devtools.node.nodens", str(spec_path)],
                 stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                 env={"PATH": PATH, "PYTHONPATH": str(REPO), "HOME": str(self.workdir)},
                 preexec_fn=dies_with_parent(signal.SIGTERM))

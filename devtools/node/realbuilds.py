@@ -1,4 +1,4 @@
-"""Real builds on the stack's real node (devtools.cluster.realnode): the sample
+"""Real builds on the stack's real node (devtools.node.realnode): the sample
 repository the Git server serves, and Shipwright's own sample Builds and strategies
 (samples/v1beta1 of v0.20.13, read from the Go module cache) pointed at it.
 
@@ -23,8 +23,8 @@ from typing import Any
 
 import yaml
 
-from devtools.cluster.gitserver import Commit
-from devtools.cluster.realnode import RealNode, placement
+from devtools.node.gitserver import Commit
+from devtools.node.realnode import RealNode, placement
 from devtools.shipwright.source import samples_dir
 
 JSON = dict[str, Any]

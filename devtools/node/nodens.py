@@ -5,8 +5,8 @@ device-plugin socket in /var/lib/kubelet/device-plugins and container log links 
 /var/log/containers (both hard-coded), containerd-shim its sockets in /run/containerd/s;
 the kubelet also sets six kernel tunables (vm.overcommit_memory, kernel.panic, ...)
 when they differ from what it wants, makes its root folder a shared bind mount, and
-makes a cgroup tree. `python -m devtools.cluster.nodens SPEC.json`, started by
-devtools.cluster.realnode under `unshare --mount --propagation private`, keeps all of
+makes a cgroup tree. `python -m devtools.node.nodens SPEC.json`, started by
+devtools.node.realnode under `unshare --mount --propagation private`, keeps all of
 that to the stack:
 
 - /var/lib, /var/log and /run become overlays whose upper folders are in the stack's
@@ -21,14 +21,14 @@ that to the stack:
   here, so stopping reaches them all.
 
 It starts the children of `spec["children"]` in order, each after the previous one's
-`wait_for` path exists, and supervises them. SIGTERM (which devtools.cluster.realnode
+`wait_for` path exists, and supervises them. SIGTERM (which devtools.node.realnode
 sends, and the kernel sends when that parent dies: PR_SET_PDEATHSIG) stops them in
 reverse order (SIGTERM, SIGKILL after `grace` seconds), then SIGKILLs every process left
 under it until none is, removes the cgroups, and exits; the mounts end with the
 namespace. A child that exits by itself ends it the same way, with exit code 1.
 
 One child can be restarted while the rest run on, as a node's service manager restarts
-containerd or the kubelet (devtools.cluster.realnode.RealNode.restart): a file
+containerd or the kubelet (devtools.node.realnode.RealNode.restart): a file
 `restart-<name>` in `spec["control"]` holding a signal's name (SIGTERM, as `systemctl
 restart` sends; SIGKILL, a crash). The supervisor takes the file away, sends that signal
 to the child alone (SIGKILL after `grace` seconds), removes the child's `wait_for` path
