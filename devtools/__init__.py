@@ -17,5 +17,8 @@
 - `shipwright/`: Shipwright itself: its source in the Go module cache, the client of the
   oracle built on its own code (hack/oracle), and its own controller as a process.
 
+Beside them, `hack.py`: what hack/ built, as every one of them asks for it, and
+StackError, the one line naming a component that cannot be had.
+
 Nothing in the controller's production path imports this package.
 """

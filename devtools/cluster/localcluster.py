@@ -26,23 +26,15 @@ import aiohttp
 import orjson
 import yaml
 
+from devtools import hack
 from devtools.cluster.certs import issue_serving_cert, make_ca, make_signing_key
 from devtools.cluster.processes import die_with_parent
+from devtools.hack import REPO
 
-REPO = Path(__file__).resolve().parents[2]
-BUILD_SCRIPT = REPO / "hack" / "localcluster" / "build"
 CRD_DIRS = (REPO / "manifests" / "crds", REPO / "manifests" / "testing")
 
 ADMIN_USER = "admin"
 RESTRICTED_USER = "restricted"
-
-
-def binaries_dir() -> Path:
-    """Builds the binaries on first use; later calls hit the cache in well under a second."""
-    out = subprocess.run(
-        [str(BUILD_SCRIPT)], check=True, stdout=subprocess.PIPE, text=True
-    ).stdout
-    return Path(out.strip().splitlines()[-1])
 
 
 def free_port() -> int:
@@ -118,7 +110,7 @@ class LocalCluster:
     def __init__(self, workdir: Path, *, apiserver_args: Iterable[str] = ()) -> None:
         self.workdir = workdir
         self.workdir.mkdir(parents=True, exist_ok=True)
-        bins = binaries_dir()
+        bins = hack.build("localcluster")  # built on first use, then cached
         self.etcd_port, self.etcd_peer_port, self.port = free_port(), free_port(), free_port()
         self.url = f"https://127.0.0.1:{self.port}"
         self.etcd_url = f"http://127.0.0.1:{self.etcd_port}"

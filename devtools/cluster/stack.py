@@ -56,7 +56,6 @@ import base64
 import copy
 import os
 import signal
-import subprocess
 import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
@@ -64,18 +63,18 @@ from typing import Any
 
 import yaml
 
+from devtools import hack
 from devtools.cluster.certs import issue_client_cert, issue_serving_cert, make_ca
 from devtools.cluster.localcluster import (
-    REPO,
     ChildProcess,
     LocalCluster,
     free_port,
     write_token_kubeconfig,
 )
+from devtools.hack import HACK, REPO, StackError
 from devtools.node import realnode
 from devtools.node.realnode import NodeError, NodeUnavailable, RealNode
 
-HACK = REPO / "hack"
 STAGES = HACK / "kwok" / "stages"
 TESTING_CRDS = REPO / "manifests" / "testing"
 TEKTON_NS = "tekton-pipelines"
@@ -124,10 +123,6 @@ def fake_images(tekton_version: str) -> dict[str, str]:
 JSON = dict[str, Any]
 
 
-class StackError(RuntimeError):
-    """One line naming the component that is missing, failed to build or did not start."""
-
-
 def _b64(data: bytes) -> str:
     return base64.b64encode(data).decode()
 
@@ -137,24 +132,6 @@ def _base_env(**extra: str) -> dict[str, str]:
     env = {k: os.environ[k] for k in ("PATH", "HOME", "LANG", "TZ") if k in os.environ}
     env.update(extra)
     return env
-
-
-def build(component: str, *args: str) -> Path:
-    """The folder hack/<component>/build prints last: cached builds answer in well under a
-    second, a first build takes minutes (its progress goes to our stderr, so it is not
-    mistaken for a hang). Raises StackError naming the component."""
-    script = HACK / component / "build"
-    if not script.exists():
-        raise StackError(f"{component}: no build script at {script}")
-    proc = subprocess.run([str(script), *args], stdout=subprocess.PIPE, text=True)
-    lines = proc.stdout.strip().splitlines()
-    if proc.returncode != 0 or not lines:
-        command = " ".join([f"hack/{component}/build", *args])
-        raise StackError(
-            f"{component}: {command} failed with exit code {proc.returncode} "
-            "(its stderr says why)"
-        )
-    return Path(lines[-1])
 
 
 def _need(component: str, path: Path) -> Path:
@@ -215,16 +192,16 @@ class TektonStack:
         self._tekton_images: dict[str, str] = {}
         if real_node:
             apiserver_args += self._prepare_real_node()
-        kube_bins = build("localcluster")
+        kube_bins = hack.build("localcluster")
         self._kcm_bin = _need("kube-controller-manager", kube_bins / "kube-controller-manager")
         self._scheduler_bin = _need("kube-scheduler", kube_bins / "kube-scheduler")
-        self._kwok_bin = _need("kwok", build("kwok") / "kwok")
-        tekton_bins = build("tekton")
+        self._kwok_bin = _need("kwok", hack.build("kwok") / "kwok")
+        tekton_bins = hack.build("tekton")
         self._tekton_webhook_bin = _need("tekton webhook", tekton_bins / "webhook")
         self._tekton_controller_bin = _need("tekton controller", tekton_bins / "controller")
         # The release built (hack/tekton/build: go.mod's pin, or TEKTON_VERSION's).
         self.tekton_version = _need("tekton version", tekton_bins / "version").read_text().strip()
-        self.tekton_config = _need("tekton config", build("tekton", "--config-dir"))
+        self.tekton_config = _need("tekton config", hack.build("tekton", "--config-dir"))
         self.cluster = LocalCluster(workdir / "cluster", apiserver_args=apiserver_args)
         self.webhook_port = free_port()
         self._children: list[ChildProcess] = []

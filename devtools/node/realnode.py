@@ -68,12 +68,12 @@ from typing import Any
 import yaml
 
 from controller.runtime.timestamps import parse_time
-from devtools.cluster.localcluster import REPO, ChildProcess, LocalCluster, free_port
+from devtools.cluster.localcluster import ChildProcess, LocalCluster, free_port
 from devtools.cluster.processes import dies_with_parent
+from devtools.hack import HACK, REPO
 from devtools.node import gitserver
 from devtools.node.nodens import RESTART, RESTARTED, Restart
 
-HACK = REPO / "hack"
 NODE = "localhost"  # the kubelet's name: resolves to 127.0.0.1, so the API server calls it there
 LABEL = "buildrun-controller.test/node"
 REAL = "real"

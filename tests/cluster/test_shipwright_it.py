@@ -69,11 +69,11 @@ import pytest
 from controller.runtime.kube import Kube
 from controller.shipwright.resources import CLUSTERBUILDSTRATEGIES
 from devtools.cluster import certs, netns
-from devtools.cluster.localcluster import REPO
 from devtools.cluster.polling import transient, wait_until
 from devtools.cluster.processes import die_with_parent
 from devtools.cluster.stack import TektonStack
 from devtools.fakes.fates import FateWebhook
+from devtools.hack import REPO
 from devtools.node import realbuilds
 from devtools.node.realnode import JSON, NodeUnavailable, RealNode, place_pod
 from tests.conftest import STRICT

@@ -86,10 +86,11 @@ from controller.shipwright import field_managers
 from controller.shipwright.crds import CRDS, NAMES
 from controller.shipwright.labels import LABEL_BUILDRUN
 from controller.shipwright.resources import BUILDRUNS, TASKRUNS
-from devtools.cluster.localcluster import REPO, LocalCluster, free_port
+from devtools.cluster.localcluster import LocalCluster, free_port
 from devtools.crds.crdgen import FROZEN_COMPLETION_TIME
 from devtools.fakes.fates import FateWebhook
 from devtools.fakes.webhook import serve_https
+from devtools.hack import REPO
 from devtools.shipwright import controller as sw
 from tests.harness import (
     World,

@@ -29,8 +29,9 @@ from controller.settings import RetryBudget
 from controller.shipwright.resources import BUILDRUNS, BUILDS, BUILDSTRATEGIES, TASKRUNS
 from devtools.cluster import fixtures
 from devtools.cluster.fixtures import API
-from devtools.cluster.stack import StackError, TektonStack
+from devtools.cluster.stack import TektonStack
 from devtools.fakes.fates import PREFIX, results
+from devtools.hack import StackError
 from tests.harness import (
     World,
     condition,

@@ -11,7 +11,8 @@ from typing import Any
 import pytest
 import yaml
 
-from devtools.cluster import localcluster, stack
+from devtools import hack
+from devtools.cluster import stack
 from devtools.node import realnode
 from devtools.node.realnode import LABEL, REAL, NodeImages, RealNode, placement
 
@@ -157,9 +158,8 @@ async def test_a_stack_where_no_real_node_can_run_says_why_and_runs_without(
     def cannot() -> realnode.Prepared:
         raise realnode.NodeUnavailable("the real node needs root (containerd, ...)")
     monkeypatch.setattr(realnode, "prepare", cannot)
-    monkeypatch.setattr(stack, "build", lambda component, *args: tmp_path)
+    monkeypatch.setattr(hack, "build", lambda component, *args: tmp_path)
     monkeypatch.setattr(stack, "_need", lambda component, path: path)
-    monkeypatch.setattr(localcluster, "binaries_dir", lambda: tmp_path)
     (tmp_path / "version").write_text("v1.12.0\n")  # hack/tekton/build's record of its release
     s = stack.TektonStack(tmp_path / "work", real_node=True)
     assert s.real_node_unavailable == "the real node needs root (containerd, ...)"
