@@ -54,7 +54,6 @@ from __future__ import annotations
 import asyncio
 import base64
 import copy
-import os
 import signal
 import time
 from collections.abc import Awaitable, Callable
@@ -66,11 +65,12 @@ import yaml
 from devtools import hack
 from devtools.cluster.certs import issue_client_cert, issue_serving_cert, make_ca
 from devtools.cluster.localcluster import (
-    ChildProcess,
     LocalCluster,
     free_port,
     write_token_kubeconfig,
 )
+from devtools.cluster.polling import wait_until
+from devtools.cluster.processes import Child, ChildExited, Children, base_env
 from devtools.hack import HACK, REPO, StackError
 from devtools.node import realnode
 from devtools.node.realnode import NodeError, NodeUnavailable, RealNode
@@ -125,13 +125,6 @@ JSON = dict[str, Any]
 
 def _b64(data: bytes) -> str:
     return base64.b64encode(data).decode()
-
-
-def _base_env(**extra: str) -> dict[str, str]:
-    """A small, explicit environment: a child never picks up the caller's KUBECONFIG."""
-    env = {k: os.environ[k] for k in ("PATH", "HOME", "LANG", "TZ") if k in os.environ}
-    env.update(extra)
-    return env
 
 
 def _need(component: str, path: Path) -> Path:
@@ -204,9 +197,9 @@ class TektonStack:
         self.tekton_config = _need("tekton config", hack.build("tekton", "--config-dir"))
         self.cluster = LocalCluster(workdir / "cluster", apiserver_args=apiserver_args)
         self.webhook_port = free_port()
-        self._children: list[ChildProcess] = []
-        self._webhook: ChildProcess | None = None
-        self._tekton_controller: ChildProcess | None = None
+        self._children = Children(workdir)
+        self._webhook: Child | None = None
+        self._tekton_controller: Child | None = None
         self._controller_env = dict(tekton_controller_env or {})
         self._kcm_args = list(controller_manager_args or ())
         self._kubeconfigs: dict[str, Path] = {}
@@ -261,11 +254,7 @@ class TektonStack:
         if self._real_node is not None:
             self._real_node.stop()
             self._real_node = None
-        # SIGTERM, then SIGKILL after 1 s: Tekton's webhook drains for 10 s on SIGTERM
-        # (measured: 10.01 s, every other child under 0.25 s), and nothing here is kept.
-        for child in reversed(self._children):
-            child.stop(timeout=1.0)
-        self._children.clear()
+        self._children.stop_all()
         self._webhook = None
         self._tekton_controller = None
         self.cluster.stop()
@@ -273,16 +262,15 @@ class TektonStack:
     def pids(self) -> dict[str, int]:
         """Each running child's process id by name (the cluster's too)."""
         out = self.cluster.pids()
-        out.update({c.name: c.pid for c in self._children if c.pid is not None})
+        out.update(self._children.pids())
         return out
 
     def check_alive(self) -> None:
         """Raises StackError if any child has exited, with the tail of its log."""
-        for child in self._children:
-            try:
-                child.check_alive()
-            except RuntimeError as exc:
-                raise StackError(str(exc)) from None
+        try:
+            self._children.check_alive()
+        except ChildExited as exc:
+            raise StackError(str(exc)) from None
         if self._real_node is not None:
             try:
                 self._real_node.check_alive()
@@ -336,8 +324,7 @@ class TektonStack:
     def stop_tekton_webhook(self) -> None:
         """Kills the webhook: TaskRun creates then fail with 500 "failed calling webhook"."""
         if self._webhook is not None:
-            self._webhook.stop(signal.SIGKILL)
-            self._children.remove(self._webhook)
+            self._children.stop(self._webhook, signal.SIGKILL)
             self._webhook = None
 
     def start_tekton_webhook(self) -> None:
@@ -380,14 +367,13 @@ class TektonStack:
 
     # -- pieces ----------------------------------------------------------------------
 
-    def _spawn(self, name: str, argv: list[str], env: dict[str, str]) -> ChildProcess:
-        child = ChildProcess(name, argv, self.workdir / f"{name}.log", env)
+    def _spawn(self, name: str, argv: list[str], env: dict[str, str]) -> Child:
+        # SIGTERM, then SIGKILL after 1 s: Tekton's webhook drains for 10 s on SIGTERM
+        # (measured: 10.01 s, every other child under 0.25 s), and nothing here is kept.
         try:
-            child.start()
+            return self._children.spawn(name, argv, env, grace=1.0)
         except OSError as exc:
             raise StackError(f"{name}: cannot start {argv[0]}: {exc}") from None
-        self._children.append(child)
-        return child
 
     async def _wait(
         self,
@@ -397,17 +383,12 @@ class TektonStack:
         timeout: float = 60.0,
         every: float = 0.1,
     ) -> None:
-        deadline = time.monotonic() + timeout
-        while True:
-            self.check_alive()
-            if await check():
-                return
-            if time.monotonic() > deadline:
-                raise StackError(
-                    f"{component}: timed out after {timeout:.0f}s waiting {what} "
-                    f"(log: {self.workdir / component}.log)"
-                )
-            await asyncio.sleep(every)
+        """Until `check()`; StackError as soon as a child has died, or at the timeout."""
+        if not await wait_until(check, timeout, every, alive=self.check_alive):
+            raise StackError(
+                f"{component}: timed out after {timeout:.0f}s waiting {what} "
+                f"(log: {self.workdir / component}.log)"
+            )
 
     def _kube_flags(self) -> list[str]:
         kubeconfig = str(self.cluster.kubeconfig)
@@ -432,7 +413,7 @@ class TektonStack:
                 f"--secure-port={free_port()}",
                 f"--cert-dir={self.workdir / 'scheduler-certs'}",
             ],
-            _base_env(),
+            base_env(),
         )
 
     def _start_controller_manager(self) -> None:
@@ -450,7 +431,7 @@ class TektonStack:
                 "--use-service-account-credentials=true",
                 *self._kcm_args,
             ],
-            _base_env(),
+            base_env(),
         )
 
     def _start_kwok(self) -> None:
@@ -470,7 +451,7 @@ class TektonStack:
                 "--node-ip=10.96.0.10",
                 *(f"--config={s}" for s in stages),
             ],
-            _base_env(HOME=str(home)),
+            base_env(HOME=str(home)),
         )
 
     async def _node_ready(self) -> None:
@@ -600,7 +581,7 @@ class TektonStack:
         return doc
 
     def _tekton_env(self, sa: str, leader_election: str, **extra: str) -> dict[str, str]:
-        return _base_env(
+        return base_env(
             KUBECONFIG=str(self._kubeconfigs[sa]),
             SYSTEM_NAMESPACE=TEKTON_NS,
             KUBERNETES_MIN_VERSION="v1.28.0",
@@ -643,8 +624,7 @@ class TektonStack:
         """Stops Tekton's controller (SIGKILL by default: a crash). TaskRuns then stand
         still; pods run on under kwok."""
         if self._tekton_controller is not None:
-            self._tekton_controller.stop(sig, timeout=1.0)
-            self._children.remove(self._tekton_controller)
+            self._children.stop(self._tekton_controller, sig)
             self._tekton_controller = None
 
 async def _main() -> None:

@@ -60,7 +60,7 @@ import sys
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -68,8 +68,9 @@ from typing import Any
 import yaml
 
 from controller.runtime.timestamps import parse_time
-from devtools.cluster.localcluster import ChildProcess, LocalCluster, free_port
-from devtools.cluster.processes import dies_with_parent
+from devtools.cluster.localcluster import LocalCluster, free_port
+from devtools.cluster.polling import wait_until
+from devtools.cluster.processes import ChildExited, Children
 from devtools.hack import HACK, REPO
 from devtools.node import gitserver
 from devtools.node.nodens import RESTART, RESTARTED, Restart
@@ -292,8 +293,8 @@ class RealNode:
         self.git_port = free_port()
         self.git_root = workdir / "git"
         self.cgroup_root = CGROUP_PREFIX + secrets.token_hex(4)
-        self._children: list[ChildProcess] = []
-        self._holder: subprocess.Popen[bytes] | None = None
+        # The registry, the Git server, then the supervisor of containerd and the kubelet.
+        self._children = Children(workdir)
         self.timings: dict[str, float] = {}
 
     # -- what a test uses ------------------------------------------------------------
@@ -381,17 +382,7 @@ class RealNode:
         """Stops the node (nodens stops the kubelet, containerd and everything they left),
         then the Git server and the registry; removes the node's big folders."""
         t0 = time.monotonic()
-        holder, self._holder = self._holder, None
-        if holder is not None and holder.poll() is None:
-            holder.send_signal(signal.SIGTERM)
-            try:
-                holder.wait(60)
-            except subprocess.TimeoutExpired:
-                holder.kill()
-                holder.wait()
-        for child in reversed(self._children):
-            child.stop(timeout=2.0)
-        self._children.clear()
+        self._children.stop_all()
         # The images' unpacked layers and the kubelet's state with the pods' volumes:
         # hundreds of MB per run. The pods' logs (ns/var-log-upper/pods) are kept.
         for big in ("containerd/root", "ns/var-lib-upper", "ns/run-upper"):
@@ -399,12 +390,11 @@ class RealNode:
         self.timings["stop"] = round(time.monotonic() - t0, 2)
 
     def check_alive(self) -> None:
-        for child in self._children:
-            child.check_alive()
-        if self._holder is not None and self._holder.poll() is not None:
-            tail = (self.workdir / "node.log").read_text(errors="replace")[-3000:]
-            raise NodeError(f"the real node's supervisor exited with {self._holder.returncode}:"
-                            f"\n{tail}")
+        """NodeError, with the tail of its log, if one of the node's processes has exited."""
+        try:
+            self._children.check_alive()
+        except ChildExited as exc:
+            raise NodeError(str(exc)) from None
 
     async def restart(self, name: str, sig: int = signal.SIGTERM,
                       timeout: float = 120.0) -> Restart:
@@ -429,19 +419,16 @@ class RealNode:
 
     # -- pieces ----------------------------------------------------------------------
 
-    async def _wait(self, what: str, check: Any, timeout: float = 60.0) -> None:
-        deadline = time.monotonic() + timeout
-        while not await asyncio.to_thread(check):
-            self.check_alive()
-            if time.monotonic() > deadline:
-                raise NodeError(f"{what}: not ready after {timeout:.0f}s (logs in {self.workdir})")
-            await asyncio.sleep(0.1)
+    async def _wait(self, what: str, check: Callable[[], bool], timeout: float = 60.0) -> None:
+        """Until `check()` (blocking: run in a thread); NodeError as soon as one of the
+        node's processes has died, or at the timeout."""
+        if not await wait_until(lambda: asyncio.to_thread(check), timeout, 0.1,
+                                alive=self.check_alive):
+            raise NodeError(f"{what}: not ready after {timeout:.0f}s (logs in {self.workdir})")
 
     def _spawn(self, name: str, argv: list[str], env: dict[str, str] | None = None) -> None:
-        child = ChildProcess(name, argv, self.workdir / f"{name}.log",
-                             env or {"PATH": PATH, "HOME": str(self.workdir)})
-        child.start()
-        self._children.append(child)
+        self._children.spawn(name, argv, env or {"PATH": PATH, "HOME": str(self.workdir)},
+                             grace=2.0)
 
     def _start_registry(self) -> None:
         storage = self.workdir / "registry"
@@ -583,17 +570,14 @@ class RealNode:
         }
         spec_path = self.workdir / "node.json"
         spec_path.write_text(json.dumps(spec, indent=2))
-        log = (self.workdir / "node.log").open("ab")
-        try:
-            # SIGTERM when this process dies: nodens then stops all it started.
-            self._holder = subprocess.Popen(
-                ["unshare", "--mount", "--propagation", "private", "--",
-                 sys.executable, "-m", "devtools.node.nodens", str(spec_path)],
-                stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                env={"PATH": PATH, "PYTHONPATH": str(REPO), "HOME": str(self.workdir)},
-                preexec_fn=dies_with_parent(signal.SIGTERM))
-        finally:
-            log.close()
+        # SIGTERM when this process dies, or is stopped: nodens then stops all it started,
+        # which may take a while (each child's grace, then every shim and container).
+        self._children.spawn(
+            "the real node's supervisor",
+            ["unshare", "--mount", "--propagation", "private", "--",
+             sys.executable, "-m", "devtools.node.nodens", str(spec_path)],
+            {"PATH": PATH, "PYTHONPATH": str(REPO), "HOME": str(self.workdir)},
+            log=self.workdir / "node.log", death_signal=signal.SIGTERM, grace=60.0)
 
     async def _node_ready(self, timeout: float = 120.0,
                           heartbeat_after: float | None = None) -> None:
@@ -615,13 +599,9 @@ class RealNode:
             # The API server's times are whole seconds.
             return beat is not None and beat.timestamp() >= int(heartbeat_after)
 
-        deadline = time.monotonic() + timeout
-        while not await ready():
-            self.check_alive()
-            if time.monotonic() > deadline:
-                raise NodeError(f"kubelet: node {NODE} not Ready after {timeout:.0f}s "
-                                f"(log: {self.workdir / 'kubelet.log'})")
-            await asyncio.sleep(0.2)
+        if not await wait_until(ready, timeout, 0.2, alive=self.check_alive):
+            raise NodeError(f"kubelet: node {NODE} not Ready after {timeout:.0f}s "
+                            f"(log: {self.workdir / 'kubelet.log'})")
         # The kubelet registers with node.kubernetes.io/not-ready:NoSchedule, which the node
         # lifecycle controller removes once the node is Ready. The stack does not run that
         # controller (kwok's node sends no heartbeats: it would be tainted unreachable and

@@ -43,8 +43,9 @@ import yaml
 
 from controller.runtime.kube import JSON
 from devtools import hack
-from devtools.cluster.localcluster import ChildProcess, LocalCluster
+from devtools.cluster.localcluster import LocalCluster
 from devtools.cluster.polling import wait_until
+from devtools.cluster.processes import Child
 from devtools.shipwright import source as shipwright
 
 METRICS_PORT = 8383  # fixed in Shipwright's main.go
@@ -136,7 +137,7 @@ async def wait_serving(check_alive: Callable[[], None], timeout: float,
 
 
 class ShipwrightController:
-    """Shipwright's controller as a child process (devtools.cluster.localcluster's, so it
+    """Shipwright's controller as a child process (devtools.cluster.processes.Child, so it
     dies with its parent); `async with` starts it, waits until it serves, and stops it
     with SIGTERM as a Deployment scaled to 0 does."""
 
@@ -150,7 +151,7 @@ class ShipwrightController:
                     "BUILD_CONTROLLER_RENEW_DEADLINE": f"{lease_seconds * 2 // 3}s",
                     "BUILD_CONTROLLER_RETRY_PERIOD": "1s"}
         self.log = log
-        self.process = ChildProcess("shipwright-build-controller", argv, log, env)
+        self.process = Child("shipwright-build-controller", argv, log, env)
 
     async def __aenter__(self) -> ShipwrightController:
         check_port_free()
