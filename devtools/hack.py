@@ -27,6 +27,11 @@ HACK = REPO / "hack"
 class StackError(RuntimeError):
     """One line naming the component that is missing, failed to build or did not start."""
 
+    @classmethod
+    def timed_out(cls, component: str, what: str, timeout: float, log: Path) -> StackError:
+        """The stack waited `timeout` seconds for `component` to do `what`, in vain."""
+        return cls(f"{component}: timed out after {timeout:.0f}s waiting {what} (log: {log})")
+
 
 def script_output(component: str, script: str, *args: str) -> list[str]:
     """The lines hack/<component>/<script> printed on stdout; StackError naming the
@@ -49,3 +54,10 @@ def build(component: str, *args: str) -> Path:
     """The folder hack/<component>/build prints last: cached builds answer in well under a
     second, a first build takes minutes. Raises StackError naming the component."""
     return Path(script_output(component, "build", *args)[-1])
+
+
+def need(component: str, path: Path) -> Path:
+    """`path`, a file a build made; StackError naming the component if it is missing."""
+    if not path.exists():
+        raise StackError(f"{component}: {path} missing (run hack/build-all)")
+    return path

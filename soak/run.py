@@ -480,17 +480,17 @@ class Soak:
 
             async def tekton_webhook_outage() -> None:
                 t = time.monotonic()
-                stack.stop_tekton_webhook()
+                stack.tekton.stop_webhook()
                 down = down_rng.uniform(*cfg.tekton_webhook_down)
                 await asyncio.sleep(down)
-                stack.start_tekton_webhook()  # serving again about a second later
+                stack.tekton.start_webhook()  # serving again about a second later
                 self.tekton_webhook_down.append((t, down))
 
             async def tekton_controller_kill() -> None:
                 self.tekton_controller_kills.append(time.monotonic())
-                stack.stop_tekton_controller()
+                stack.tekton.stop_controller()
                 await asyncio.sleep(0.5)
-                stack.start_tekton_controller()
+                stack.tekton.start_controller()
 
             async def leader_stall() -> None:
                 # Right after a kill there may be none: wait a while for the next one.
@@ -538,8 +538,8 @@ class Soak:
                 await asyncio.gather(*chaos)
                 for p in proxies:
                     p.resume()
-                stack.start_tekton_webhook()
-                stack.start_tekton_controller()
+                stack.tekton.start_webhook()
+                stack.tekton.start_controller()
                 await creating
                 await replicas.all_running(60)
                 settle_deadline = min(time.monotonic() + cfg.settle_seconds, hard_deadline)

@@ -482,9 +482,9 @@ class TruthSoak:
                                                   done.shims_after]}
         if kind == "tekton-controller":
             before = stack.pids().get("tekton-controller")
-            stack.stop_tekton_controller()
+            stack.tekton.stop_controller()
             await asyncio.sleep(0.5)
-            stack.start_tekton_controller()
+            stack.tekton.start_controller()
             return {"pid": [before, stack.pids().get("tekton-controller")]}
         raise ValueError(f"no such fault: {kind}")
 

@@ -38,7 +38,7 @@ async def stack(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Tekto
     t = time.monotonic()
     async with TektonStack(tmp_path_factory.mktemp("stack"), apiserver_args=STRICT,
                            real_node=True) as s:
-        print(f"\nTektonStack (Tekton {s.tekton_version}) up in {time.monotonic() - t:.2f}s: "
+        print(f"\nTektonStack (Tekton {s.tekton.version}) up in {time.monotonic() - t:.2f}s: "
               f"{s.timings}")
         yield s
 

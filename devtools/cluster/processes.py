@@ -3,17 +3,17 @@ the one helper every owner of children uses to start one with its log, ask wheth
 still runs and stop it; and finding processes by their command line.
 
 Its users: LocalCluster (etcd, kube-apiserver), TektonStack (kube-scheduler, kwok,
-kube-controller-manager, Tekton's webhook and controller), RealNode (the registry, the
-Git server and the node's supervisor), that supervisor (devtools.node.nodens: containerd
-and the kubelet, inside the node's mount namespace) and Shipwright's own controller. What
-differs between them is a parameter, never a copy: the signal a child gets when its
-parent dies (`death_signal`: SIGKILL, or SIGTERM for the node's supervisor, which must
-clean up after itself), how long it may take to stop (`grace`), and the error an owner
-raises when a child has died (each catches ChildExited, a RuntimeError, and says it its
-own way). Waiting until a child serves is devtools.cluster.polling.wait_until with the
-owner's `check_alive` as its `alive`: a child that dies ends the wait at once, not at the
-timeout; the node's supervisor, which has no event loop, waits for its children's ready
-files in its own loop.
+kube-controller-manager, and through TektonPipelines Tekton's webhook and controller),
+RealNode (the registry, the Git server and the node's supervisor), that supervisor
+(devtools.node.nodens: containerd and the kubelet, inside the node's mount namespace)
+and Shipwright's own controller. What differs between them is a parameter, never a
+copy: the signal a child gets when its parent dies (`death_signal`: SIGKILL, or SIGTERM
+for the node's supervisor, which must clean up after itself), how long it may take to
+stop (`grace`), and what an owner raises when a child cannot start or has died (its
+Children's `error`: StackError, NodeError). Waiting until a child serves is
+devtools.cluster.polling.wait_until with the owner's `check_alive` as its `alive`: a
+child that dies ends the wait at once, not at the timeout. The node's supervisor, which
+has no event loop, waits for its children's ready files in its own loop.
 
 Only the standard library is imported here: the node's supervisor imports this module
 in the node's namespace, where aiohttp and the controller's client (0.6-1 s) would only
@@ -129,30 +129,41 @@ class Child:
 class Children:
     """The children one owner started, each with its log `folder/<name>.log`.
 
-    Invariant: stop_all() stops them in reverse start order, so a child stops before
-    those it may depend on (Tekton's controller before its webhook before the
+    Invariants: stop_all() stops them in reverse start order, so a child stops before
+    those it may depend on (the kube-controller-manager before kwok before the
     scheduler); a child stopped alone (stop()) is forgotten, and started again it is
-    added at the end.
+    added at the end. Every failure is the owner's `error` with one message: a child
+    that cannot start, or has died (with its log's tail).
     """
 
-    def __init__(self, folder: Path) -> None:
+    def __init__(self, folder: Path, *, error: type[Exception] = ChildExited,
+                 grace: float = 10.0) -> None:
+        """`grace`: each child's unless spawn() says otherwise."""
         self.folder = folder
+        self.error = error
+        self.grace = grace
         self._started: list[Child] = []
 
     def spawn(self, name: str, argv: list[str], env: Mapping[str, str] | None = None, *,
               log: Path | None = None, death_signal: int = signal.SIGKILL,
-              grace: float = 10.0) -> Child:
-        """A started Child (see Child for the parameters); OSError if it cannot start."""
+              grace: float | None = None) -> Child:
+        """A started Child (see Child for the parameters)."""
         child = Child(name, argv, log or self.folder / f"{name}.log", env,
-                      death_signal=death_signal, grace=grace)
-        child.start()
+                      death_signal=death_signal, grace=self.grace if grace is None else grace)
+        try:
+            child.start()
+        except OSError as exc:
+            raise self.error(f"{name}: cannot start {argv[0]}: {exc}") from None
         self._started.append(child)
         return child
 
     def check_alive(self) -> None:
-        """ChildExited for the first child, in start order, that has exited."""
-        for child in self._started:
-            child.check_alive()
+        """The owner's error for the first child, in start order, that has exited."""
+        try:
+            for child in self._started:
+                child.check_alive()
+        except ChildExited as exc:
+            raise self.error(str(exc)) from None
 
     def stop(self, child: Child, sig: int = signal.SIGTERM, grace: float | None = None) -> None:
         child.stop(sig, grace)

@@ -127,7 +127,7 @@ class Dev:
         screen.print(f"{DEV} starting etcd, kube-apiserver, kube-controller-manager, "
                      "kube-scheduler, kwok and Tekton Pipelines ...")
         stack = TektonStack(self.workdir / "stack", real_node=True)
-        self.tekton_version = stack.tekton_version
+        self.tekton_version = stack.tekton.version
         async with stack:
             screen.print(f"{DEV} stack up in {stack.timings['stack up']:.1f}s "
                          f"(logs: {stack.workdir})")

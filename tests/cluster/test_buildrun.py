@@ -122,7 +122,7 @@ async def test_a_start_costs_one_taskrun_create_and_one_status_write(
     controller stopped: its first TaskRun status (a new message) would rightly cost a
     second write."""
     cluster = stack.cluster
-    stack.stop_tekton_controller()
+    stack.tekton.stop_controller()
     try:
         async with running_controller(controller_settings(cluster, world.ns)) as app:
             key = f"{world.ns}/"
@@ -135,7 +135,7 @@ async def test_a_start_costs_one_taskrun_create_and_one_status_write(
             await asyncio.sleep(1.0)  # the reconciles the TaskRun's and status's events cause
             after = await apiserver_requests(cluster)
     finally:
-        stack.start_tekton_controller()
+        stack.tekton.start_controller()
     made = {k: after[k] - before.get(k, 0) for k in after if after[k] != before.get(k, 0)}
     assert "GET builds" not in made and "GET buildstrategies" not in made, made
     assert made.get("POST taskruns") == 1 and made.get("PUT buildruns/status") == 1, made

@@ -180,7 +180,7 @@ async def test_the_timeout_backstop_when_tekton_never_ends_the_taskrun(
     """Tekton's controller down: nobody starts the TaskRun nor times it out. The BuildRun
     ends BuildRunTimeout --timeout-grace past its timeout, counted from the TaskRun's
     creation, and its TaskRun is cancelled, which Tekton carries out once it is back."""
-    stack.stop_tekton_controller()
+    stack.tekton.stop_controller()
     try:
         async with controller(stack, world, timeout_grace=2.0):
             await world.buildrun("stuck", timeout="2s")
@@ -192,7 +192,7 @@ async def test_the_timeout_backstop_when_tekton_never_ends_the_taskrun(
                 return tr if tr["spec"].get("status") == "TaskRunCancelled" else None
             tr = await wait_for(cancelled, 10, 0.1, what="the TaskRun to be cancelled")
     finally:
-        stack.start_tekton_controller()
+        stack.tekton.start_controller()
     assert (condition(done)["reason"], condition(done)["message"]) == (
         reasons.BUILD_RUN_TIMEOUT, "BuildRun stuck failed to finish within 2s")
     assert "startTime" not in done["status"]  # Tekton never started the TaskRun
@@ -379,7 +379,7 @@ async def test_webhook_down_is_retried_until_it_returns(
     world.fate("w", results=results(**{"shp-image-digest": DIGEST}))
     errors_before = metric("controller_runtime_reconcile_total", controller="buildrun",
                            result="error")
-    stack.stop_tekton_webhook()
+    stack.tekton.stop_webhook()
     try:
         # More retries than the harness's 8: the webhook takes about a second to return.
         budget = RetryBudget(max_retries=100, max_age=0)
@@ -393,12 +393,12 @@ async def test_webhook_down_is_retried_until_it_returns(
             status = (await world.get("w")).get("status") or {}
             assert not status.get("taskRunName") and not status.get("completionTime"), status
             assert await world.taskruns() == []
-            stack.start_tekton_webhook()
-            await stack.webhook_admits()
+            stack.tekton.start_webhook()
+            await stack.tekton.webhook_admits()
             done = await world.finished("w", 60)
     finally:
-        stack.start_tekton_webhook()
-        await stack.webhook_admits()
+        stack.tekton.start_webhook()
+        await stack.tekton.webhook_admits()
     assert condition(done)["reason"] == reasons.SUCCEEDED, condition(done)
     assert done["status"]["output"]["digest"] == DIGEST
 

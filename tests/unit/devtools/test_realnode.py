@@ -13,6 +13,7 @@ import yaml
 
 from devtools import hack
 from devtools.cluster import stack
+from devtools.cluster.pipelines import fake_images
 from devtools.node import realnode
 from devtools.node.realnode import LABEL, REAL, NodeImages, RealNode, placement
 
@@ -159,12 +160,12 @@ async def test_a_stack_where_no_real_node_can_run_says_why_and_runs_without(
         raise realnode.NodeUnavailable("the real node needs root (containerd, ...)")
     monkeypatch.setattr(realnode, "prepare", cannot)
     monkeypatch.setattr(hack, "build", lambda component, *args: tmp_path)
-    monkeypatch.setattr(stack, "_need", lambda component, path: path)
+    monkeypatch.setattr(hack, "need", lambda component, path: path)
     (tmp_path / "version").write_text("v1.12.0\n")  # hack/tekton/build's record of its release
     s = stack.TektonStack(tmp_path / "work", real_node=True)
     assert s.real_node_unavailable == "the real node needs root (containerd, ...)"
     with pytest.raises(realnode.NodeUnavailable, match=r"^the real node needs root"):
         await s.real_node()
     # Tekton's images stay the names nothing pulls; the API server gets no kubelet cert.
-    assert s._tekton_images == {}
+    assert s.tekton.images == fake_images(s.tekton.version)
     assert not any("kubelet-client" in a for a in s.cluster._apiserver.argv)
