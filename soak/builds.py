@@ -49,7 +49,7 @@ def repository_files(node: RealNode) -> dict[str, str]:
     """The sample's files (realbuilds.sample_files) and the three Dockerfiles."""
     files = realbuilds.sample_files(node)
     context = realbuilds.CONTEXT_DIR
-    head = (f"FROM {node.base_image()}\nARG {ARG}\n"
+    head = (f"FROM {node.registry.base_image()}\nARG {ARG}\n"
             "COPY hello.sh /usr/local/bin/hello\n")
     files[f"{context}/Dockerfile"] = head + (
         f'RUN echo "{realbuilds.BUILD_LINE} (${ARG})" && echo "${ARG}" > /truth-id'
@@ -87,7 +87,7 @@ async def setup(kube: Kube, node: RealNode, namespace: str, timeout: float = 120
 
 def output_image(node: RealNode, namespace: str, name: str, attempt: int) -> str:
     """The tag a BuildRun pushes to: its name's repository, its attempt's tag."""
-    return node.image(f"{namespace}/{name}", f"a{attempt}")
+    return node.registry.image(f"{namespace}/{name}", f"a{attempt}")
 
 
 def buildrun(node: RealNode, namespace: str, name: str, kind: str, attempt: int, *,

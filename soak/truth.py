@@ -321,7 +321,7 @@ class TruthSoak:
                 final[w.resource.plural] = await persist(w.list_all, deadline=deadline)
             # The evidence behind any mismatch, as the API server held it at the end.
             (workdir / "objects.json").write_text(json.dumps(final, indent=1))
-            registry = {b.uid: await asyncio.to_thread(node.pushed, b.image)
+            registry = {b.uid: await asyncio.to_thread(node.registry.pushed, b.image)
                         for b in self.ledger.buildruns.values() if b.image}
         finally:
             stop.set()

@@ -141,7 +141,7 @@ class Dev:
                 screen.print(f"{DEV} real node {node.name} up in "
                              f"{node.timings['node ready']:.1f}s: containerd and a kubelet; "
                              f"git server http://127.0.0.1:{node.git_port}, registry "
-                             f"http://{node.registry}")
+                             f"http://{node.registry.address}")
             cluster = stack.cluster
             kube = Kube(await _load_api_client(str(cluster.kubeconfig)))
             try:

@@ -45,7 +45,7 @@ def sample_files(node: RealNode) -> dict[str, str]:
         "README.md": "A sample program for real builds on the test stack's node.\n",
         f"{CONTEXT_DIR}/hello.sh": f"#!/bin/sh\necho '{GREETING}'\n",
         f"{CONTEXT_DIR}/Dockerfile": (
-            f"FROM {node.base_image()}\n"
+            f"FROM {node.registry.base_image()}\n"
             "COPY hello.sh /usr/local/bin/hello\n"
             f"RUN echo '{BUILD_LINE}' && chmod 755 /usr/local/bin/hello && /usr/local/bin/hello\n"
             'CMD ["/usr/local/bin/hello"]\n'
@@ -101,10 +101,10 @@ def on_real_node(node: RealNode, build: JSON, namespace: str, *, name: str | Non
     spec = build["spec"]
     sample_repository(node)
     spec["source"]["git"]["url"] = node.git_url(SAMPLE_REPOSITORY)
-    spec["output"] = {"image": node.image(image_repository or f"{namespace}/{name}"),
+    spec["output"] = {"image": node.registry.image(image_repository or f"{namespace}/{name}"),
                       "insecure": True}
     params = [p for p in spec.get("paramValues") or [] if p["name"] != "registries-insecure"]
-    params.append({"name": "registries-insecure", "values": [{"value": node.registry}]})
+    params.append({"name": "registries-insecure", "values": [{"value": node.registry.address}]})
     spec["paramValues"] = params
     spec.update(placement())
     return build

@@ -5,15 +5,16 @@ devtools.cluster.stack.TektonStack(real_node=True) prepares it (`prepare()`: the
 from hack/kubelet/build, every image from hack/node-images/build, both cached by
 content) and `await stack.real_node()` starts it the first time a caller asks:
 
-  docker-registry   Debian's (distribution 2.8), on 127.0.0.1:<port>, its storage a copy
-                    of the one hack/node-images/build filled (blobs hard-linked), so it
-                    starts with every image a pod here needs; builds push to it
+  docker-registry   `node.registry` (devtools.node.images.Registry): Debian's, on
+                    127.0.0.1:<port>, serving every image a pod here needs; builds push
+                    to it, and what they pushed is read back from it
   git server        devtools.node.gitserver on 127.0.0.1:<port>, serving the bare
                     repositories `create_repository` makes; stands in for GitHub
   containerd        Debian's 1.6, its root, state and socket in the stack's folder, the
                     registry as mirror of buildrun.test, quay.io and docker.io (so a pod
                     names an image as Shipwright's samples do and containerd pulls it
-                    from here; STAND_INS are served under the names a strategy gives)
+                    from here; images.STAND_INS are served under the names a strategy
+                    gives)
   kubelet           v1.34 (the API server's module), node "localhost", labelled and
                     tainted `buildrun-controller.test/node=real`
 
@@ -58,8 +59,6 @@ import socket
 import subprocess
 import sys
 import time
-import urllib.error
-import urllib.request
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -70,9 +69,10 @@ import yaml
 from controller.runtime.timestamps import parse_time
 from devtools.cluster.localcluster import LocalCluster, free_port
 from devtools.cluster.polling import wait_until
-from devtools.cluster.processes import ChildExited, Children
+from devtools.cluster.processes import Children
 from devtools.hack import HACK, REPO
 from devtools.node import gitserver
+from devtools.node.images import NodeImages, Registry
 from devtools.node.nodens import RESTART, RESTARTED, Restart
 
 NODE = "localhost"  # the kubelet's name: resolves to 127.0.0.1, so the API server calls it there
@@ -92,11 +92,6 @@ TOOLS = ("containerd", "containerd-shim-runc-v2", "runc", "docker-registry", "un
          "mount")
 
 JSON = dict[str, Any]
-# Images Shipwright's strategies name that the node serves as one built here, under the
-# strategy's own name (as buildah is Debian's under quay.io's): its integration suite's
-# error-result strategy runs `sh -c 'printf ...; return 1'` on alpine:latest, whose sh
-# is BusyBox's ash, which is what the shell image is. name -> NodeImages attribute.
-STAND_INS = {"docker.io/library/alpine:latest": "shell"}
 # Where a Git URL of GitHub's is fetched from the Git server instead (serve_github).
 GITHUB = "https://github.com/"
 
@@ -149,51 +144,6 @@ def unavailable() -> str | None:
 
 
 @dataclass(frozen=True)
-class NodeImages:
-    """What hack/node-images/build made (its images.json) and the registry storage."""
-
-    folder: Path
-    pause: str
-    shell: str  # Tekton's shell image; busybox, also the sample's base image
-    tekton: Mapping[str, str]  # entrypoint, nop, workingdirinit, sidecarlogresults
-    shipwright: Mapping[str, str]  # git, bundle, waiter, image-processing
-    buildah: tuple[str, ...]  # quay.io/containers/buildah:<tag> as Shipwright's samples name it
-    mirrors: tuple[str, ...]  # registry hosts served from the stack's registry
-
-    @classmethod
-    def load(cls, folder: Path) -> NodeImages:
-        data = json.loads((folder / "images.json").read_text())
-        return cls(folder, data["pause"], data["shell"], data["tekton"], data["shipwright"],
-                   tuple(data["buildah"]), tuple(data["mirrors"]))
-
-    def tekton_flags(self) -> dict[str, str]:
-        """Tekton controller flags naming these images (its config/controller.yaml's)."""
-        return {"-entrypoint-image": self.tekton["entrypoint"],
-                "-nop-image": self.tekton["nop"],
-                "-sidecarlogresults-image": self.tekton["sidecarlogresults"],
-                "-workingdirinit-image": self.tekton["workingdirinit"],
-                "-shell-image": self.shell}
-
-    def shipwright_env(self) -> dict[str, str]:
-        """The environment variables Shipwright's controller (and ours) reads the helper
-        steps' images from (controller.buildrun.config)."""
-        return {"GIT_CONTAINER_IMAGE": self.shipwright["git"],
-                "BUNDLE_CONTAINER_IMAGE": self.shipwright["bundle"],
-                "WAITER_CONTAINER_IMAGE": self.shipwright["waiter"],
-                "IMAGE_PROCESSING_CONTAINER_IMAGE": self.shipwright["image-processing"]}
-
-    def in_registry(self, registry: str, image: str) -> str:
-        """`image` (named under one of the mirrored hosts) as pulled from `registry`."""
-        host, _, rest = image.partition("/")
-        assert host in self.mirrors, image
-        return f"{registry}/{rest}"
-
-    def stand_ins(self) -> dict[str, str]:
-        """STAND_INS as name -> the image of this set served under it."""
-        return {name: getattr(self, attribute) for name, attribute in STAND_INS.items()}
-
-
-@dataclass(frozen=True)
 class Prepared:
     kubelet: Path
     images: NodeImages
@@ -232,45 +182,6 @@ def prepare() -> Prepared:
     return Prepared(kubelet, images)
 
 
-def _copy_registry(source: Path, target: Path) -> None:
-    """The registry's storage: blobs hard-linked (written once, never changed in place),
-    the rest (tag and layer links, which a push rewrites in place) copied."""
-    v2 = Path("docker/registry/v2")
-    (target / v2).mkdir(parents=True)
-    subprocess.run(["cp", "-a", "--link", str(source / v2 / "blobs"), str(target / v2)],
-                   check=True)
-    shutil.copytree(source / v2 / "repositories", target / v2 / "repositories", symlinks=True)
-
-
-def _repository_and_tag(image: str) -> tuple[str, str]:
-    """("library/busybox", "1.35.0") for "buildrun.test/library/busybox:1.35.0"."""
-    _, _, rest = image.partition("/")
-    repository, _, tag = rest.rpartition(":")
-    return repository, tag
-
-
-def _tag_as(storage: Path, image: str, name: str) -> None:
-    """The registry's `image` also served as `name` (another host's name is fine: the
-    registry mirrors it), before the registry starts: its repository's folder copied
-    (the links to its blobs, each a few bytes) with the tag renamed."""
-    repositories = storage / "docker/registry/v2/repositories"
-    (source, tag), (target, new_tag) = _repository_and_tag(image), _repository_and_tag(name)
-    shutil.copytree(repositories / source, repositories / target, symlinks=True)
-    tags = repositories / target / "_manifests/tags"
-    for other in tags.iterdir():
-        if other.name != tag:
-            shutil.rmtree(other)
-    (tags / tag).rename(tags / new_tag)
-
-
-def _http_ok(url: str) -> bool:
-    try:
-        with urllib.request.urlopen(url, timeout=1):
-            return True
-    except (urllib.error.URLError, OSError):
-        return False
-
-
 def _port_open(port: int) -> bool:
     with socket.socket() as s:
         return s.connect_ex(("127.0.0.1", port)) == 0
@@ -285,16 +196,15 @@ class RealNode:
         workdir.mkdir(parents=True, exist_ok=True)
         self.cluster = cluster
         self.images = prepared.images
+        self.registry = Registry(workdir, prepared.images)
         self._kubelet_bin = prepared.kubelet
         self._client_ca = kubelet_client_ca
         self.name = NODE
-        self.registry_port = free_port()
-        self.registry = f"127.0.0.1:{self.registry_port}"
         self.git_port = free_port()
         self.git_root = workdir / "git"
         self.cgroup_root = CGROUP_PREFIX + secrets.token_hex(4)
         # The registry, the Git server, then the supervisor of containerd and the kubelet.
-        self._children = Children(workdir)
+        self._children = Children(workdir, error=NodeError, grace=2.0)
         self.timings: dict[str, float] = {}
 
     # -- what a test uses ------------------------------------------------------------
@@ -327,49 +237,15 @@ class RealNode:
                 ops.append({"op": "add", "path": path, "value": env})
         return ops
 
-    def base_image(self) -> str:
-        """An image to build FROM, as a build in a pod here pulls it (over plain HTTP)."""
-        return self.images.in_registry(self.registry, self.images.shell)
-
-    def image(self, repository: str, tag: str = "latest") -> str:
-        """Where a build pushes: `repository` in the stack's registry."""
-        return f"{self.registry}/{repository}:{tag}"
-
-    def manifest_digest(self, repository: str, tag: str = "latest") -> str | None:
-        """The registry's digest of `repository:tag` (its Docker-Content-Digest, as a
-        client resolving the tag sees it); None when it has no such manifest."""
-        accept = ", ".join(("application/vnd.oci.image.index.v1+json",
-                            "application/vnd.oci.image.manifest.v1+json",
-                            "application/vnd.docker.distribution.manifest.list.v2+json",
-                            "application/vnd.docker.distribution.manifest.v2+json"))
-        request = urllib.request.Request(
-            f"http://{self.registry}/v2/{repository}/manifests/{tag}", method="HEAD",
-            headers={"Accept": accept})
-        try:
-            with urllib.request.urlopen(request, timeout=10) as resp:
-                return str(resp.headers["Docker-Content-Digest"])
-        except urllib.error.HTTPError as exc:
-            if exc.code == 404:
-                return None
-            raise
-
-    def pushed(self, image: str) -> str | None:
-        """manifest_digest of `image` as a build names its output (`image(...)`): what
-        the registry holds under that tag, None when nothing was pushed there."""
-        host, _, _ = image.partition("/")
-        if host != self.registry:
-            raise ValueError(f"{image} is not in this node's registry ({self.registry})")
-        return self.manifest_digest(*_repository_and_tag(image))
-
     # -- life cycle ------------------------------------------------------------------
 
     async def start(self) -> None:
         t0 = time.monotonic()
         try:
-            self._start_registry()
+            self._spawn("registry", self.registry.argv())
             self._start_git_server()
             self._start_node()
-            await self._wait("registry", lambda: _http_ok(f"http://{self.registry}/v2/"))
+            await self._wait("registry", self.registry.serving)
             await self._wait("git server", lambda: _port_open(self.git_port))
             self.timings["registry and git server"] = round(time.monotonic() - t0, 2)
             await self._node_ready()
@@ -391,10 +267,7 @@ class RealNode:
 
     def check_alive(self) -> None:
         """NodeError, with the tail of its log, if one of the node's processes has exited."""
-        try:
-            self._children.check_alive()
-        except ChildExited as exc:
-            raise NodeError(str(exc)) from None
+        self._children.check_alive()
 
     async def restart(self, name: str, sig: int = signal.SIGTERM,
                       timeout: float = 120.0) -> Restart:
@@ -427,23 +300,7 @@ class RealNode:
             raise NodeError(f"{what}: not ready after {timeout:.0f}s (logs in {self.workdir})")
 
     def _spawn(self, name: str, argv: list[str], env: dict[str, str] | None = None) -> None:
-        self._children.spawn(name, argv, env or {"PATH": PATH, "HOME": str(self.workdir)},
-                             grace=2.0)
-
-    def _start_registry(self) -> None:
-        storage = self.workdir / "registry"
-        _copy_registry(self.images.folder / "registry", storage)
-        for name, image in self.images.stand_ins().items():
-            _tag_as(storage, image, name)
-        config = self.workdir / "registry.yml"
-        config.write_text(yaml.safe_dump({
-            "version": 0.1,
-            "log": {"level": "warn", "accesslog": {"disabled": True}},
-            "storage": {"filesystem": {"rootdirectory": str(storage)},
-                        "delete": {"enabled": True}},
-            "http": {"addr": self.registry, "secret": secrets.token_hex(16)},
-        }))
-        self._spawn("registry", ["docker-registry", "serve", str(config)])
+        self._children.spawn(name, argv, env or {"PATH": PATH, "HOME": str(self.workdir)})
 
     def _start_git_server(self) -> None:
         self.git_root.mkdir(exist_ok=True)
@@ -451,13 +308,10 @@ class RealNode:
                                    str(self.git_root), str(self.git_port)],
                     {"PATH": PATH, "PYTHONPATH": str(REPO), "HOME": str(self.workdir)})
 
-    def _stand_in_hosts(self) -> list[str]:
-        return sorted({name.partition("/")[0] for name in STAND_INS} - set(self.images.mirrors))
-
     def _containerd_config(self, sock: Path) -> Path:
         cri = "io.containerd.grpc.v1.cri"
-        mirrors = {host: {"endpoint": [f"http://{self.registry}"]}
-                   for host in (*self.images.mirrors, *self._stand_in_hosts(), self.registry)}
+        mirrors = {host: {"endpoint": [f"http://{self.registry.address}"]}
+                   for host in self.registry.hosts()}
         config = {
             "version": 2,
             "root": str(self.workdir / "containerd" / "root"),

@@ -31,8 +31,8 @@ The specs that need a step that really runs and can have it here (ON_REAL_NODE: 
 error-result one) run first, in a run of their own on the session stack's real node
 (devtools/node/realnode.py): the pod webhook puts each pod there (place_pod) with
 github.com/shipwright-io/sample-go cloned from the node's Git server (serve_github), and
-the node serves their alpine:latest (realnode.STAND_INS). Where the machine has no real
-node they run on kwok with the rest, held to their entries in ON_REAL_NODE.
+the node serves their alpine:latest (devtools.node.images.STAND_INS). Where the machine
+has no real node they run on kwok with the rest, held to their entries in ON_REAL_NODE.
 The suite runs twice, as Shipwright splits it: the specs not labelled PipelineRun, then
 those that are, with our controller started with BUILDRUN_EXECUTOR=PipelineRun.
 
