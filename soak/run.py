@@ -64,18 +64,17 @@ from controller.runtime.kube import JSON, ApiError, Kube, load_api_client
 from controller.runtime.timestamps import format_time, now
 from controller.shipwright.conditions import succeeded_condition
 from controller.shipwright.labels import LABEL_BUILDRUN
-from controller.shipwright.params import UNDEFINED_PARAMETER
 from controller.shipwright.resources import BUILDRUNS, TASKRUNS
 from devtools.cluster import fixtures
 from devtools.cluster.localcluster import LocalCluster, write_token_kubeconfig
 from devtools.cluster.polling import wait_until
 from devtools.cluster.stack import TektonStack
-from devtools.fakes.fates import FateWebhook, fate_annotations, results
+from devtools.fakes.fates import FateWebhook
 from devtools.fakes.proxy import Proxy
-from devtools.fakes.webhook import Verdict
 from soak import accounting
-from soak.actors import OUTCOMES, AttributedWebhook, Outcome, SecondWriter, poisson
+from soak.actors import AttributedWebhook, SecondWriter, poisson
 from soak.api import default_service_account, get_text, persist
+from soak.plan import DOOMED, NS, Config, Plan, Planned
 from soak.replicas import (
     TEKTON_WEBHOOK_MARKER,
     LogSummary,
@@ -85,45 +84,12 @@ from soak.replicas import (
 )
 from soak.watch import Follower, Seen
 
-NS = "soak"
-
-OUTCOME_REASON: dict[Outcome, str] = {
-    "success": reasons.SUCCEEDED,
-    "failure": reasons.FAILED,
-    "timeout": reasons.BUILD_RUN_TIMEOUT,
-    "evicted": reasons.POD_EVICTED,
-    "oom": reasons.STEP_OUT_OF_MEMORY,
-}
-
-# User errors: (what the BuildRun's spec gets, the reason it must end with).
-USER_ERRORS: dict[str, tuple[JSON, str]] = {
-    "missing-build": ({"build": {"name": "no-such-build"}}, reasons.BUILD_NOT_FOUND),
-    "missing-sa": ({"build": {"name": fixtures.BUILD}, "serviceAccount": "ghost"},
-                   reasons.SERVICE_ACCOUNT_NOT_FOUND),
-    "undefined-param": ({"build": {"name": fixtures.BUILD},
-                         "paramValues": [{"name": "colour", "value": "red"}]},
-                        UNDEFINED_PARAMETER),
-    # The API server admits it (format: duration); Go's time.ParseDuration does not.
-    "bad-timeout": ({"build": {"name": fixtures.BUILD}, "timeout": "1 day"},
-                    reasons.INVALID_TIMEOUT),
-}
-DOOMED = "doomed"
-DIGEST = "sha256:" + "5a" * 32
-# What kwok does with a pod, by planned outcome (hack/kwok/stages/README.md). A
-# "timeout" pod holds until Tekton (the TaskRun's timeout) or the controller (the
-# BuildRun's) stops it.
-FATES: dict[Outcome, dict[str, str]] = {
-    "success": {"fate": "succeed", "results": results(**{"shp-image-digest": DIGEST})},
-    "failure": {"fate": "fail", "exit_code": "2"},
-    "timeout": {"fate": "hold"},
-    "evicted": {"fate": "evict"},
-    "oom": {"fate": "oom"},
-}
 # TaskRun reasons Tekton gives when it could not make the pod: an API server restart in
 # the middle of the pod create is one (Tekton's handlePodCreationError fails the TaskRun
 # for any error it does not know). The BuildRun then rightly ends with Tekton's reason, as
 # Shipwright's does.
 TEKTON_POD_FAILURES = ("PodCreationFailed", "PodAdmissionFailed")
+
 # Tekton's knative client defaults to 5 QPS (Tekton doubles it, twice) and 2 workers
 # per reconciler: too few for thousands of TaskRuns on one node (a first 5000 run with
 # them made 264 pods in 322 s while 1129 BuildRuns had been created). The soak gives
@@ -131,64 +97,6 @@ TEKTON_POD_FAILURES = ("PodCreationFailed", "PodAdmissionFailed")
 TEKTON_CONTROLLER_ENV = {"KUBE_API_QPS": "50", "KUBE_API_BURST": "100",
                          "THREADS_PER_CONTROLLER": "16"}
 
-
-@dataclass(frozen=True)
-class Config:
-    buildruns: int = 500
-    seed: int = 1
-    create_rate: float = 5.0  # BuildRuns per second
-    user_errors: float = 0.10  # fraction of BuildRuns with a user error
-    doomed: float = 0.02  # fraction whose every webhook call fails
-    outcome_weights: tuple[float, ...] = (0.5, 0.15, 0.1, 0.1, 0.15)  # in OUTCOMES order
-    webhook_timeout: float = 0.05  # per call, for the others
-    webhook_error: float = 0.15
-    apiserver_restart_every: float = 10.0  # mean seconds between restarts; 0: never
-    kill_every: float = 8.0  # mean seconds between replica kills; 0: never
-    kill_leader: float = 0.75  # chance a kill targets the leader
-    sigkill: float = 0.8  # chance a kill is SIGKILL rather than SIGTERM
-    conflict_rate: float = 5.0  # label patches per second; 0: none
-    tekton_delay: tuple[float, float] = (0.1, 2.0)  # pod Pending, then Running, this long
-    buildrun_timeout: str = "6s"  # spec.timeout of runs planned to time out
-    tekton_webhook_stop_every: float = 30.0  # mean seconds between stops; 0: never
-    tekton_webhook_down: tuple[float, float] = (1.0, 3.0)  # seconds stopped, then started
-    tekton_controller_kill_every: float = 30.0  # mean seconds between SIGKILLs; 0: never
-    leader_stall_every: float = 30.0  # mean seconds between stalls of the leader's proxy
-    leader_stall_seconds: float = 6.0  # longer than the lease (4 s): the leader must go
-    max_retries: int = 8
-    chaos_seconds: float = 900.0  # faults stop after this long at most
-    settle_seconds: float = 180.0  # then everything must finish within this
-    timeout: float = 1800.0  # the whole soak, setup included
-    workdir: Path | None = None
-
-
-@dataclass(frozen=True)
-class Planned:
-    name: str
-    kind: str  # an Outcome, "user:<kind>" or "doomed"
-    spec: JSON
-    expected: str  # the terminal reason
-
-
-def make_plan(cfg: Config) -> list[Planned]:
-    rng = random.Random(f"{cfg.seed}:plan")
-    plan = []
-    for i in range(cfg.buildruns):
-        name = f"br-{i:05d}"
-        r = rng.random()
-        if r < cfg.user_errors:
-            kind = rng.choice(sorted(USER_ERRORS))
-            user_spec, reason = USER_ERRORS[kind]
-            plan.append(Planned(name, f"user:{kind}", user_spec, reason))
-        elif r < cfg.user_errors + cfg.doomed:
-            plan.append(Planned(name, DOOMED, {"build": {"name": fixtures.BUILD}},
-                                reasons.RECONCILER_RETRIES_EXHAUSTED))
-        else:
-            how = rng.choices(OUTCOMES, weights=cfg.outcome_weights)[0]
-            spec: JSON = {"build": {"name": fixtures.BUILD}}
-            if how == "timeout":
-                spec["timeout"] = cfg.buildrun_timeout
-            plan.append(Planned(name, how, spec, OUTCOME_REASON[how]))
-    return plan
 
 
 Terminal = tuple[str, str, str]
@@ -325,15 +233,9 @@ class Soak:
     def __init__(self, cfg: Config, progress: Callable[[str], None]) -> None:
         self.cfg = cfg
         self.progress = progress
-        self.plan = make_plan(cfg)
-        self.by_name = {p.name: p for p in self.plan}
-        self.doomed = {p.name for p in self.plan if p.kind == DOOMED}
-        self.outcomes: dict[str, Outcome] = {
-            p.name: p.kind for p in self.plan if p.kind in OUTCOMES
-        }
+        self.plan = Plan(cfg)
         self.recorder = Recorder()
         self.created: list[str] = []
-        self.created_set: set[str] = set()
         self.apiserver_kills: list[float] = []
         self.apiserver_down: list[float] = []
         self.kills: list[tuple[float, int, str, bool]] = []  # (time, slot, signal, leader)
@@ -344,41 +246,14 @@ class Soak:
         self.tekton_controller_kills: list[float] = []
         self.leader_stalls: list[tuple[float, int, bool]] = []  # (time, slot, leader left)
         self.leader_stalls_missed = 0  # no leader to stall at that moment
-        self._webhook_rng = random.Random(f"{cfg.seed}:webhook")
         # The timeline is in monotonic seconds, the replicas' logs in wall-clock ones.
         self.wall_minus_monotonic = time.time() - time.monotonic()
-        self._fates = self._plan_fates()
-
-    def _plan_fates(self) -> dict[str, dict[str, str]]:
-        """Each planned run's pod annotations: its outcome's fate, and a Pending and a
-        Running time drawn from tekton_delay."""
-        rng = random.Random(f"{self.cfg.seed}:fates")
-        lo, hi = self.cfg.tekton_delay
-        out = {}
-        for name, how in self.outcomes.items():
-            out[name] = fate_annotations(
-                **FATES[how], start_delay=f"{int(rng.uniform(lo, hi) * 1000)}ms",
-                run_duration=f"{int(rng.uniform(lo, hi) * 1000)}ms")
-        return out
-
-    def fate(self, namespace: str, buildrun: str) -> dict[str, str] | None:
-        return self._fates.get(buildrun) if namespace == NS else None
-
-    def verdict(self, buildrun: str) -> Verdict:
-        r = self._webhook_rng.random()
-        if buildrun in self.doomed:
-            return "timeout" if r < 0.25 else "error"
-        if r < self.cfg.webhook_timeout:
-            return "timeout"
-        if r < self.cfg.webhook_timeout + self.cfg.webhook_error:
-            return "error"
-        return "allow"
 
     def unfinished(self) -> list[str]:
         return [n for n in self.created if not self.recorder.done(n)]
 
     def all_done(self) -> bool:
-        return len(self.created) == len(self.plan) and not self.unfinished()
+        return len(self.created) == len(self.plan.runs) and not self.unfinished()
 
     async def run(self) -> Report:
         cfg = self.cfg
@@ -395,10 +270,10 @@ class Soak:
             kube = Kube(await load_api_client(str(cluster.kubeconfig)))
             try:
                 await self._setup(kube)
-                webhook = AttributedWebhook(cluster, NS, self.verdict)
+                webhook = AttributedWebhook(cluster, NS, self.plan.verdict)
                 # The soak's own loop answers it while busy: allow more than the 5 s default
                 # (a slow answer would fail the pod create, and Tekton the TaskRun).
-                fates = FateWebhook(cluster, self.fate, timeout_seconds=15)
+                fates = FateWebhook(cluster, self.plan.fate, timeout_seconds=15)
                 async with webhook, fates:
                     await self._drive(stack, kube, webhook, fates, workdir, hard_deadline,
                                       report)
@@ -426,10 +301,9 @@ class Soak:
             async with sem:
                 await persist(lambda: self._create(kube, p), deadline=deadline, not_found=True)
             self.created.append(p.name)
-            self.created_set.add(p.name)
 
         tasks = []
-        for p in self.plan:
+        for p in self.plan.runs:
             tasks.append(asyncio.create_task(one(p)))
             await asyncio.sleep(1.0 / self.cfg.create_rate)
         await asyncio.gather(*tasks)
@@ -606,7 +480,7 @@ class Soak:
             await asyncio.sleep(10)
             leader = replicas.leader()
             self.progress(
-                f"t={time.monotonic() - t0:.0f}s created {len(self.created)}/{len(self.plan)} "
+                f"t={time.monotonic() - t0:.0f}s created {len(self.created)}/{len(self.plan.runs)} "
                 f"finished {len(self.created) - len(self.unfinished())} "
                 f"pods {fates.calls} "
                 f"restarts {len(self.apiserver_kills)} kills {len(self.kills)} "
@@ -643,7 +517,7 @@ class Soak:
         logs = {i.log: summarize_log(i.log) for i in replicas.incarnations}
         self.exhausted_mixed.clear()
         reason_counts: Counter[str] = Counter()
-        for p in self.plan:
+        for p in self.plan.runs:
             track = self.recorder.tracks.get(p.name)
             if track is None or track.terminal is None:
                 last = track and track.last and succeeded_condition(track.last.get("status"))
