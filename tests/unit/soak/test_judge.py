@@ -10,6 +10,7 @@ from typing import Any
 
 from soak.judge import Evidence, Recorder, Report, Timeline, judge
 from soak.plan import DOOMED, Config, Plan
+from tests.unit.test_layering import REPO, imports_of
 
 JSON = dict[str, Any]
 
@@ -117,3 +118,15 @@ def test_a_user_error_with_a_taskrun_is_wrong(tmp_path: Path) -> None:
     report = w.judge()
     assert [line.split(" ")[0] for line in report.wrong] == [user]
     assert "should have none" in report.wrong[0]
+
+
+def test_the_fault_soak_imports_one_way() -> None:
+    """What to run, how to judge it, the run: plan imports neither of the others, judge
+    not the run, so the verdict can be had without a cluster and the plan without either."""
+    soak = REPO / "soak"
+    above = {"plan": ("soak.judge", "soak.run"), "judge": ("soak.run",)}
+    broken = [f"soak/{name}.py imports {imported}"
+              for name, forbidden in above.items()
+              for imported in imports_of(soak / f"{name}.py")
+              if any(imported == f or imported.startswith(f + ".") for f in forbidden)]
+    assert not broken, "\n".join(broken)
