@@ -26,9 +26,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from controller.buildrun.buildruns import recorded_executor
 from controller.runtime.kube import JSON
 from controller.shipwright.conditions import succeeded_condition
+from controller.shipwright.recorded_executor import recorded_executor
 from soak.watch import Seen
 
 MISMATCHES = ("pushed-not-succeeded", "succeeded-not-pushed", "wrong-digest",
@@ -283,7 +283,8 @@ def judge(ledger: Ledger, registry: Mapping[str, str | None]) -> list[Mismatch]:
         runs = ledger.runs_of(b.uid)
         if len(runs) > 1:
             found("runs-per-uid", f"TaskRuns {sorted(r.name for r in runs)}")
-        named = recorded_executor(b.last or {})
+        recorded = recorded_executor(b.last)
+        named = recorded.name if recorded is not None else None
         if named and named in owner_of_run and owner_of_run[named] != b.uid:
             found("foreign-run", f"its status names TaskRun {named}, owned by uid "
                   f"{owner_of_run[named]}")

@@ -3,7 +3,7 @@
 The controller runs in-process (same event loop) with its endpoints on free
 loopback ports, watching only the test's namespace. TaskRuns are run by the real
 Tekton of the session's stack (tests/conftest.py), their pods by kwok, whose fate a
-test picks with `World.fate`. devtools.fakes.tekton.TektonSimulator survives only where a
+test picks with `World.fate`. devtools.fakes.tekton.TektonStatusWriter survives only where a
 test needs a TaskRun state Tekton cannot be made to produce on demand; each such use
 says why.
 """
@@ -24,8 +24,8 @@ from prometheus_client import REGISTRY
 from controller.app import App
 from controller.buildrun.caches import Caches
 from controller.buildrun.executors import TASKRUN
+from controller.buildrun.outcomes import run_finished
 from controller.buildrun.reconciler import BuildRunReconciler
-from controller.buildrun.status import run_finished
 from controller.runtime.controller import Result
 from controller.runtime.events import EventRecorder
 from controller.runtime.kube import JSON, PODS, ApiError, Kube

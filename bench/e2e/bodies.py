@@ -16,15 +16,16 @@ import time
 from bench.e2e.common import NS, bounded
 from controller.buildrun import serviceaccounts
 from controller.buildrun.buildruns import build_link
+from controller.buildrun.outcomes import outcome_from_taskrun, running_reason
 from controller.buildrun.resources.config import ShipwrightConfig
 from controller.buildrun.resources.taskrun import generate_taskrun
 from controller.buildrun.spec import effective_build
-from controller.buildrun.status import outcome_from_taskrun, running_reason, with_condition
+from controller.buildrun.status_writes import with_condition
 from controller.runtime.kube import JSON, Kube
 from controller.runtime.timestamps import format_time, now
 from controller.shipwright.resources import BUILDRUNS, TASKRUNS
 from devtools.cluster import fixtures
-from devtools.fakes.tekton import TektonSimulator
+from devtools.fakes.tekton import TektonStatusWriter
 
 
 def now_text() -> str:
@@ -87,7 +88,7 @@ SOURCE_RESULTS = [{"name": name, "type": "string", "value": value} for name, val
 
 
 def finished_taskrun(taskrun: JSON) -> JSON:
-    """`taskrun` as TektonSimulator.finish leaves it (success, the image digest), with
+    """`taskrun` as TektonStatusWriter.finish leaves it (success, the image digest), with
     SOURCE_RESULTS."""
     done = format_time(datetime.datetime.now(datetime.UTC))
     return {**taskrun, "status": {
@@ -107,7 +108,7 @@ async def populate(kube: Kube, start: int, stop: int, concurrency: int, deadline
     """Finished BuildRuns in the shape the controller leaves them (its label PATCH, its
     started then finished status, one status write here), and with `taskruns` each
     one's TaskRun, the controller's body, finished as the simulator finishes it."""
-    sim = TektonSimulator(kube)
+    sim = TektonStatusWriter(kube)
 
     async def one(name: str) -> None:
         created = await kube.create(BUILDRUNS, NS, fixtures.buildrun(name))

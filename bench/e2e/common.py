@@ -42,7 +42,7 @@ from devtools.cluster import fixtures
 from devtools.cluster.localcluster import LocalCluster, free_port
 from devtools.cluster.polling import transient
 from devtools.cluster.processes import command_lines, die_with_parent
-from devtools.fakes.tekton import TektonSimulator
+from devtools.fakes.tekton import TektonStatusWriter
 from devtools.hack import REPO
 
 NS = "bench"
@@ -556,11 +556,11 @@ async def load_kube(cluster: LocalCluster) -> Kube:
 async def warm_up(kube: Kube, observer: Observer, deadline: float, *,
                   simulate: bool = True) -> float:
     """One BuildRun ("warmup") through the whole cycle, its TaskRun finished by
-    TektonSimulator (`simulate`) or by real Tekton; seconds it took."""
+    TektonStatusWriter (`simulate`) or by real Tekton; seconds it took."""
     t = time.monotonic()
     await kube.create(BUILDRUNS, NS, fixtures.buildrun(WARMUP))
     await observer.wait("taskrun", [WARMUP], deadline)
     if simulate:
-        await TektonSimulator(kube).finish(NS, observer.taskrun_name[WARMUP])
+        await TektonStatusWriter(kube).finish(NS, observer.taskrun_name[WARMUP])
     await observer.wait("done", [WARMUP], deadline)
     return time.monotonic() - t

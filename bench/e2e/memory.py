@@ -10,9 +10,9 @@ Build's name and generation labels); one status patch with what the controller h
 written by the end: every field Shipwright's status carries for a successful build of
 a git source (startTime, taskRunName, executor, buildSpec, the Succeeded condition,
 completionTime, output digest and size, source commit, author, branch and timestamp),
-read from its TaskRun's results (TektonSimulator's digest and SOURCE_RESULTS). With
+read from its TaskRun's results (TektonStatusWriter's digest and SOURCE_RESULTS). With
 --taskruns each also gets its TaskRun (generate_taskrun's body, about 4.3 KB of JSON)
-finished as TektonSimulator finishes it, with those results, as a cluster keeps a
+finished as TektonStatusWriter finishes it, with those results, as a cluster keeps a
 finished BuildRun's TaskRun: the controller caches both. The
 controller has nothing to do but cache them. Then `python -m controller` starts as a
 subprocess and the script records:
@@ -67,7 +67,7 @@ from bench.e2e.common import (
 from bench.e2e.peer import add_service_account
 from controller.buildrun.caches import EXECUTOR_INDEXERS, finished_buildrun
 from controller.buildrun.executors import TASKRUN
-from controller.buildrun.status import run_finished
+from controller.buildrun.outcomes import run_finished
 from controller.runtime.informers import strip_noise
 from controller.runtime.kube import JSON, Kube, Resource
 from controller.runtime.store import Freeze, Indexer, Store

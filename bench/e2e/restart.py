@@ -9,7 +9,7 @@ One etcd + kube-apiserver (LocalCluster, loopback) with Shipwright's CRDs (conve
 None) and the TaskRun CRD at v1 and v1beta1 (bench.e2e.peer): both controllers run on
 them, on the same objects. For each size, in order, the namespace is filled up to that
 many finished BuildRuns, each with its finished TaskRun (bench.e2e.bodies.populate: the
-controller's bodies, labels and statuses, the TaskRun as TektonSimulator finishes it),
+controller's bodies, labels and statuses, the TaskRun as TektonStatusWriter finishes it),
 and with --foreign N (once, before the first size) N finished TaskRuns that belong to no
 BuildRun (the same body without Shipwright's labels and owner: another team's CI
 pipelines on the same cluster). The Build is registered once (an untimed warm-up run of
@@ -71,7 +71,7 @@ from controller.runtime.kube import JSON, LEASES, ApiError, Kube
 from controller.shipwright.resources import BUILDRUNS, TASKRUNS
 from devtools.cluster import fixtures
 from devtools.cluster.localcluster import LocalCluster
-from devtools.fakes.tekton import TektonSimulator
+from devtools.fakes.tekton import TektonStatusWriter
 
 SHIPWRIGHT_LEASE = ("default", "shipwright-build-controller-lock")
 
@@ -80,7 +80,7 @@ async def populate_foreign(kube: Kube, start: int, stop: int, concurrency: int,
                            deadline: float, build: JSON, strategy: JSON) -> None:
     """Finished TaskRuns of no BuildRun: the controller's TaskRun body without
     Shipwright's labels and owner reference, finished by the simulator."""
-    sim = TektonSimulator(kube)
+    sim = TektonStatusWriter(kube)
     owner = fixtures.buildrun("template")
     owner["metadata"].update(namespace=NS, uid="0")
     template = controller_taskrun(owner, build, strategy)
@@ -173,7 +173,7 @@ async def register_build(cluster: LocalCluster, kube: Kube, workdir: Path,
         while time.monotonic() < deadline:
             status = (await kube.get(BUILDRUNS, NS, "br-warmup")).get("status") or {}
             if status.get("taskRunName"):
-                await TektonSimulator(kube).finish(NS, status["taskRunName"])
+                await TektonStatusWriter(kube).finish(NS, status["taskRunName"])
                 break
             await asyncio.sleep(0.1)
         while time.monotonic() < deadline:

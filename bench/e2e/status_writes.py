@@ -55,7 +55,7 @@ from bench.e2e.common import (
     wait_quiet,
     write_results,
 )
-from controller.buildrun.status import with_condition
+from controller.buildrun.status_writes import with_condition
 from controller.runtime.kube import JSON, Kube, Resource
 from controller.shipwright.resources import BUILDRUNS
 from devtools.cluster import fixtures

@@ -17,7 +17,7 @@ controller  `python -m controller` as a subprocess (--max-concurrent-reconciles 
             each create returned is recorded, and the Observer records when each
             BuildRun first shows status.taskRunName. Reported: time from the first
             create to the last BuildRun with a TaskRun, N / that time, and p50/p99 of
-            create-returned -> taskRunName-seen. Finish phase: TektonSimulator (the
+            create-returned -> taskRunName-seen. Finish phase: TektonStatusWriter (the
             labelled stand-in for Tekton) finishes every TaskRun (success), --concurrency
             at a time; reported: p50/p99 of TaskRun-finish-returned -> BuildRun
             completionTime seen, and the phase's total time.
@@ -30,9 +30,9 @@ bare        No controller: this process does the controller's API work itself, p
             and strategy, ServiceAccount `default`: about 4.3 KB of JSON); update the
             BuildRun's status (the BuildRun as read with the status reconciler._start
             writes: startTime, taskRunName, executor, buildSpec, the Pending condition,
-            PUT to its status subresource). Finish phase: TektonSimulator's TaskRun status
+            PUT to its status subresource). Finish phase: TektonStatusWriter's TaskRun status
             patch (as in the controller run), then the controller's terminal status
-            update (the whole status with the outcome of status.outcome_from_taskrun
+            update (the whole status with the outcome of outcomes.outcome_from_taskrun
             applied). This is the API server's ceiling for
             that work on this machine: the same writes without a controller's watches
             (the Observer's BuildRun watch is there in every mode).
@@ -119,7 +119,7 @@ from controller.shipwright.resources import BUILDRUNS, TASKRUNS
 from devtools.cluster import fixtures
 from devtools.cluster.fixtures import API
 from devtools.cluster.localcluster import LocalCluster
-from devtools.fakes.tekton import TektonSimulator
+from devtools.fakes.tekton import TektonStatusWriter
 
 MERGE = "application/merge-patch+json"
 
@@ -337,7 +337,7 @@ async def one_run(mode: str, n: int, workers: int, args: argparse.Namespace,
             log(f"  start: {start}")
 
             if not args.no_finish:
-                sim = TektonSimulator(kube)
+                sim = TektonStatusWriter(kube)
 
                 async def finish(name: str) -> None:
                     await sim.finish(NS, observer.taskrun_name[name])

@@ -22,9 +22,9 @@ from controller.buildrun.buildruns import (
 )
 from controller.buildrun.executors import Executor
 from controller.buildrun.observe import Seen
+from controller.buildrun.outcomes import run_finished, running_reason
 from controller.buildrun.plan import Plan
 from controller.buildrun.states import Action, Decision, decide
-from controller.buildrun.status import run_finished, running_reason
 from controller.buildrun.status_writes import (
     cancel_asked,
     finished,

@@ -5,22 +5,21 @@ a clock)."""
 from __future__ import annotations
 
 import datetime
-import re
 
 from controller.buildrun.reasons import BUILD_RUN_CANCELED
 from controller.buildrun.resources.phases import run_name
 from controller.buildrun.spec import parse_duration
 from controller.buildrun.states import Phase
 from controller.runtime.kube import JSON
+from controller.runtime.name_rules import label_value_errors
 from controller.runtime.shapes import at, mapping, objects, text
 from controller.runtime.timestamps import parse_time
 from controller.shipwright.conditions import succeeded_condition
 from controller.shipwright.labels import LABEL_BUILD, LABEL_BUILD_GENERATION
-from controller.shipwright.resources import TASKRUNS
+from controller.shipwright.recorded_executor import recorded_executor
 
 # spec.state of a BuildRun the user cancels (Shipwright spells the reason the same).
 CANCELED = "BuildRunCanceled"
-_LABEL_VALUE = re.compile(r"(?:[A-Za-z0-9](?:[-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?)?")
 
 
 def spec_of(buildrun: JSON) -> JSON:
@@ -37,13 +36,7 @@ def phase_of(buildrun: JSON) -> Phase:
     status = status_of(buildrun)
     if status.get("completionTime"):
         return Phase.DONE
-    return Phase.RUNNING if recorded_executor(status) else Phase.NEW
-
-
-def recorded_executor(status: JSON) -> str | None:
-    """The executor's name the status records: executor.name, else the deprecated
-    taskRunName (Shipwright writes it for a TaskRun only; older versions only it)."""
-    return text(at(status, "executor", "name")) or text(status.get("taskRunName")) or None
+    return Phase.RUNNING if recorded_executor(status) is not None else Phase.NEW
 
 
 def canceled(buildrun: JSON) -> bool:
@@ -53,7 +46,8 @@ def canceled(buildrun: JSON) -> bool:
 def recorded_executor_name(buildrun: JSON) -> str:
     """The executor's recorded name, else the deterministic name (a TaskRun or PipelineRun
     created by a try whose status write was lost)."""
-    return recorded_executor(status_of(buildrun)) or run_name(buildrun)
+    recorded = recorded_executor(status_of(buildrun))
+    return recorded.name if recorded is not None else run_name(buildrun)
 
 
 def retention_ttl(buildrun: JSON) -> float | None:
@@ -147,10 +141,10 @@ def with_executor(status: JSON) -> JSON:
     """A copy of `status`, with `executor` beside a `taskRunName` written before it was
     (a BuildRun started by an older version of this controller), as Shipwright fills it."""
     status = dict(status)
-    name = status.get("taskRunName")
-    if name and not status.get("executor"):
+    recorded = recorded_executor(status)
+    if recorded is not None and not status.get("executor"):
         # Recorded only as taskRunName (written before executor existed): a TaskRun.
-        status["executor"] = {"kind": TASKRUNS.kind, "name": name}
+        status["executor"] = {"kind": recorded.kind, "name": recorded.name}
     return status
 
 
@@ -170,7 +164,7 @@ def build_link(buildrun: JSON, build: JSON) -> JSON:
     labels = {LABEL_BUILD: bmeta["name"],
               LABEL_BUILD_GENERATION: str(bmeta.get("generation") or "")}
     # A validated Build's name is a label value (Shipwright's BuildNameInvalid otherwise).
-    if (bmeta.get("generation") and _LABEL_VALUE.fullmatch(bmeta["name"])
+    if (bmeta.get("generation") and not label_value_errors(bmeta["name"])
             and any((meta.get("labels") or {}).get(k) != v for k, v in labels.items())):
         change["labels"] = labels
     refs = meta.get("ownerReferences") or []

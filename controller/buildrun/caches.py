@@ -123,7 +123,7 @@ def finished_buildrun(buildrun: JSON) -> bool:
     (store.Packer). Its outcome is frozen (the CRD refuses any later status write) and it
     is read only when an event or its TTL wakes it, or its Build's limits are applied,
     unpacked on those reads. (The TaskRun
-    and PipelineRun informers freeze a finished run, status.run_finished: read when its
+    and PipelineRun informers freeze a finished run, outcomes.run_finished: read when its
     BuildRun finishes, then only to see it finished.)"""
     return phase_of(buildrun) is Phase.DONE
 

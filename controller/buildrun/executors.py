@@ -17,11 +17,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from controller.buildrun.resources.config import ShipwrightConfig
-from controller.buildrun.resources.pipelinerun import generate_pipelinerun
-from controller.buildrun.resources.taskrun import generate_taskrun
-from controller.buildrun.spec import parse_duration
-from controller.buildrun.status import (
+from controller.buildrun.outcomes import (
     Outcome,
     child_taskrun_names,
     failed_child,
@@ -29,9 +25,14 @@ from controller.buildrun.status import (
     outcome_from_taskrun,
     pipelinerun_pod_name,
 )
+from controller.buildrun.resources.config import ShipwrightConfig
+from controller.buildrun.resources.pipelinerun import generate_pipelinerun
+from controller.buildrun.resources.taskrun import generate_taskrun
+from controller.buildrun.spec import parse_duration
 from controller.runtime.kube import JSON, Resource
 from controller.runtime.shapes import at, mapping, text
 from controller.shipwright.conditions import succeeded_condition
+from controller.shipwright.recorded_executor import recorded_executor
 from controller.shipwright.resources import PIPELINERUNS, TASKRUNS
 
 # generate_taskrun's contract: (buildrun, build, strategy, service account, config).
@@ -83,7 +84,7 @@ class Executor:
         return bool(at(obj, "spec", "status") == self.cancel_patch["spec"]["status"])
 
 
-# What the controller reads of a cached TaskRun (reconciler.py, status.py, metrics.py):
+# What the controller reads of a cached TaskRun (reconciler.py, outcomes.py, metrics.py):
 # its metadata, these fields of its spec (cancel, timeout message) and its status but for
 # the two copies Tekton keeps there. A reader of more must add it here.
 TASKRUN_SPEC_READ = ("status", "statusMessage", "timeout")
@@ -140,21 +141,74 @@ def _pod_of_failed(taskrun: JSON | None) -> str | None:
     return text(status.get("podName")) or None if failed else None
 
 
+# -- a TaskRun: its own run, read for itself (the children passed in are always none)
+
+
+def _taskrun_children(_: JSON) -> list[str]:
+    """TASKRUN.children: none, a TaskRun is read for itself."""
+    return []
+
+
+def _taskrun_failed_pod(taskrun: JSON, _: list[JSON]) -> str | None:
+    """TASKRUN.failed_pod: the TaskRun's pod, when it failed."""
+    return _pod_of_failed(taskrun)
+
+
+def _taskrun_outcome(taskrun: JSON, _: list[JSON], pod: JSON | None,
+                     canceled: bool) -> Outcome | None:
+    """TASKRUN.outcome: `outcome_from_taskrun`."""
+    return outcome_from_taskrun(taskrun, pod, canceled=canceled)
+
+
+def _taskrun_pod_name(taskrun: JSON, _: list[JSON]) -> str:
+    """TASKRUN.pod_name: the TaskRun's own pod (GetPodName)."""
+    return text(at(taskrun, "status", "podName"))
+
+
+def _taskrun_timeout(taskrun: JSON) -> float | None:
+    """TASKRUN.timeout: its spec.timeout."""
+    return _seconds(at(taskrun, "spec", "timeout"))
+
+
 TASKRUN = Executor(
     resource=TASKRUNS,
     generate=generate_taskrun,
     cancel_patch={"spec": {"status": TASKRUN_CANCELLED,
                            "statusMessage": "the BuildRun finished before its TaskRun did"}},
     records_taskrun_name=True,
-    children=lambda _: [],
-    failed_pod=lambda taskrun, _: _pod_of_failed(taskrun),
-    outcome=lambda taskrun, _, pod, canceled: outcome_from_taskrun(taskrun, pod,
-                                                                    canceled=canceled),
-    pod_name=lambda taskrun, _: text(at(taskrun, "status", "podName")),
+    children=_taskrun_children,
+    failed_pod=_taskrun_failed_pod,
+    outcome=_taskrun_outcome,
+    pod_name=_taskrun_pod_name,
     slim=_slim_taskrun,
     multi_arch=False,
-    timeout=lambda taskrun: _seconds(at(taskrun, "spec", "timeout")),
+    timeout=_taskrun_timeout,
 )
+
+
+# -- a PipelineRun: read through its TaskRuns (status.childReferences)
+
+
+def _pipelinerun_failed_pod(_: JSON, children: list[JSON]) -> str | None:
+    """PIPELINERUN.failed_pod: the pod of its first failed TaskRun."""
+    return _pod_of_failed(failed_child(children))
+
+
+def _pipelinerun_outcome(pipelinerun: JSON, children: list[JSON], pod: JSON | None,
+                         canceled: bool) -> Outcome | None:
+    """PIPELINERUN.outcome: `outcome_from_pipelinerun`."""
+    return outcome_from_pipelinerun(pipelinerun, children, pod, canceled=canceled)
+
+
+def _pipelinerun_pod_name(_: JSON, children: list[JSON]) -> str:
+    """PIPELINERUN.pod_name: its first TaskRun's pod (`pipelinerun_pod_name`)."""
+    return pipelinerun_pod_name(children)
+
+
+def _pipelinerun_timeout(pipelinerun: JSON) -> float | None:
+    """PIPELINERUN.timeout: its spec.timeouts.pipeline."""
+    return _seconds(at(pipelinerun, "spec", "timeouts", "pipeline"))
+
 
 PIPELINERUN = Executor(
     resource=PIPELINERUNS,
@@ -163,26 +217,21 @@ PIPELINERUN = Executor(
     cancel_patch={"spec": {"status": PIPELINERUN_CANCELLED}},
     records_taskrun_name=False,
     children=child_taskrun_names,
-    failed_pod=lambda _, children: _pod_of_failed(failed_child(children)),
-    outcome=lambda run, children, pod, canceled: outcome_from_pipelinerun(
-        run, children, pod, canceled=canceled),
-    pod_name=lambda _, children: pipelinerun_pod_name(children),
+    failed_pod=_pipelinerun_failed_pod,
+    outcome=_pipelinerun_outcome,
+    pod_name=_pipelinerun_pod_name,
     slim=_slim_pipelinerun,
     multi_arch=True,
-    timeout=lambda pipelinerun: _seconds(at(pipelinerun, "spec", "timeouts", "pipeline")),
+    timeout=_pipelinerun_timeout,
 )
 
 EXECUTORS: dict[str, Executor] = {e.kind: e for e in (TASKRUN, PIPELINERUN)}
 
 
 def executor_of(buildrun: JSON, configured: Executor) -> Executor:
-    """The executor a BuildRun runs as: the kind its status.executor names, a TaskRun for
-    one that records only taskRunName (older versions, Shipwright's TaskRun mode), else
-    (not started, or a kind we do not know) the configured one."""
-    status = mapping(buildrun.get("status"))
-    kind = text(at(status, "executor", "kind"))
-    if kind in EXECUTORS:
-        return EXECUTORS[kind]
-    if status.get("taskRunName"):
-        return TASKRUN
-    return configured
+    """The executor a BuildRun runs as: the kind of the run its status names
+    (`recorded_executor`: a TaskRun for one that records only taskRunName, as older
+    versions and Shipwright's TaskRun mode write it), else (not started, or a kind we do
+    not know) the configured one."""
+    recorded = recorded_executor(buildrun.get("status"))
+    return configured if recorded is None else EXECUTORS.get(recorded.kind, configured)

@@ -23,15 +23,15 @@ from controller.buildrun.buildruns import (
 )
 from controller.buildrun.caches import BY_BUILDRUN, UNWATCHED_POLL, Caches, ending
 from controller.buildrun.executors import TASKRUN, Executor, executor_of
-from controller.buildrun.plan import Plan, Planner
-from controller.buildrun.reasons import TASK_RUN_CANCELLED
-from controller.buildrun.states import Observation, Phase
-from controller.buildrun.status import (
+from controller.buildrun.outcomes import (
     Outcome,
     completed_pod_outcome,
     run_finished,
     timeout_message,
 )
+from controller.buildrun.plan import Plan, Planner
+from controller.buildrun.reasons import TASK_RUN_CANCELLED
+from controller.buildrun.states import Observation, Phase
 from controller.runtime.conflict import reread
 from controller.runtime.errors import UserError
 from controller.runtime.kube import JSON, PODS, Kube

@@ -18,8 +18,6 @@ from controller.buildrun.executors import TASKRUN, Executor
 from controller.buildrun.resources.config import ShipwrightConfig
 from controller.buildrun.spec import build_name, effective_build
 from controller.buildrun.validation import (
-    BUILD_STRATEGY,
-    CLUSTER_BUILD_STRATEGY,
     EMBEDDED_CHECKS,
     check_nodes,
     strategy_kind,
@@ -28,6 +26,7 @@ from controller.buildrun.validation import (
 from controller.builds import validation as build_validation
 from controller.runtime.errors import UserError
 from controller.runtime.kube import JSON, SECRETS, SERVICEACCOUNTS, Kube, Resource
+from controller.runtime.name_rules import label_value_errors
 from controller.runtime.text import truncate
 from controller.shipwright.params import validate_params
 from controller.shipwright.resources import BUILDS, BUILDSTRATEGIES, CLUSTERBUILDSTRATEGIES
@@ -91,7 +90,7 @@ class Planner:
         # Shipwright's first check of a BuildRun (buildrun.go): its name goes into the
         # buildrun.shipwright.io/name label of the TaskRun, its pod and every lookup by it
         # (shp's, the integration suite's), so it must be a valid label value.
-        invalid = build_validation.label_value_errors(buildrun["metadata"]["name"])
+        invalid = label_value_errors(buildrun["metadata"]["name"])
         if invalid:
             raise UserError(reasons.BUILD_RUN_NAME_INVALID, ", ".join(invalid))
         name = build_name(buildrun)
@@ -174,7 +173,7 @@ class Planner:
         ref = build_validation.strategy_ref(transient)
         strategy = None
         if ref.known and ref.name:
-            if ref.kind == CLUSTER_BUILD_STRATEGY:
+            if ref.kind == build_validation.CLUSTER_STRATEGY:
                 strategy = await self.caches.read(self.kube, CLUSTERBUILDSTRATEGIES,
                                                   namespace, ref.name)
             else:
@@ -192,7 +191,7 @@ class Planner:
         """The strategy spec.strategy names: a BuildStrategy in the namespace when its kind
         is BuildStrategy or unset (Shipwright's default), else a ClusterBuildStrategy."""
         kind = strategy_kind(ref)
-        if kind == BUILD_STRATEGY:
+        if kind == build_validation.NAMESPACED_STRATEGY:
             strategy = await self.caches.read(self.kube, BUILDSTRATEGIES, namespace,
                                         name)
             if strategy is None:

@@ -1,9 +1,14 @@
 """Reasons on a BuildRun's Succeeded condition, spelled as Shipwright spells them.
 
-Users and tooling match on these strings, so each value is part of the API.
+Users and tooling match on these strings, so each value is part of the API. Where a
+BuildRun fails a check Shipwright's Build validations make (its BuildRun reconciler runs
+them on the BuildRun's own fields and on an embedded spec), the reason is the Build's,
+taken from controller.builds.reasons rather than spelled again.
 """
 
 from __future__ import annotations
+
+from controller.builds import reasons as build_reasons
 
 # The parameter reasons are Shipwright's for Builds and BuildRuns alike: they are named
 # in controller.shipwright.params, and USER_ERROR_REASONS includes them all.
@@ -24,7 +29,7 @@ POD_EVICTED = "PodEvicted"
 STEP_OUT_OF_MEMORY = "StepOutOfMemory"
 
 BUILD_NOT_FOUND = "BuildNotFound"
-BUILD_STRATEGY_NOT_FOUND = "BuildStrategyNotFound"
+BUILD_STRATEGY_NOT_FOUND = build_reasons.BUILD_STRATEGY_NOT_FOUND
 SERVICE_ACCOUNT_NOT_FOUND = "ServiceAccountNotFound"
 BUILD_RUN_AMBIGUOUS_BUILD = "BuildRunAmbiguousBuild"
 BUILD_RUN_NO_REF_OR_SPEC = "BuildRunNoRefOrSpec"
@@ -40,15 +45,15 @@ BUILD_RUN_TOO_LARGE = "BuildRunTooLarge"
 # The API server refused the TaskRun we generated from what the user asked for.
 TASK_RUN_GENERATION_FAILED = "TaskRunGenerationFailed"
 
-# Parameters, volumes (issue 14 part 4, issue 15), spelled as Shipwright spells them.
-UNDEFINED_VOLUME = "UndefinedVolume"
-VOLUME_NOT_OVERRIDABLE = "VolumeNotOverridable"
+# The BuildRun's volumes against its strategy's (issue 14 part 4, issue 15).
+UNDEFINED_VOLUME = build_reasons.UNDEFINED_VOLUME
+VOLUME_NOT_OVERRIDABLE = build_reasons.VOLUME_NOT_OVERRIDABLE
 # stepResources names a step the strategy does not have.
-UNDEFINED_STEP_RESOURCE = "UndefinedStepResource"
+UNDEFINED_STEP_RESOURCE = build_reasons.UNDEFINED_STEP_RESOURCE
 # A Build's (or BuildRun's) env var without a name, or with both value and valueFrom.
-SPEC_ENV_NAME_CAN_NOT_BE_BLANK = "SpecEnvNameCanNotBeBlank"
+SPEC_ENV_NAME_CAN_NOT_BE_BLANK = build_reasons.SPEC_ENV_NAME_CAN_NOT_BE_BLANK
 SPEC_ENV_ONLY_ONE_OF_VALUE_OR_VALUE_FROM_MUST_BE_SPECIFIED = (
-    "SpecEnvOnlyOneOfValueOrValueFromMustBeSpecified"
+    build_reasons.SPEC_ENV_ONLY_ONE_OF_VALUE_OR_VALUE_FROM_MUST_BE_SPECIFIED
 )
 # image-processing found more vulnerabilities than allowed (its exit code 22), as Shipwright.
 VULNERABILITIES_FOUND = "VulnerabilitiesFound"
@@ -106,6 +111,28 @@ OTHER_REASON = "Other"
 # vulnerabilities (resources/conditions.go); the PipelineRun executor's "Failed".
 PIPELINE_RUN_FAILED = "PipelineRunFailed"
 
+# Shipwright's reasons for a strategy of the other kind, a kind it does not know, and a
+# Build that failed validation (pkg/reconciler/buildrun/resources/conditions.go).
+CLUSTER_BUILD_STRATEGY_NOT_FOUND = build_reasons.CLUSTER_BUILD_STRATEGY_NOT_FOUND
+UNKNOWN_STRATEGY_KIND = "UnknownStrategyKind"
+BUILD_REGISTRATION_FAILED = "BuildRegistrationFailed"
+
+# A BuildRun's own nodeSelector, tolerations, schedulerName and runtimeClassName, and the
+# effective spec.output.platforms, checked before the TaskRun is generated as Shipwright's
+# BuildRun reconciler checks them (validate.BuildRunNodeSelector, ...,
+# ValidateMultiArchPreflight), with its Build reasons of the same names. Multi-arch builds
+# need Shipwright's PipelineRun executor (BUILDRUN_EXECUTOR): with TaskRuns a BuildRun
+# with platforms ends ExecutorNotPipelineRun; with PipelineRuns each platform needs a
+# Ready, schedulable Node of its os/arch (NodePlatformNotFound).
+NODE_SELECTOR_NOT_VALID = build_reasons.NODE_SELECTOR_NOT_VALID
+TOLERATION_NOT_VALID = build_reasons.TOLERATION_NOT_VALID
+SCHEDULER_NAME_NOT_VALID = build_reasons.SCHEDULER_NAME_NOT_VALID
+RUNTIME_CLASS_NAME_NOT_VALID = build_reasons.RUNTIME_CLASS_NAME_NOT_VALID
+INVALID_PLATFORM = build_reasons.INVALID_PLATFORM
+NODE_SELECTOR_PLATFORM_CONFLICT = build_reasons.NODE_SELECTOR_PLATFORM_CONFLICT
+EXECUTOR_NOT_PIPELINE_RUN = "ExecutorNotPipelineRun"
+NODE_PLATFORM_NOT_FOUND = "NodePlatformNotFound"
+
 # Failures the user caused and only the user can fix: retrying would give the same answer.
 # Exactly the reasons a UserError is raised with (state table row 8), so the set of
 # reasons a BuildRun can fail with stays closed and documented; tests/unit/buildrun/
@@ -114,6 +141,9 @@ USER_ERROR_REASONS: frozenset[str] = frozenset(
     {
         BUILD_NOT_FOUND,
         BUILD_STRATEGY_NOT_FOUND,
+        CLUSTER_BUILD_STRATEGY_NOT_FOUND,
+        UNKNOWN_STRATEGY_KIND,
+        BUILD_REGISTRATION_FAILED,
         SERVICE_ACCOUNT_NOT_FOUND,
         BUILD_RUN_AMBIGUOUS_BUILD,
         BUILD_RUN_NO_REF_OR_SPEC,
@@ -129,46 +159,17 @@ USER_ERROR_REASONS: frozenset[str] = frozenset(
         UNDEFINED_STEP_RESOURCE,
         SPEC_ENV_NAME_CAN_NOT_BE_BLANK,
         SPEC_ENV_ONLY_ONE_OF_VALUE_OR_VALUE_FROM_MUST_BE_SPECIFIED,
+        NODE_SELECTOR_NOT_VALID,
+        TOLERATION_NOT_VALID,
+        SCHEDULER_NAME_NOT_VALID,
+        RUNTIME_CLASS_NAME_NOT_VALID,
+        INVALID_PLATFORM,
+        NODE_SELECTOR_PLATFORM_CONFLICT,
+        EXECUTOR_NOT_PIPELINE_RUN,
+        NODE_PLATFORM_NOT_FOUND,
+        *PARAMETER_REASONS,
     }
-) | PARAMETER_REASONS
-
-# Shipwright's reasons for a strategy of the other kind, a kind it does not know, and a
-# Build that failed validation (pkg/reconciler/buildrun/resources/conditions.go); all
-# user errors, so they join USER_ERROR_REASONS.
-CLUSTER_BUILD_STRATEGY_NOT_FOUND = "ClusterBuildStrategyNotFound"
-UNKNOWN_STRATEGY_KIND = "UnknownStrategyKind"
-BUILD_REGISTRATION_FAILED = "BuildRegistrationFailed"
-USER_ERROR_REASONS = USER_ERROR_REASONS | {
-    CLUSTER_BUILD_STRATEGY_NOT_FOUND,
-    UNKNOWN_STRATEGY_KIND,
-    BUILD_REGISTRATION_FAILED,
-}
-
-# A BuildRun's own nodeSelector, tolerations, schedulerName and runtimeClassName, and the
-# effective spec.output.platforms, checked before the TaskRun is generated as Shipwright's
-# BuildRun reconciler checks them (validate.BuildRunNodeSelector, ...,
-# ValidateMultiArchPreflight); spelled as Shipwright spells its Build reasons of the same
-# names. Multi-arch builds need Shipwright's PipelineRun executor (BUILDRUN_EXECUTOR): with
-# TaskRuns a BuildRun with platforms ends ExecutorNotPipelineRun; with PipelineRuns each
-# platform needs a Ready, schedulable Node of its os/arch (NodePlatformNotFound).
-NODE_SELECTOR_NOT_VALID = "NodeSelectorNotValid"
-TOLERATION_NOT_VALID = "TolerationNotValid"
-SCHEDULER_NAME_NOT_VALID = "SchedulerNameNotValid"
-RUNTIME_CLASS_NAME_NOT_VALID = "RuntimeClassNameNotValid"
-INVALID_PLATFORM = "InvalidPlatform"
-NODE_SELECTOR_PLATFORM_CONFLICT = "NodeSelectorPlatformConflict"
-EXECUTOR_NOT_PIPELINE_RUN = "ExecutorNotPipelineRun"
-NODE_PLATFORM_NOT_FOUND = "NodePlatformNotFound"
-USER_ERROR_REASONS = USER_ERROR_REASONS | {
-    NODE_SELECTOR_NOT_VALID,
-    TOLERATION_NOT_VALID,
-    SCHEDULER_NAME_NOT_VALID,
-    RUNTIME_CLASS_NAME_NOT_VALID,
-    INVALID_PLATFORM,
-    NODE_SELECTOR_PLATFORM_CONFLICT,
-    EXECUTOR_NOT_PIPELINE_RUN,
-    NODE_PLATFORM_NOT_FOUND,
-}
+)
 
 
 def metric_reason(reason: str) -> str:

@@ -12,7 +12,7 @@ same three steps, each in a module of its own:
   completionTime is set, re-reading it on conflict.
 
 How specs, TaskRuns and statuses are shaped lives in the pure modules beside these
-(`buildruns.py`, `spec.py`, `validation.py`, `status.py`), and the TaskRun or
+(`buildruns.py`, `spec.py`, `validation.py`, `outcomes.py`), and the TaskRun or
 PipelineRun generated in `resources/`.
 """
 
@@ -26,7 +26,7 @@ from controller.buildrun.caches import Caches
 from controller.buildrun.executors import Executor
 from controller.buildrun.observe import Observer
 from controller.buildrun.plan import Planner
-from controller.buildrun.resources.config import ShipwrightConfig
+from controller.buildrun.resources.config import SHIPWRIGHT_DEFAULTS, ShipwrightConfig
 from controller.buildrun.states import Action, Phase, decide
 from controller.runtime.controller import DONE, Result
 from controller.runtime.errors import RetryableError
@@ -46,16 +46,17 @@ class BuildRunReconciler:
         *,
         executor: Executor,
         clock: Clock = now,
-        config: ShipwrightConfig | None = None,
+        config: ShipwrightConfig = SHIPWRIGHT_DEFAULTS,
         timeout_grace: float = Settings.timeout_grace,
     ) -> None:
         """`executor` is what a new BuildRun runs as (setup.py resolves BUILDRUN_EXECUTOR
-        to it once); `config` the generators' settings, read from the environment
-        when not given; `timeout_grace` how long Tekton gets to end a run past its
-        timeout (row 16) or after a cancel (row 14) before the backstops do."""
+        to it once); `config` the generators' settings, which setup.py reads from the
+        environment once, at start (Shipwright's defaults when not given); `timeout_grace`
+        how long Tekton gets to end a run past its timeout (row 16) or after a cancel
+        (row 14) before the backstops do."""
         self.kube = kube
         self.caches = caches
-        self.planner = Planner(kube, caches, config or ShipwrightConfig.from_env())
+        self.planner = Planner(kube, caches, config)
         self.observer = Observer(kube, caches, self.planner, clock, executor, timeout_grace)
         self.actions = Actions(kube, recorder, clock, timeout_grace)
         self.clock = clock

@@ -20,9 +20,9 @@ from controller.buildrun.caches import (
     slim_pod,
 )
 from controller.buildrun.executors import EXECUTORS, TASKRUN
+from controller.buildrun.outcomes import run_finished
 from controller.buildrun.reconciler import BuildRunReconciler
 from controller.buildrun.resources.config import ShipwrightConfig
-from controller.buildrun.status import run_finished
 from controller.runtime.controller import Controller, controller_queue, event_priority
 from controller.runtime.errors import ERROR_CLASSES, RetryableError
 from controller.runtime.events import EventRecorder
@@ -125,8 +125,10 @@ def setup(kube: Kube, settings: Settings, recorder: EventRecorder,
     another kind (BUILDRUN_EXECUTOR=PipelineRun) an eighth, that kind, trimmed by its own
     `slim`: a PipelineRun's TaskRuns are read from the TaskRun informer, whose events wake
     the BuildRun too (Tekton copies the BuildRun label onto them). A finished BuildRun or
-    run is cached frozen (finished_buildrun, status.run_finished)."""
-    config = ShipwrightConfig.from_env()  # a bad BUILDRUN_EXECUTOR stops the start here
+    run is cached frozen (finished_buildrun, outcomes.run_finished)."""
+    # Shipwright's settings, read once, here, at start: a bad BUILDRUN_EXECUTOR (or any
+    # other) stops the start.
+    config = ShipwrightConfig.from_env()
     executor = EXECUTORS[config.executor]  # resolved once, here
     # Updated whole (status_writes.write_status), frozen once finished.
     buildruns = informers.informer(BUILDRUNS, indexers=BUILDRUN_INDEXERS | NEW_BY_BUILD_INDEXERS,

@@ -23,6 +23,7 @@ from controller.buildrun.reasons import (
     SPEC_ENV_ONLY_ONE_OF_VALUE_OR_VALUE_FROM_MUST_BE_SPECIFIED,
 )
 from controller.runtime.errors import UserError
+from controller.runtime.name_rules import DNS1123_SUBDOMAIN_MAX, dns1123_subdomain_errors
 from controller.runtime.text import truncate
 
 # Go's time.ParseDuration units, in nanoseconds (both micro signs are accepted by Go).
@@ -40,8 +41,6 @@ _UNIT_NS = {
 _DURATION_PART = re.compile(r"([0-9]+(?:\.[0-9]*)?|\.[0-9]+)(ns|us|µs|μs|ms|s|m|h)")
 # Go durations are int64 nanoseconds; Tekton could not parse anything longer.
 _DURATION_MAX_NS = 2**63 - 1
-
-_DNS1123_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
 
 # Bounds on names quoted in messages: a hostile spec may hold 64 names of 253 characters.
 _QUOTED_MAX = 64
@@ -267,14 +266,14 @@ def _check_env(env: list[dict[str, Any]], field: str) -> None:
 
 
 def _check_reference(field: str, name: str) -> None:
-    if len(name) <= 253 and _DNS1123_SUBDOMAIN.fullmatch(name):
+    if not dns1123_subdomain_errors(name):
         return
     # "other-ns/name" is the usual shape of this mistake: say why it cannot work.
     hint = "; a BuildRun may only use objects in its own namespace" if "/" in name else ""
     raise UserError(
         INVALID_REFERENCE,
         f"{field} {_quote(name)} is not a valid object name (lowercase letters, digits, '-' "
-        f"and '.', at most 253 characters){hint}",
+        f"and '.', at most {DNS1123_SUBDOMAIN_MAX} characters){hint}",
     )
 
 

@@ -54,7 +54,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 
 from controller.buildrun import reasons
-from controller.buildrun.status import Outcome
+from controller.buildrun.outcomes import Outcome
 from controller.runtime.errors import RetryableError, UserError
 from controller.shipwright.resources import TASKRUNS
 
@@ -107,7 +107,7 @@ class Observation:
     # RUNNING: the timeout backstop passed (buildruns.deadline_left: the run's timeout
     # plus --timeout-grace, from its start).
     deadline_passed: bool = False
-    # RUNNING, when the deadline passed: BuildRunTimeout's message (status.timeout_message).
+    # RUNNING, when the deadline passed: BuildRunTimeout's message (outcomes.timeout_message).
     timeout_message: str = ""
     # NEW only: the user error found while resolving Build, strategy, params, SA.
     user_error: UserError | None = None

@@ -1,5 +1,6 @@
 """Writing a BuildRun's status: `write_status`, the only writer, and the changes it
-applies (pure functions from the status read to the status wanted).
+applies (pure functions from the status read to the status wanted), with the Succeeded
+condition they set (`with_condition`, and a cancel's words while the run stops).
 
 `write_status` refuses to touch a BuildRun whose completionTime is set (its outcome
 is frozen; the CRD's validation rules refuse it too), and on a conflict reads the
@@ -13,19 +14,20 @@ from collections.abc import Callable
 from controller.buildrun.buildruns import (
     cancel_asked_at,
     phase_of,
-    recorded_executor,
     run_completion,
     run_start,
     with_executor,
 )
 from controller.buildrun.executors import Executor
+from controller.buildrun.outcomes import MESSAGE_MAX, REASON_MAX, running_reason
 from controller.buildrun.reasons import BUILD_RUN_CANCELED
 from controller.buildrun.states import Decision, Phase
-from controller.buildrun.status import cancel_requested_message, running_reason, with_condition
 from controller.runtime.conflict import retry_on_conflict
 from controller.runtime.errors import is_not_found
 from controller.runtime.kube import JSON, ApiError, Kube
+from controller.runtime.text import truncate
 from controller.shipwright.conditions import CONDITION_SUCCEEDED
+from controller.shipwright.recorded_executor import recorded_executor
 from controller.shipwright.resources import BUILDRUNS
 
 Change = Callable[[JSON], JSON]
@@ -90,7 +92,7 @@ def started(executor: Executor, run: JSON, snapshot: JSON | None, now: str) -> C
     name = run["metadata"]["name"]
 
     def change(status: JSON) -> JSON:
-        if recorded_executor(status):
+        if recorded_executor(status) is not None:
             return status  # recorded already (we read a stale copy); keep its progress
         status = with_start(status, run_start(run))
         if executor.records_taskrun_name:
@@ -154,6 +156,40 @@ def finished(decision: Decision, run: JSON | None, now: str) -> Change:
         return status
 
     return change
+
+
+def with_condition(status: JSON, cond_status: str, reason: str, message: str, now: str) -> JSON:
+    """A new status with the Succeeded condition set.
+
+    lastTransitionTime moves only when the condition's status value changes (API
+    conventions), so repeated reconciles of a running BuildRun do not churn it.
+    """
+    conditions = list(status.get("conditions") or [])
+    index = next((i for i, c in enumerate(conditions)
+                  if c.get("type") == CONDITION_SUCCEEDED), None)
+    old = conditions[index] if index is not None else {}
+    unchanged = old.get("status") == cond_status and old.get("lastTransitionTime")
+    condition = {
+        "type": CONDITION_SUCCEEDED,
+        "status": cond_status,
+        "reason": truncate(reason, REASON_MAX),
+        "message": truncate(message, MESSAGE_MAX),
+        "lastTransitionTime": old["lastTransitionTime"] if unchanged else now,
+    }
+    if index is None:
+        conditions.append(condition)
+    else:
+        conditions[index] = condition
+    return {**status, "conditions": conditions}
+
+
+def cancel_requested_message(kind: str) -> str:
+    """Unknown/BuildRunCanceled's message while the run has not stopped yet: Shipwright's
+    words for a TaskRun (conditions.go, its two spaces and its typo kept: tools match on
+    them), the same for a PipelineRun (where Shipwright shows Tekton's Running)."""
+    return (f"The user requested the BuildRun to be canceled.  This BuildRun controller has "
+            f"requested the {kind} be canceled.  That request has not been process by "
+            f"Tekton's {kind} controller yet.")
 
 
 def with_start(status: JSON, start: str | None) -> JSON:

@@ -13,9 +13,6 @@ from controller.runtime.errors import UserError
 from controller.runtime.kube import JSON
 from controller.runtime.text import truncate
 
-# spec.strategy.kind of a Build; unset means BuildStrategy, as in Shipwright.
-BUILD_STRATEGY = "BuildStrategy"
-CLUSTER_BUILD_STRATEGY = "ClusterBuildStrategy"
 # What Shipwright's BuildRun reconciler validates of an embedded spec.build.spec before
 # it runs (buildrun.go: validate.All), in its order: the Build controller's checks of
 # the same names, minus output, triggers and runtimeClassName, which it leaves out.
@@ -34,12 +31,13 @@ EMBEDDED_CHECKS: tuple[build_validation.Check, ...] = (
 def strategy_kind(ref: JSON) -> str:
     """spec.strategy.kind, unset meaning BuildStrategy as in Shipwright; UserError
     UnknownStrategyKind for any kind but the two."""
-    kind = ref.get("kind") or BUILD_STRATEGY
-    if kind in (BUILD_STRATEGY, CLUSTER_BUILD_STRATEGY):
+    kind = ref.get("kind") or build_validation.NAMESPACED_STRATEGY
+    if kind in (build_validation.NAMESPACED_STRATEGY, build_validation.CLUSTER_STRATEGY):
         return str(kind)
     raise UserError(reasons.UNKNOWN_STRATEGY_KIND,
                     f"unknown strategy kind {truncate(str(kind), 64)!r}: spec.strategy.kind "
-                    f"is {BUILD_STRATEGY} (the default) or {CLUSTER_BUILD_STRATEGY}")
+                    f"is {build_validation.NAMESPACED_STRATEGY} (the default) or "
+                    f"{build_validation.CLUSTER_STRATEGY}")
 
 
 def validate_buildrun(buildrun: JSON, build_spec: JSON, strategy: JSON,

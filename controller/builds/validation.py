@@ -28,36 +28,27 @@ from typing import Any
 
 from controller.builds import reasons
 from controller.runtime.errors import UserError
+from controller.runtime.name_rules import (
+    dns1123_subdomain_errors,
+    label_value_errors,
+    qualified_name_errors,
+)
 from controller.runtime.shapes import at, mapping, text
 from controller.runtime.text import truncate
 from controller.shipwright.params import validate_params
+from controller.shipwright.resources import BUILDSTRATEGIES, CLUSTERBUILDSTRATEGIES
 
 JSON = dict[str, Any]
 
-NAMESPACED_STRATEGY = "BuildStrategy"
-CLUSTER_STRATEGY = "ClusterBuildStrategy"
+# spec.strategy.kind: the strategy resources' kinds (unset means a BuildStrategy).
+NAMESPACED_STRATEGY = BUILDSTRATEGIES.kind
+CLUSTER_STRATEGY = CLUSTERBUILDSTRATEGIES.kind
 
 ANNOTATION_VERIFY_REPOSITORY = "build.shipwright.io/verify.repository"
 
 # Bound on a status message: user strings (names, keys) are quoted into it.
 MESSAGE_MAX = 1024
 
-# k8s.io/apimachinery/pkg/util/validation, v0.36.1 (Shipwright v0.20.13's go.mod): the
-# formats and messages Shipwright's validators report. Since v0.36 a label value's and a
-# label key's checks come from pkg/api/validate/content, which counts "bytes"; the DNS
-# subdomain's still says "characters".
-_QNAME_FMT = "([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]"
-_QNAME_MSG = ("must consist of alphanumeric characters, '-', '_' or '.', and must start "
-              "and end with an alphanumeric character")
-_LABEL_VALUE_FMT = f"({_QNAME_FMT})?"
-_LABEL_VALUE_MSG = ("a valid label must be an empty string or consist of alphanumeric "
-                    "characters, '-', '_' or '.', and must start and end with an "
-                    "alphanumeric character")
-_DNS1123_LABEL_FMT = "[a-z0-9]([-a-z0-9]*[a-z0-9])?"
-_DNS1123_SUBDOMAIN_FMT = f"{_DNS1123_LABEL_FMT}(\\.{_DNS1123_LABEL_FMT})*"
-_DNS1123_SUBDOMAIN_MSG = ("a lowercase RFC 1123 subdomain must consist of lower case "
-                          "alphanumeric characters, '-' or '.', and must start and end with "
-                          "an alphanumeric character")
 _PLATFORM_VALUE = re.compile("[a-z0-9]+")
 # go-git v5.19 (internal/url): a URL with a scheme, and the scp-like user@host:path form.
 _URL_SCHEME = re.compile(r"[^:]+://")
@@ -515,61 +506,6 @@ _CHECKS: tuple[Check, ...] = (
     check_scheduler_name,
     check_runtime_class_name,
 )
-
-
-# -- k8s.io/apimachinery/pkg/util/validation, as far as Shipwright uses it -------------
-
-
-def _regex_error(message: str, fmt: str, *examples: str) -> str:
-    shown = "".join(f"{' or ' if i else ''}'{e}', " for i, e in enumerate(examples))
-    return f"{message} (e.g. {shown}regex used for validation is '{fmt}')"
-
-
-def _too_long(value: str, limit: int) -> bool:
-    return len(value.encode()) > limit  # Go's len counts bytes
-
-
-def label_value_errors(value: str) -> list[str]:
-    errors = []
-    if _too_long(value, 63):
-        errors.append("must be no more than 63 bytes")
-    if not re.fullmatch(_LABEL_VALUE_FMT, value):
-        errors.append(_regex_error(_LABEL_VALUE_MSG, _LABEL_VALUE_FMT,
-                                   "MyValue", "my_value", "12345"))
-    return errors
-
-
-def dns1123_subdomain_errors(value: str) -> list[str]:
-    errors = []
-    if _too_long(value, 253):
-        errors.append("must be no more than 253 characters")
-    if not re.fullmatch(_DNS1123_SUBDOMAIN_FMT, value):
-        errors.append(_regex_error(_DNS1123_SUBDOMAIN_MSG, _DNS1123_SUBDOMAIN_FMT,
-                                   "example.com"))
-    return errors
-
-
-def qualified_name_errors(value: str) -> list[str]:
-    errors: list[str] = []
-    regex = _regex_error(_QNAME_MSG, _QNAME_FMT, "MyName", "my.name", "123-abc")
-    parts = value.split("/")
-    if len(parts) > 2:
-        return [f"a valid label key {regex} with an optional DNS subdomain prefix and '/' "
-                "(e.g. 'example.com/MyName')"]
-    name = parts[-1]
-    if len(parts) == 2:
-        prefix = parts[0]
-        if not prefix:
-            errors.append("prefix part must be non-empty")
-        else:
-            errors += [f"prefix part {e}" for e in dns1123_subdomain_errors(prefix)]
-    if not name:
-        errors.append("name part must be non-empty")
-    elif _too_long(name, 63):
-        errors.append("name part must be no more than 63 bytes")
-    if not re.fullmatch(_QNAME_FMT, name):
-        errors.append(f"name part {regex}")
-    return errors
 
 
 def _go_quote(text: str) -> str:

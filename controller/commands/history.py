@@ -26,6 +26,7 @@ from controller.runtime.errors import is_not_found
 from controller.runtime.kube import EVENTS, JSON, ApiError, Kube
 from controller.runtime.timestamps import format_time, parse_time
 from controller.shipwright.conditions import succeeded_condition
+from controller.shipwright.recorded_executor import RecordedExecutor, recorded_executor
 from controller.shipwright.resources import BUILDRUNS, TASKRUNS
 
 PROG = "buildrun-controller history"
@@ -84,19 +85,11 @@ async def collect(kube: Kube, namespace: str, name: str) -> tuple[JSON, list[JSO
     """The BuildRun and the Events of it and its TaskRun (or PipelineRun), oldest first."""
     buildrun = await kube.get(BUILDRUNS, namespace, name)
     events = await _events_of(kube, namespace, "BuildRun", name, buildrun["metadata"].get("uid"))
-    kind, run = _executor(buildrun.get("status") or {})
-    if run:
-        events += await _events_of(kube, namespace, kind, run, None)
+    run = recorded_executor(buildrun.get("status"))
+    if run is not None:
+        events += await _events_of(kube, namespace, run.kind, run.name, None)
     events.sort(key=_order)
     return buildrun, events
-
-
-def _executor(status: JSON) -> tuple[str, str]:
-    """(kind, name) of what the BuildRun runs as: status.executor, else taskRunName."""
-    executor = status.get("executor") or {}
-    if executor.get("name"):
-        return str(executor.get("kind") or TASKRUNS.kind), str(executor["name"])
-    return TASKRUNS.kind, str(status.get("taskRunName") or "")
 
 
 _FAR_PAST = datetime.datetime.min.replace(tzinfo=datetime.UTC)
@@ -116,11 +109,13 @@ def render_text(buildrun: JSON, events: list[JSON], out: TextIO) -> None:
     status = buildrun.get("status") or {}
     cond = succeeded_condition(buildrun.get("status")) or {}
     created = parse_time(meta.get("creationTimestamp"))
+    # Not started yet: "TaskRun (none)", the kind a BuildRun runs as unless configured.
+    run = recorded_executor(status) or RecordedExecutor(TASKRUNS.kind, "(none)")
     rows: list[tuple[str, str]] = [
         ("Build", ((spec.get("build") or {}).get("name")) or "(embedded spec)"),
         ("Succeeded", f"{cond.get('status', 'Unknown')} ({cond.get('reason') or 'no reason yet'})"),
         ("Message", cond.get("message") or ""),
-        (_executor(status)[0], _executor(status)[1] or "(none)"),
+        (run.kind, run.name),
         ("Created", meta.get("creationTimestamp") or ""),
         ("Started", _stamp(status.get("startTime"), created)),
         ("Completed", _stamp(status.get("completionTime"), created)),

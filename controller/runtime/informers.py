@@ -4,11 +4,15 @@ One Informer per resource. It lists (paginated), then watches from the
 list's resourceVersion with bookmarks, resuming from the last version seen
 after a dropped connection so no event is lost, and relisting from scratch
 when the server answers 410 Gone (the version was compacted away). Handlers
-get (event type, new object, old object, initial) and must only enqueue keys: they run
-inline with the watch stream. `initial` is client-go's isInInitialList (OnAdd): True for
-the ADDED events of an informer's first list, False for every later event, a relist's
-included; with an unchanged resourceVersion (a resync) it tells a controller which
-events need no haste (`controller.runtime.controller.event_priority`).
+get (event type, new object, old object, initial) and run inline with the watch stream,
+so a handler must be quick and must not wait (no API call, no sleep): it maps the event
+to the keys it concerns and enqueues them, now or after a delay it works out from the
+caches, and it may record what only the event carries, such as a deleted object's last
+state, for the reconcile that reads it later (the BuildRun controller's handlers, in
+controller/buildrun/setup.py, do all three). `initial` is client-go's isInInitialList
+(OnAdd): True for the ADDED events of an informer's first list, False for every later
+event, a relist's included; with an unchanged resourceVersion (a resync) it tells a
+controller which events need no haste (`controller.runtime.controller.event_priority`).
 
 One object never stops the others. An object the informer cannot prepare for its cache
 (its owner's transform or freeze rule, an index, the packing raise on it) is

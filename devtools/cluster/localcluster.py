@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import random
 import secrets
 import signal
 import socket
@@ -36,10 +37,33 @@ ADMIN_USER = "admin"
 RESTRICTED_USER = "restricted"
 
 
+# Where free_port picks: below the kernel's ephemeral range (ip_local_port_range, 32768
+# and up on these machines) and below NodePorts (30000-32767), above the well-known ports
+# the stack's own parts listen on (the kubelet's 10250, ...).
+FREE_PORTS = range(15000, 30000)
+_handed_out: set[int] = set()
+_pick = random.SystemRandom()  # not the global generator a test may seed
+
+
 def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+    """A loopback port nobody listens on now, for a child process to bind soon.
+
+    Not bind(0)'s: that port is in the ephemeral range, where any outgoing connection may
+    take it before the child binds (CI, 2026-12-06: a kube-controller-manager exited with
+    "bind: address already in use" on 127.0.0.1:50207). Random in FREE_PORTS, never the same
+    twice in one process; what is left is two processes picking one port in the seconds
+    before a bind, about 1 in 15,000 per pair of picks made that close."""
+    while True:
+        port = _pick.choice(FREE_PORTS)
+        if port in _handed_out:
+            continue
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+        _handed_out.add(port)
+        return port
 
 
 @dataclass(frozen=True)

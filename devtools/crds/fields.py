@@ -33,7 +33,7 @@ ORACLE = "tests/oracle/test_parity.py::test_ours_is_valid_and_equals_shipwrights
 
 _P = "tests/oracle/test_parity.py::"
 _TR = "tests/unit/buildrun/test_taskrun.py::"
-_ST = "tests/unit/buildrun/test_status.py::"
+_ST = "tests/unit/buildrun/test_outcomes.py::"
 _SP = "tests/unit/buildrun/test_spec.py::"
 _PA = "tests/unit/buildrun/test_params.py::"
 _VA = "tests/unit/builds/test_validation.py::"
@@ -303,7 +303,8 @@ FIELDS: list[Field] = [
     Field(RUN, ".status.conditions", "the Succeeded condition with Shipwright's reasons; "
           "frozen once `completionTime` is set (our CEL rule)",
           (_BR + "test_api_server_rejects_spec_changes_and_status_flips",
-           _ST + "test_with_condition_keeps_other_conditions_in_place")),
+           "tests/unit/buildrun/test_status_writes.py::"
+           "test_with_condition_keeps_other_conditions_in_place")),
     Field(RUN, ".status.completionTime", "the TaskRun's (PipelineRun's) own completionTime "
           "when the run decided the outcome, as Shipwright copies it (the CompletionTime "
           "column, the duration metrics and the retention TTL count from when the build "

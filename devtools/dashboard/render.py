@@ -55,7 +55,7 @@ from controller.runtime.kube import JSON, Kube, load_api_client
 from controller.shipwright.resources import BUILDRUNS
 from devtools.cluster import fixtures
 from devtools.cluster.localcluster import LocalCluster, free_port
-from devtools.dashboard.simulator import SimulatedTekton
+from devtools.dashboard.simulator import TaskRunDriver
 from devtools.fakes.tekton import Finish
 from devtools.fakes.webhook import FlakyWebhook, Verdict
 from devtools.hack import REPO
@@ -441,7 +441,7 @@ async def run(out: Path, seconds: float) -> None:
         def script(call: int) -> Verdict:
             return "timeout" if outage[0] <= time.monotonic() < outage[1] else "allow"
 
-        tekton = SimulatedTekton(kube, NS, say, plan, start_after=0.5)
+        tekton = TaskRunDriver(kube, NS, say, plan, start_after=0.5)
         try:
             for r in replicas:
                 r.start()

@@ -2,9 +2,9 @@
 TaskRun of one namespace along on its own, labelled "[tekton-simulator]" wherever it
 speaks.
 
-No Tekton controller runs on the local API server. SimulatedTekton watches TaskRuns
-and plays each one through devtools.fakes.tekton.TektonSimulator's status writes (the real
-API server), with a run time and an outcome a `plan` gives per TaskRun.
+No Tekton controller runs on the local API server. TaskRunDriver watches TaskRuns
+and plays each one through devtools.fakes.tekton.TektonStatusWriter's status writes
+(the real API server), with a run time and an outcome a `plan` gives per TaskRun.
 
 Invariants: each TaskRun is driven by at most one task, started the first time it is
 seen unfinished (a TaskRun seen finished is left alone); a TaskRun whose spec asks for
@@ -21,11 +21,11 @@ from dataclasses import dataclass, field
 
 import aiohttp
 
-from controller.buildrun.status import run_finished
+from controller.buildrun.outcomes import run_finished
 from controller.runtime.kube import JSON, ApiError, Kube
 from controller.shipwright.labels import LABEL_BUILDRUN
 from controller.shipwright.resources import TASKRUNS
-from devtools.fakes.tekton import Finish, TektonSimulator
+from devtools.fakes.tekton import Finish, TektonStatusWriter
 
 SIMULATOR = "[tekton-simulator]"
 TASKRUN_CANCELLED = "TaskRunCancelled"
@@ -39,7 +39,7 @@ class _Run:
     task: asyncio.Task[None] | None = None
 
 
-class SimulatedTekton:
+class TaskRunDriver:
     """Watches TaskRuns in one namespace and moves each one along as Tekton would:
     Running after `start_after` seconds, then, after the run time `plan` gives it, the
     outcome `plan` gives it (a devtools.fakes.tekton.Finish), or TaskRunCancelled as soon as
@@ -55,7 +55,7 @@ class SimulatedTekton:
         self.say = say
         self.plan = plan
         self.start_after = start_after
-        self.sim = TektonSimulator(kube)
+        self.statuses = TektonStatusWriter(kube)
         self._runs: dict[str, _Run] = {}
 
     async def run(self) -> None:
@@ -107,7 +107,7 @@ class SimulatedTekton:
             if await self._wait_cancel(run, self.start_after):
                 await self._finish(name, "cancelled", owner)
                 return
-            await self.sim.start(self.namespace, name)
+            await self.statuses.start(self.namespace, name)
             self.say(f"{SIMULATOR} TaskRun {name} Running (pod {name}-pod)")
             if await self._wait_cancel(run, run_for):
                 await self._finish(name, "cancelled", owner)
@@ -117,7 +117,7 @@ class SimulatedTekton:
             self.say(f"{SIMULATOR} TaskRun {name}: {exc.status} {exc.reason}, leaving it")
 
     async def _finish(self, name: str, how: Finish, owner: str) -> None:
-        await self.sim.finish(self.namespace, name, how)
+        await self.statuses.finish(self.namespace, name, how)
         words = {"success": "Succeeded", "cancelled": "cancelled (TaskRunCancelled)"}
         self.say(f"{SIMULATOR} TaskRun {name} (BuildRun {owner}) {words.get(how, how)}")
 

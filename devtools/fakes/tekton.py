@@ -27,7 +27,12 @@ def _condition(status: str, reason: str, message: str) -> list[JSON]:
              "lastTransitionTime": format_time(now())}]
 
 
-class TektonSimulator:
+class TektonStatusWriter:
+    """Writes, when asked, the status Tekton would give one TaskRun (`start`, `finish`)
+    and the evicted pod (`evict_pod`); nothing moves unless a caller asks. What drives
+    every TaskRun of a namespace on its own is devtools.dashboard.simulator.TaskRunDriver.
+    """
+
     def __init__(self, kube: Kube) -> None:
         self.kube = kube
 

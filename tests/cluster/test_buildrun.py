@@ -1,7 +1,7 @@
 """The BuildRun state machine against the real API server, row by row.
 
 TaskRuns are run by the session's real Tekton and their pods by kwok, whose fate
-each test picks (`world.fate`); TektonSimulator writes only the one TaskRun state
+each test picks (`world.fate`); TektonStatusWriter writes only the one TaskRun state
 Tekton never produces (a success after the cancel was asked for).
 """
 
@@ -34,7 +34,7 @@ from devtools.cluster import fixtures
 from devtools.cluster.localcluster import LocalCluster
 from devtools.cluster.stack import TektonStack
 from devtools.fakes.fates import FateWebhook, results
-from devtools.fakes.tekton import TektonSimulator
+from devtools.fakes.tekton import TektonStatusWriter
 from tests.harness import (
     World,
     condition,
@@ -303,7 +303,7 @@ async def test_timeout_wins_and_a_late_success_never_flips_it(
         assert (await tekton_verdict(world, "slow"))["reason"] == "TaskRunTimeout"
         # ...but a success lands on it regardless. Simulated: Tekton never reports success
         # once a cancel is asked, and the TaskRun is Done, so Tekton leaves this write be.
-        await TektonSimulator(kube).finish(world.ns, tr_name, "success")
+        await TektonStatusWriter(kube).finish(world.ns, tr_name, "success")
         await asyncio.sleep(1.0)
         after = await world.get("slow")
     assert condition(timed_out)["reason"] == reasons.BUILD_RUN_TIMEOUT

@@ -29,8 +29,8 @@ from typing import Any
 import pytest
 
 from controller.buildrun import reasons
+from controller.buildrun.outcomes import Outcome
 from controller.buildrun.states import Action, Decision
-from controller.buildrun.status import Outcome
 from controller.buildrun.status_writes import finished, status_update
 from controller.runtime.kube import APPLY_PATCH, JSON, ApiError, Kube
 from controller.shipwright.field_managers import BUILDRUN_CONTROLLER

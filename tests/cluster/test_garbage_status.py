@@ -25,7 +25,7 @@ from controller.runtime.kube import JSON, Kube, load_api_client
 from controller.shipwright.resources import TASKRUNS
 from devtools.cluster import fixtures
 from devtools.cluster.localcluster import LocalCluster
-from devtools.fakes.tekton import TektonSimulator
+from devtools.fakes.tekton import TektonStatusWriter
 from tests.harness import World, condition, controller_settings, metric, running_controller
 
 pytestmark = pytest.mark.cluster
@@ -64,7 +64,7 @@ async def test_a_taskrun_with_garbage_status_stops_no_other_buildrun(
     ns = "garbage"
     await fixtures.setup_namespace(admin, ns)
     world = World(admin, ns)
-    tekton = TektonSimulator(admin)
+    tekton = TektonStatusWriter(admin)
     settings = controller_settings(bare, ns)
     failures = metric("informer_handler_failures_total", resource=TASKRUNS.plural)
     runs: dict[str, str] = {}

@@ -22,8 +22,8 @@ import pytest
 
 from controller.app import App
 from controller.buildrun import reasons
+from controller.buildrun.outcomes import run_finished
 from controller.buildrun.resources.config import PIPELINERUN_EXECUTOR
-from controller.buildrun.status import run_finished
 from controller.runtime.kube import JSON, SERVICEACCOUNTS, Resource
 from controller.shipwright.labels import LABEL_BUILDRUN
 from controller.shipwright.resources import BUILDRUNS, PIPELINERUNS

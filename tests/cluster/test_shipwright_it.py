@@ -60,15 +60,16 @@ import ssl
 import subprocess
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any, NamedTuple
 
 import pytest
 
-from controller.runtime.kube import Kube
+from controller.runtime.kube import ApiError, Kube
 from controller.shipwright.resources import CLUSTERBUILDSTRATEGIES
 from devtools.cluster import certs, netns
+from devtools.cluster.fixtures import NAMESPACES
 from devtools.cluster.polling import transient, wait_until
 from devtools.cluster.processes import die_with_parent
 from devtools.cluster.stack import TektonStack
@@ -307,6 +308,31 @@ async def cluster_strategies(kube: Kube) -> set[str]:
     return set(found[0])
 
 
+async def no_namespaces_left(kube: Kube) -> None:
+    """Deletes the suite's namespaces (`test-build-N`) an earlier run left and waits until
+    they are gone: each run of the binary numbers them from the same N again, and a run
+    killed halfway (its AfterEach never ran) left `test-build-201` with its Build, so the
+    next run's first spec failed with 'build-test-build-201 already exists' (CI,
+    2026-12-06)."""
+    async def left() -> list[str]:
+        listed = await kube.list(NAMESPACES, None)
+        return [item["metadata"]["name"] for item in listed["items"]
+                if item["metadata"]["name"].startswith("test-build-")]
+
+    for name in await left():
+        try:
+            await kube.delete(NAMESPACES, None, name)
+        except ApiError as exc:
+            if exc.status != 404:  # gone meanwhile
+                raise
+    gone = await wait_until(lambda: _none(left()), timeout=180, interval=1)
+    assert gone, f"namespaces of an earlier run still there after 3 minutes: {await left()}"
+
+
+async def _none(names: Awaitable[list[str]]) -> bool:
+    return not await names
+
+
 class Run(NamedTuple):
     """One run of the suite's binary: the specs it was given, where its log and report
     are, and how long it took (its stack's start-up not included)."""
@@ -410,6 +436,7 @@ async def run_and_check(stack: TektonStack, kube: Kube, tmp_path: Path, pipeline
         return [await run_on_a_stack_of_its_own(binary, names, label_filter, env, folder)]
 
     before = await cluster_strategies(kube)
+    await no_namespaces_left(kube)
     started = time.monotonic()
     async with asyncio.TaskGroup() as group:  # one failing stops the others
         tasks = [group.create_task(on_the_sessions_stack())]

@@ -20,8 +20,8 @@ import pytest
 from controller.buildrun import reasons
 from controller.buildrun.caches import Caches
 from controller.buildrun.executors import TASKRUN
+from controller.buildrun.outcomes import run_finished
 from controller.buildrun.reconciler import BuildRunReconciler
-from controller.buildrun.status import run_finished
 from controller.runtime.events import EventRecorder
 from controller.runtime.kube import JSON, PODS, ApiError, Kube, Resource
 from controller.runtime.timestamps import parse_time

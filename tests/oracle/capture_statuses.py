@@ -23,8 +23,8 @@ from typing import Any
 
 import pytest
 
+from controller.buildrun.outcomes import child_taskrun_names, run_finished
 from controller.buildrun.resources.config import PIPELINERUN_EXECUTOR, TASKRUN_EXECUTOR
-from controller.buildrun.status import child_taskrun_names, run_finished
 from controller.runtime.kube import JSON, PODS, ApiError, Resource
 from controller.shipwright.conditions import succeeded_condition
 from controller.shipwright.labels import LABEL_BUILDRUN

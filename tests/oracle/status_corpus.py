@@ -10,7 +10,7 @@ gone), whether the BuildRun asked for a cancel, and optionally the Build and Bui
 * every reason Tekton v1.3 to v1.12 can set (controller.buildrun.reasons.TEKTON_REASONS),
   on a captured failed TaskRun and PipelineRun, finished and unfinished;
 * garbage: statuses nobody's Tekton writes but a hand-made patch or a bug can, as the
-  unit tests of status.py and the hostile corpus (tests/cluster/test_bad_input.py) use
+  unit tests of outcomes.py and the hostile corpus (tests/cluster/test_bad_input.py) use
   them, each one Go can still decode (a status Go cannot decode stops Shipwright's
   informer, so there is nothing to compare);
 * build specs: a captured successful run of a BuildRun that embeds its Build's spec, of
@@ -36,17 +36,22 @@ from typing import Any
 from controller.buildrun import reasons
 from controller.buildrun.buildruns import run_completion
 from controller.buildrun.executors import EXECUTORS
-from controller.buildrun.plan import build_spec_of, snapshot_of
-from controller.buildrun.spec import build_name, go_duration, parse_duration
-from controller.buildrun.states import Action, Observation, Phase, decide
-from controller.buildrun.status import (
+from controller.buildrun.outcomes import (
     MESSAGE_MAX,
     REASON_MAX,
-    cancel_requested_message,
     pod_completed,
     run_finished,
 )
-from controller.buildrun.status_writes import cancel_asked, finished, progressed, started
+from controller.buildrun.plan import build_spec_of, snapshot_of
+from controller.buildrun.spec import build_name, go_duration, parse_duration
+from controller.buildrun.states import Action, Observation, Phase, decide
+from controller.buildrun.status_writes import (
+    cancel_asked,
+    cancel_requested_message,
+    finished,
+    progressed,
+    started,
+)
 from controller.shipwright.conditions import succeeded_condition
 from controller.shipwright.labels import LABEL_BUILDRUN
 from devtools.cluster import fixtures
@@ -254,7 +259,7 @@ def garbage() -> list[JSON]:
             _failed("PipelineRunTimeout", "PipelineRun garbage-pr failed to finish", **ENDED))},
              executor="PipelineRun"),
         # Tekton saw the cancel before it read the pod, whose steps had all ended: the
-        # image was pushed (status.outcome_from_taskrun).
+        # image was pushed (outcomes.outcome_from_taskrun).
         case("cancelled-after-the-pod-completed", _taskrun(_failed(
             reasons.TASK_RUN_CANCELLED, "TaskRun \"garbage-tr\" was cancelled", **DONE)),
              _pod("garbage-pod", _terminated("step-build", 0, "Completed"),

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from controller.buildrun import reasons
-from controller.buildrun.status import outcome_from_taskrun
+from controller.buildrun.outcomes import outcome_from_taskrun
 from devtools.shipwright import oracle
 from tests.oracle import status_corpus
 from tests.oracle.test_parity import variant

@@ -141,3 +141,9 @@ def _template(env: Mapping[str, str], kind: str) -> dict[str, Any]:
     if image:
         template["image"] = image
     return template
+
+
+# Shipwright's settings where no variable sets one (its NewDefaultConfig): what a
+# reconciler made without the process's settings generates with (a test's, which the
+# environment it runs in must not change).
+SHIPWRIGHT_DEFAULTS = ShipwrightConfig.from_env({})

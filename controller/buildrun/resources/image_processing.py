@@ -11,6 +11,12 @@ import re
 from controller.buildrun.reasons import TASK_RUN_GENERATION_FAILED
 from controller.buildrun.resources.config import ShipwrightConfig
 from controller.buildrun.resources.params import references_param
+from controller.buildrun.resources.results import (
+    RESULT_IMAGE_DIGEST,
+    RESULT_IMAGE_SIZE,
+    RESULT_IMAGE_VULNERABILITIES,
+    RESULT_SOURCE_TIMESTAMP,
+)
 from controller.buildrun.resources.steps import (
     JSON,
     OUTPUT_DIRECTORY,
@@ -23,14 +29,13 @@ from controller.buildrun.resources.steps import (
     setup_home_and_tmp,
     template_step,
 )
-from controller.buildrun.status import (
-    RESULT_IMAGE_DIGEST,
-    RESULT_IMAGE_SIZE,
-    RESULT_IMAGE_VULNERABILITIES,
-    RESULT_SOURCE_TIMESTAMP,
-    STEP_IMAGE_PROCESSING,
-)
 from controller.runtime.errors import UserError
+from controller.runtime.timestamps import parse_time
+
+STEP_IMAGE_PROCESSING = "image-processing"
+# The step exits with this code when it found more vulnerabilities than allowed
+# (--vuln-settings failOnFinding): the BuildRun then ends VulnerabilitiesFound.
+EXIT_VULNERABILITIES_FOUND = 22
 
 
 def setup_output_directory(task_spec: JSON, params: list[JSON]) -> bool:
@@ -125,11 +130,13 @@ def _vuln_settings(scan: JSON) -> str:
     return text
 
 
+# Go's zero time.Time: what Shipwright's CreationTimestamp.Unix() reads when none is set.
+_GO_ZERO_TIME = datetime.datetime(1, 1, 1, tzinfo=datetime.UTC)
+
+
 def _unix(timestamp: str | None) -> int:
-    if not timestamp:
-        return int(datetime.datetime(1, 1, 1, tzinfo=datetime.UTC).timestamp())
-    moment = datetime.datetime.fromisoformat(timestamp.replace("Z", "+00:00"))
-    return int(moment.timestamp())
+    """The BuildRun's creationTimestamp in Unix seconds (BuildTimestamp)."""
+    return int((parse_time(timestamp) or _GO_ZERO_TIME).timestamp())
 
 
 def add_image_processing(task_spec: JSON, buildrun: JSON, build_spec: JSON,

@@ -23,9 +23,15 @@ from controller.buildrun.reasons import (
     UNDEFINED_VOLUME,
     VOLUME_NOT_OVERRIDABLE,
 )
+from controller.buildrun.resources.results import (
+    RESULT_ERROR_MESSAGE,
+    RESULT_ERROR_REASON,
+    RESULT_IMAGE_DIGEST,
+    RESULT_IMAGE_SIZE,
+    RESULT_IMAGE_VULNERABILITIES,
+)
 from controller.buildrun.resources.steps import (
     JSON,
-    LABEL_MAX,
     PARAM_OUTPUT_IMAGE,
     PARAM_OUTPUT_INSECURE,
     PARAM_SOURCE_CONTEXT,
@@ -35,14 +41,12 @@ from controller.buildrun.resources.steps import (
     WORKSPACE_SOURCE,
     merge_maps,
 )
-from controller.buildrun.status import (
-    RESULT_ERROR_MESSAGE,
-    RESULT_ERROR_REASON,
-    RESULT_IMAGE_DIGEST,
-    RESULT_IMAGE_SIZE,
-    RESULT_IMAGE_VULNERABILITIES,
-)
 from controller.runtime.errors import UserError
+from controller.runtime.name_rules import (
+    LABEL_VALUE_MAX,
+    as_label_value,
+    dns1123_subdomain_errors,
+)
 from controller.shipwright.labels import (
     LABEL_BUILD,
     LABEL_BUILD_GENERATION,
@@ -50,6 +54,7 @@ from controller.shipwright.labels import (
     LABEL_BUILDRUN_GENERATION,
     LABEL_BUILDRUN_UID,
 )
+from controller.shipwright.resources import CLUSTERBUILDSTRATEGIES
 
 ANNOTATION_SC_GROUP = "buildrun.shipwright.io/security-context-group"
 ANNOTATION_SC_PASSWD = "buildrun.shipwright.io/security-context-passwd"
@@ -83,7 +88,7 @@ def run_name(buildrun: JSON) -> str:
     metadata = buildrun.get("metadata") or {}
     name = str(metadata.get("name") or "")
     prefix = name[:RUN_NAME_PREFIX_MAX].rstrip("-.")
-    if not _DNS1123_SUBDOMAIN.fullmatch(prefix):
+    if dns1123_subdomain_errors(prefix):
         # Never for a name the API server admitted (a DNS-1123 subdomain, kept as it is).
         prefix = re.sub(r"[^a-z0-9-]", "-", name.lower())[:RUN_NAME_PREFIX_MAX].strip("-")
     suffix = _suffix(str(metadata.get("uid") or ""))
@@ -95,8 +100,7 @@ def run_name(buildrun: JSON) -> str:
 _SUFFIX_ALPHABET = "bcdfghjklmnpqrstvwxz2456789"
 SUFFIX_LENGTH = 5
 # generateName's limit: the prefix is cut to 63 - 5 characters, the dash included.
-RUN_NAME_PREFIX_MAX = LABEL_MAX - SUFFIX_LENGTH - 1
-_DNS1123_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
+RUN_NAME_PREFIX_MAX = LABEL_VALUE_MAX - SUFFIX_LENGTH - 1
 
 
 def _suffix(uid: str) -> str:
@@ -165,14 +169,14 @@ def executor_metadata(buildrun: JSON, build: JSON, executor_name: str) -> JSON:
     name = meta.get("name") or ""
     uid = meta.get("uid") or ""
     labels = {
-        LABEL_BUILDRUN: _label_value(name),
+        LABEL_BUILDRUN: as_label_value(name),
         LABEL_BUILDRUN_GENERATION: str(meta.get("generation") or 0),
         # Not in Shipwright: the exact label to select a BuildRun's TaskRun by.
-        LABEL_BUILDRUN_UID: _label_value(uid),
+        LABEL_BUILDRUN_UID: as_label_value(uid),
     }
     build_meta = build.get("metadata") or {}
     if build_meta.get("name"):
-        labels[LABEL_BUILD] = _label_value(build_meta["name"])
+        labels[LABEL_BUILD] = as_label_value(build_meta["name"])
         labels[LABEL_BUILD_GENERATION] = str(build_meta.get("generation") or 0)
     return {
         "name": executor_name,
@@ -189,12 +193,6 @@ def executor_metadata(buildrun: JSON, build: JSON, executor_name: str) -> JSON:
             }
         ],
     }
-
-
-def _label_value(text: str) -> str:
-    """`text` made a valid label value: allowed characters only, at most 63, alphanumeric
-    at both ends."""
-    return re.sub(r"[^A-Za-z0-9_.-]", "-", text)[:LABEL_MAX].strip("-_.")
 
 
 def _param_spec(name: str, description: str) -> JSON:
@@ -382,8 +380,8 @@ def strategy_labels(strategy: JSON) -> JSON:
     """The `(cluster)buildstrategy.shipwright.io/name` and `/generation` labels."""
     meta = strategy.get("metadata") or {}
     domain = ("clusterbuildstrategy.shipwright.io" if strategy.get("kind") ==
-              "ClusterBuildStrategy" else "buildstrategy.shipwright.io")
-    return {f"{domain}/name": _label_value(meta.get("name") or ""),
+              CLUSTERBUILDSTRATEGIES.kind else "buildstrategy.shipwright.io")
+    return {f"{domain}/name": as_label_value(meta.get("name") or ""),
             f"{domain}/generation": str(meta.get("generation") or 0)}
 
 

@@ -6,6 +6,15 @@ from __future__ import annotations
 
 from controller.buildrun.reasons import TASK_RUN_GENERATION_FAILED
 from controller.buildrun.resources.config import ShipwrightConfig
+from controller.buildrun.resources.results import (
+    RESULT_ERROR_MESSAGE,
+    RESULT_ERROR_REASON,
+    RESULT_SOURCE_BRANCH_NAME,
+    RESULT_SOURCE_COMMIT_AUTHOR,
+    RESULT_SOURCE_COMMIT_SHA,
+    RESULT_SOURCE_IMAGE_DIGEST,
+    RESULT_SOURCE_TIMESTAMP,
+)
 from controller.buildrun.resources.steps import (
     JSON,
     PARAM_SOURCE_ROOT,
@@ -17,15 +26,6 @@ from controller.buildrun.resources.steps import (
     template_step,
 )
 from controller.buildrun.spec import go_duration, parse_duration
-from controller.buildrun.status import (
-    RESULT_ERROR_MESSAGE,
-    RESULT_ERROR_REASON,
-    RESULT_SOURCE_BRANCH_NAME,
-    RESULT_SOURCE_COMMIT_AUTHOR,
-    RESULT_SOURCE_COMMIT_SHA,
-    RESULT_SOURCE_IMAGE_DIGEST,
-    RESULT_SOURCE_TIMESTAMP,
-)
 from controller.runtime.errors import UserError
 
 

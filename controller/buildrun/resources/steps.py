@@ -10,6 +10,8 @@ import hashlib
 import re
 from typing import Any
 
+from controller.runtime.name_rules import DNS1123_LABEL_MAX
+
 JSON = dict[str, Any]
 
 PARAM_OUTPUT_IMAGE = "shp-output-image"
@@ -23,7 +25,6 @@ WORKSPACE_SOURCE = "source"
 STEP_SOURCE = "source-default"
 STEP_LOCAL_SOURCE = "source-local"
 
-LABEL_MAX = 63
 HASH_LENGTH = 8
 _DNS1123_FORBIDDEN = re.compile(r"[^a-zA-Z0-9-]+")
 SECRET_MODE = 0o444
@@ -46,7 +47,7 @@ def result_path(result: str) -> str:
 
 def secret_volume_name(secret: str) -> str:
     """The volume a Secret is mounted from: `shp-<secret>` made a DNS-1123 label."""
-    return _DNS1123_FORBIDDEN.sub("-", f"shp-{secret}")[:LABEL_MAX].removesuffix("-")
+    return _DNS1123_FORBIDDEN.sub("-", f"shp-{secret}")[:DNS1123_LABEL_MAX].removesuffix("-")
 
 
 def mount_secret(task_spec: JSON, step: JSON, secret: str, path: str) -> None:
@@ -63,7 +64,7 @@ def mount_secret(task_spec: JSON, step: JSON, secret: str, path: str) -> None:
 def _step_volume_name(prefix: str, step_name: str) -> str:
     name = _DNS1123_FORBIDDEN.sub("-", prefix + step_name).lower().strip("-")
     digest = hashlib.sha256(step_name.encode()).hexdigest()[:HASH_LENGTH]
-    return f"{name[: LABEL_MAX - HASH_LENGTH - 1]}-{digest}"
+    return f"{name[: DNS1123_LABEL_MAX - HASH_LENGTH - 1]}-{digest}"
 
 
 def setup_home_and_tmp(task_spec: JSON, step: JSON) -> None:

@@ -23,7 +23,6 @@ from controller.buildrun import reasons, serviceaccounts
 from controller.buildrun.caches import UNWATCHED_POLL, Caches, slim_pod
 from controller.buildrun.executors import EXECUTORS, TASKRUN_CANCELLED
 from controller.buildrun.reconciler import BuildRunReconciler
-from controller.buildrun.resources.config import ShipwrightConfig
 from controller.buildrun.resources.phases import run_name
 from controller.runtime.controller import DONE, Result
 from controller.runtime.errors import RetryableError, classify
@@ -67,8 +66,7 @@ class Rig:
         recorder = EventRecorder(self.kube, "test", "test")  # type: ignore[arg-type]
         self.reconciler = BuildRunReconciler(
             self.kube, self.caches, recorder,  # type: ignore[arg-type]
-            executor=EXECUTORS[executor], clock=lambda: NOW,
-            config=ShipwrightConfig.from_env({}))
+            executor=EXECUTORS[executor], clock=lambda: NOW)
         self.kube.add(BUILDSTRATEGIES, fixtures.strategy())
         self.kube.add(BUILDS, {**fixtures.build(), "status": {"registered": "True"}})
         self.kube.add(SERVICEACCOUNTS, {"metadata": {"name": "default"}})

@@ -21,7 +21,6 @@ from controller.buildrun import reasons
 from controller.buildrun.caches import Caches
 from controller.buildrun.executors import PIPELINERUN, TASKRUN
 from controller.buildrun.reconciler import BuildRunReconciler
-from controller.buildrun.resources.config import ShipwrightConfig
 from controller.buildrun.validation import check_nodes, validate_buildrun
 from controller.builds import validation as build_validation
 from controller.runtime.errors import UserError
@@ -431,7 +430,7 @@ async def _observed(run: JSON, spec: JSON) -> Any:
     kube = Kube(client.ApiClient(client.Configuration(host="http://127.0.0.1:9")))
     try:
         reconciler = BuildRunReconciler(kube, caches, EventRecorder(kube, "t", "t"),
-                                        executor=TASKRUN, config=ShipwrightConfig.from_env({}))
+                                        executor=TASKRUN)
         return await reconciler.observer.observe(run)
     finally:
         await kube.close()

@@ -14,7 +14,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from controller.buildrun import reasons
-from controller.buildrun.resources.config import ShipwrightConfig
+from controller.buildrun.resources.config import SHIPWRIGHT_DEFAULTS
 from controller.buildrun.resources.phases import ANNOTATION_SC_PASSWD, run_name
 from controller.buildrun.resources.pipelinerun import (
     PIPELINE_OUTPUT_DIRECTORY,
@@ -23,9 +23,9 @@ from controller.buildrun.resources.pipelinerun import (
 )
 from controller.buildrun.resources.taskrun import generate_taskrun
 from controller.runtime.errors import UserError
+from controller.runtime.name_rules import label_value_errors
 from controller.shipwright.labels import LABEL_BUILDRUN_UID
 from tests.unit.buildrun.test_taskrun import (
-    LABEL_VALUE,
     MAX_TEXT,
     buildruns,
     builds,
@@ -35,7 +35,7 @@ from tests.unit.buildrun.test_taskrun import (
 )
 
 UID = "0d3c5e3a-6a8e-4bd0-9a53-2bde0ab0f1a7"
-CONFIG = ShipwrightConfig.from_env({})
+CONFIG = SHIPWRIGHT_DEFAULTS
 BUILDRUN: dict[str, Any] = {
     "apiVersion": "shipwright.io/v1beta1",
     "kind": "BuildRun",
@@ -83,7 +83,7 @@ def test_the_name_is_the_taskruns_derived_from_the_buildrun() -> None:
     pipelinerun = generate()
     assert pipelinerun["apiVersion"] == "tekton.dev/v1"
     assert pipelinerun["kind"] == "PipelineRun"
-    taskrun = generate_taskrun(BUILDRUN, BUILD, STRATEGY, "sa", ShipwrightConfig.from_env({}))
+    taskrun = generate_taskrun(BUILDRUN, BUILD, STRATEGY, "sa", CONFIG)
     assert pipelinerun["metadata"]["name"] == run_name(BUILDRUN) == taskrun["metadata"]["name"]
     assert "generateName" not in pipelinerun["metadata"]
     other = copy.deepcopy(BUILDRUN)
@@ -247,7 +247,7 @@ def check_pipelinerun(pipelinerun: dict[str, Any], buildrun: dict[str, Any]) -> 
     assert is_run_name(metadata["name"]), metadata["name"]
     assert metadata["name"] == run_name(buildrun)
     for key, value in metadata["labels"].items():
-        assert len(value) <= 63 and LABEL_VALUE.fullmatch(value), (key, value)
+        assert not label_value_errors(value), (key, value)
     spec = pipelinerun["spec"]
     declared = [p["name"] for p in spec["pipelineSpec"]["params"]]
     given_ = [p["name"] for p in spec["params"]]

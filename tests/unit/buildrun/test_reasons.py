@@ -182,7 +182,7 @@ def test_the_scan_sees_every_kind_of_call_site(tmp_path: Path,
 # The modules that decide a finished BuildRun's reason besides a UserError's: the state
 # table (canceled, timed out, TaskRun missing, retries exhausted) and the outcome read
 # off a finished TaskRun or PipelineRun.
-DECIDERS = ("controller.buildrun.states", "controller.buildrun.status")
+DECIDERS = ("controller.buildrun.states", "controller.buildrun.outcomes")
 
 
 def reasons_named(module_name: str) -> set[str]:
@@ -216,12 +216,12 @@ def reasons_the_controller_writes() -> set[str]:
 
 def test_the_reason_scan_reads_each_kind_of_reference() -> None:
     """The scan above finds a constant named as `reasons.X` (states.py), one imported by
-    name (status.py), a set's members (TEKTON_FAILED_REASONS) and the parameter reasons
+    name (outcomes.py), a set's members (TEKTON_FAILED_REASONS) and the parameter reasons
     (a UserError's, from controller.shipwright.params): the reasons the label set missed."""
     assert reasons.TASK_RUN_IS_MISSING in reasons_named("controller.buildrun.states")
-    status = reasons_named("controller.buildrun.status")
-    assert {reasons.VULNERABILITIES_FOUND, reasons.PIPELINE_RUN_FAILED} <= status
-    assert reasons.STEP_OOM in status  # only as a member of TEKTON_FAILED_REASONS there
+    outcomes = reasons_named("controller.buildrun.outcomes")
+    assert {reasons.VULNERABILITIES_FOUND, reasons.PIPELINE_RUN_FAILED} <= outcomes
+    assert reasons.STEP_OOM in outcomes  # only as a member of TEKTON_FAILED_REASONS there
     assert reasons_the_controller_writes() >= PARAMETER_REASONS
 
 

@@ -13,9 +13,9 @@ import pytest
 
 from controller.buildrun.caches import owner_buildrun
 from controller.buildrun.executors import PIPELINERUN, TASKRUN
-from controller.buildrun.resources.config import ShipwrightConfig
+from controller.buildrun.outcomes import outcome_from_taskrun, run_finished, running_reason
+from controller.buildrun.resources.config import SHIPWRIGHT_DEFAULTS
 from controller.buildrun.resources.taskrun import generate_taskrun
-from controller.buildrun.status import outcome_from_taskrun, run_finished, running_reason
 from devtools.cluster import fixtures
 
 JSON = dict[str, Any]
@@ -28,7 +28,7 @@ def parity_taskrun() -> JSON:
     build = fixtures.build()
     build["metadata"].update(namespace="ns", uid="b-1", generation=3)
     taskrun = generate_taskrun(buildrun, build, fixtures.strategy(), "default",
-                               ShipwrightConfig.from_env())
+                               SHIPWRIGHT_DEFAULTS)
     taskrun["metadata"].update(uid="t-1", resourceVersion="7",
                                creationTimestamp="2026-12-03T10:00:00Z",
                                annotations={"pipeline.tekton.dev/release": "v1.10.3"})
@@ -102,7 +102,7 @@ def test_the_taskrun_slim_copy_takes_odd_shapes() -> None:
 def test_the_pipelinerun_slim_copy_keeps_what_is_read_of_it() -> None:
     """The PipelineRun informer's transform drops the generated pipeline and Tekton's copy
     of it; the outcome, the running reason, cancel and the owner read the same."""
-    from controller.buildrun.status import outcome_from_pipelinerun
+    from controller.buildrun.outcomes import outcome_from_pipelinerun
 
     whole: JSON = {
         "kind": "PipelineRun",

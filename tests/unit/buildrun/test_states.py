@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 
 from controller.buildrun import reasons
+from controller.buildrun.outcomes import Outcome
 from controller.buildrun.states import TABLE, Action, Observation, Phase, decide
-from controller.buildrun.status import Outcome
 from controller.runtime.errors import RetryableError, UserError
 
 SUCCESS = Outcome("True", reasons.SUCCEEDED, "done", None, "sha256:1")

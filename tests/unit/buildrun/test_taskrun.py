@@ -16,12 +16,18 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from controller.buildrun import reasons
-from controller.buildrun.resources.config import ShipwrightConfig
+from controller.buildrun.resources.config import SHIPWRIGHT_DEFAULTS, ShipwrightConfig
 from controller.buildrun.resources.phases import ANNOTATION_SC_PASSWD, run_name
 from controller.buildrun.resources.steps import secret_volume_name
 from controller.buildrun.resources.taskrun import generate_taskrun
 from controller.buildrun.spec import effective_build
 from controller.runtime.errors import UserError
+from controller.runtime.name_rules import (
+    DNS1123_SUBDOMAIN_MAX,
+    LABEL_VALUE_MAX,
+    dns1123_subdomain_errors,
+    label_value_errors,
+)
 from controller.shipwright.labels import (
     LABEL_BUILD,
     LABEL_BUILD_GENERATION,
@@ -32,8 +38,6 @@ from controller.shipwright.labels import (
 from controller.shipwright.params import validate_params
 
 CRDS = Path(__file__).resolve().parents[3] / "manifests" / "crds"
-DNS1123_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
-LABEL_VALUE = re.compile(r"(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?")
 UID = "0d3c5e3a-6a8e-4bd0-9a53-2bde0ab0f1a7"
 # Caps keep fuzz examples small; 300 still reaches the 253-character name limit.
 MAX_TEXT = 300
@@ -52,7 +56,7 @@ BUILD_SPEC: dict[str, Any] = {
     "timeout": "10m",
 }
 BUILD: dict[str, Any] = {"metadata": {"name": "app", "generation": 2}, "spec": BUILD_SPEC}
-CONFIG = ShipwrightConfig.from_env({})
+CONFIG = SHIPWRIGHT_DEFAULTS
 STRATEGY: dict[str, Any] = {
     "kind": "BuildStrategy",
     "metadata": {"name": "kaniko", "generation": 5},
@@ -74,7 +78,7 @@ STRATEGY: dict[str, Any] = {
 def is_run_name(name: str) -> bool:
     """A DNS-1123 subdomain of at most 63 characters: a TaskRun name Tekton can put in its
     pod's tekton.dev/taskRun label."""
-    return len(name) <= 63 and DNS1123_SUBDOMAIN.fullmatch(name) is not None
+    return len(name) <= LABEL_VALUE_MAX and not dns1123_subdomain_errors(name)
 
 
 def shipwrights_buildrun_of(taskrun_name: str) -> str | None:
@@ -472,7 +476,7 @@ def crd_schema(filename: str) -> dict[str, Any]:
 SUBDOMAIN_LABEL = r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?"
 object_names = st.from_regex(
     rf"{SUBDOMAIN_LABEL}(\.{SUBDOMAIN_LABEL}){{0,4}}", fullmatch=True
-).filter(lambda n: len(n) <= 253)
+).filter(lambda n: len(n) <= DNS1123_SUBDOMAIN_MAX)
 metadata = st.fixed_dictionaries(
     {"name": object_names, "namespace": st.from_regex(SUBDOMAIN_LABEL, fullmatch=True)},
     optional={"uid": st.uuids().map(str)},
@@ -547,7 +551,7 @@ def check_taskrun(taskrun: dict[str, Any], buildrun: dict[str, Any]) -> None:
     assert metadata["name"] == run_name(buildrun)
     assert metadata["namespace"] == buildrun["metadata"]["namespace"]
     for key, value in metadata["labels"].items():
-        assert len(value) <= 63 and LABEL_VALUE.fullmatch(value), (key, value)
+        assert not label_value_errors(value), (key, value)
     [owner] = metadata["ownerReferences"]
     assert owner["apiVersion"] == "shipwright.io/v1beta1"
     assert owner["kind"] == "BuildRun"
@@ -611,4 +615,4 @@ def test_the_deployment_sets_only_settings_we_read_and_they_parse() -> None:
                                                    "BUILDRUN_EXECUTOR"}
     assert set(env) <= read
     config = ShipwrightConfig.from_env(env)
-    assert config == ShipwrightConfig.from_env({})  # the defaults, spelled out
+    assert config == SHIPWRIGHT_DEFAULTS  # the defaults, spelled out

@@ -21,7 +21,6 @@ from controller.builds.validation import (
     StrategyRef,
     Verdict,
     owner_references,
-    qualified_name_errors,
     repository_probe,
     secret_refs,
     strategy_ref,
@@ -363,12 +362,6 @@ def test_refs() -> None:
     # Named twice, reported as the source's, as Shipwright's map write order does.
     assert secret_refs(b) == {"same": reasons.SPEC_SOURCE_SECRET_REF_NOT_FOUND}
     assert secret_refs(build()) == {}
-
-
-def test_qualified_name_prefix() -> None:
-    assert qualified_name_errors("example.com/x") == []
-    assert qualified_name_errors("/x") == ["prefix part must be non-empty"]
-    assert qualified_name_errors("Bad_/x")[0].startswith("prefix part a lowercase RFC 1123")
 
 
 def test_every_failure_reason_is_reachable() -> None:

@@ -1,4 +1,8 @@
-"""The BuildRun's Succeeded condition, and the outcome a finished TaskRun gives it."""
+"""What a TaskRun or PipelineRun makes of its BuildRun: whether it has finished
+(`run_finished`), the reason and message it shows while it runs (`running_reason`), and
+once it finished the outcome it gives the BuildRun (`Outcome`: the Succeeded condition's
+status, reason and message, failureDetails, status.output and status.source), read as
+Shipwright v0.20.13 reads it. Pure. status_writes.py writes what these say."""
 
 from __future__ import annotations
 
@@ -27,10 +31,27 @@ from controller.buildrun.reasons import (
     TEKTON_FAILED_REASONS,
     VULNERABILITIES_FOUND,
 )
+from controller.buildrun.resources.image_processing import (
+    EXIT_VULNERABILITIES_FOUND,
+    STEP_IMAGE_PROCESSING,
+)
+from controller.buildrun.resources.results import (
+    RESULT_ERROR_MESSAGE,
+    RESULT_ERROR_REASON,
+    RESULT_IMAGE_DIGEST,
+    RESULT_IMAGE_SIZE,
+    RESULT_IMAGE_VULNERABILITIES,
+    RESULT_SOURCE_BRANCH_NAME,
+    RESULT_SOURCE_COMMIT_AUTHOR,
+    RESULT_SOURCE_COMMIT_SHA,
+    RESULT_SOURCE_IMAGE_DIGEST,
+    RESULT_SOURCE_TIMESTAMP,
+)
 from controller.buildrun.spec import go_duration, parse_duration
 from controller.runtime.shapes import at, items, mapping, objects, text
 from controller.runtime.text import truncate
-from controller.shipwright.conditions import CONDITION_SUCCEEDED, succeeded_condition
+from controller.runtime.timestamps import format_time
+from controller.shipwright.conditions import succeeded_condition
 from controller.shipwright.labels import LABEL_BUILDRUN
 from controller.shipwright.resources import TASKRUNS
 
@@ -41,56 +62,12 @@ NAME_MAX = 253
 DIGEST_MAX = 256
 VULNERABILITIES_MAX = 1000
 
-# image-processing exits with this code when it found more vulnerabilities than allowed.
-EXIT_VULNERABILITIES_FOUND = 22
-STEP_IMAGE_PROCESSING = "image-processing"
-
-# TaskRun results the generated TaskRun declares and a strategy's steps may write.
-RESULT_IMAGE_DIGEST = "shp-image-digest"
-RESULT_ERROR_REASON = "shp-error-reason"
-RESULT_ERROR_MESSAGE = "shp-error-message"
-RESULT_IMAGE_SIZE = "shp-image-size"
-RESULT_IMAGE_VULNERABILITIES = "shp-image-vulnerabilities"
-# The source step's results (Shipwright names its one source "default").
-RESULT_SOURCE_COMMIT_SHA = "shp-source-default-commit-sha"
-RESULT_SOURCE_COMMIT_AUTHOR = "shp-source-default-commit-author"
-RESULT_SOURCE_BRANCH_NAME = "shp-source-default-branch-name"
-RESULT_SOURCE_IMAGE_DIGEST = "shp-source-default-image-digest"
-RESULT_SOURCE_TIMESTAMP = "shp-source-default-source-timestamp"
-
 
 def run_finished(run: dict[str, Any]) -> bool:
     """Whether Tekton has decided the TaskRun's (or PipelineRun's) outcome (Succeeded is
     True or False)."""
     cond = succeeded_condition(run.get("status"))
     return cond is not None and cond.get("status") in ("True", "False")
-
-
-def with_condition(
-    status: dict[str, Any], cond_status: str, reason: str, message: str, now: str
-) -> dict[str, Any]:
-    """A new status with the Succeeded condition set.
-
-    lastTransitionTime moves only when the condition's status value changes (API
-    conventions), so repeated reconciles of a running BuildRun do not churn it.
-    """
-    conditions = list(status.get("conditions") or [])
-    index = next((i for i, c in enumerate(conditions)
-                  if c.get("type") == CONDITION_SUCCEEDED), None)
-    old = conditions[index] if index is not None else {}
-    unchanged = old.get("status") == cond_status and old.get("lastTransitionTime")
-    condition = {
-        "type": CONDITION_SUCCEEDED,
-        "status": cond_status,
-        "reason": truncate(reason, REASON_MAX),
-        "message": truncate(message, MESSAGE_MAX),
-        "lastTransitionTime": old["lastTransitionTime"] if unchanged else now,
-    }
-    if index is None:
-        conditions.append(condition)
-    else:
-        conditions[index] = condition
-    return {**status, "conditions": conditions}
 
 
 @dataclass(frozen=True)
@@ -105,15 +82,6 @@ class Outcome:
     # status.output and status.source as Shipwright fills them from the TaskRun's results.
     output: dict[str, Any] | None = None
     source: dict[str, Any] | None = None
-
-
-def cancel_requested_message(kind: str) -> str:
-    """Unknown/BuildRunCanceled's message while the run has not stopped yet: Shipwright's
-    words for a TaskRun (conditions.go, its two spaces and its typo kept: tools match on
-    them), the same for a PipelineRun (where Shipwright shows Tekton's Running)."""
-    return (f"The user requested the BuildRun to be canceled.  This BuildRun controller has "
-            f"requested the {kind} be canceled.  That request has not been process by "
-            f"Tekton's {kind} controller yet.")
 
 
 def pod_completed(pod: dict[str, Any] | None) -> bool:
@@ -377,7 +345,7 @@ def source_from_results(results: dict[str, str]) -> dict[str, Any] | None:
         except (OverflowError, OSError, ValueError):
             moment = None
         if moment is not None:
-            source["timestamp"] = moment.strftime("%Y-%m-%dT%H:%M:%SZ")
+            source["timestamp"] = format_time(moment)
     return source or None
 
 
