@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from devtools.cluster.realnode import CONTAINERD, KUBELET, NodeUnavailable
+from devtools.node.realnode import CONTAINERD, KUBELET, NodeUnavailable
 from soak import builds
 from soak.ledger import MISMATCHES
 from soak.truth import FAULTS, Config, truth_soak
