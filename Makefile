@@ -30,7 +30,7 @@ apiserver:
 stack:
 	hack/build-all >/dev/null
 
-# Builds the stack's real node (devtools/cluster/realnode.py): the kubelet from the API
+# Builds the stack's real node (devtools/node/realnode.py): the kubelet from the API
 # server's own k8s.io/kubernetes module (hack/kubelet/build), and every image its pods
 # need, from source and Debian packages, in a registry's storage (hack/node-images/build),
 # installing containerd, runc, docker-registry, buildah and debootstrap with apt-get when

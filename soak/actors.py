@@ -16,7 +16,7 @@ from controller.shipwright.labels import LABEL_BUILDRUN
 from controller.shipwright.resources import BUILDRUNS
 from devtools.cluster.localcluster import LocalCluster
 from devtools.cluster.polling import transient
-from devtools.cluster.webhook import FlakyWebhook, Verdict
+from devtools.fakes.webhook import FlakyWebhook, Verdict
 
 Outcome = Literal["success", "failure", "timeout", "evicted", "oom"]
 OUTCOMES: tuple[Outcome, ...] = ("success", "failure", "timeout", "evicted", "oom")

@@ -1,6 +1,6 @@
 """The real builds of the truth soak (soak.truth): Shipwright's buildah sample with
 managed push (its image-processing step pushes), run on the real node
-(devtools.cluster.realnode) from a repository of the node's Git server whose Dockerfiles
+(devtools.node.realnode) from a repository of the node's Git server whose Dockerfiles
 succeed, fail or outlast a timeout, each BuildRun pushing to its own tag.
 
     success      Dockerfile        builds and pushes
@@ -18,7 +18,7 @@ succeed, fail or outlast a timeout, each BuildRun pushing to its own tag.
 
 Every build is unique: the Dockerfiles write a build argument naming the BuildRun and its
 attempt into the image, so no two BuildRuns can push the same digest. The sample Build
-is changed as devtools.cluster.realbuilds.on_real_node changes it, and its Git source is
+is changed as devtools.node.realbuilds.on_real_node changes it, and its Git source is
 this repository; each BuildRun names its own output image and Dockerfile.
 """
 
@@ -27,9 +27,10 @@ from __future__ import annotations
 from controller.runtime.errors import is_already_exists
 from controller.runtime.kube import JSON, ApiError, Kube
 from controller.shipwright.resources import BUILDS, CLUSTERBUILDSTRATEGIES
-from devtools.cluster import fixtures, realbuilds
+from devtools.cluster import fixtures
 from devtools.cluster.polling import wait_until
-from devtools.cluster.realnode import RealNode
+from devtools.node import realbuilds
+from devtools.node.realnode import RealNode
 from soak.ledger import ATTEMPT_LABEL, KIND_LABEL
 
 SUCCESS, FAILURE, TIMEOUT, CANCEL_LATE, RECREATE, CANCEL_EARLY = (
@@ -48,7 +49,7 @@ def repository_files(node: RealNode) -> dict[str, str]:
     """The sample's files (realbuilds.sample_files) and the three Dockerfiles."""
     files = realbuilds.sample_files(node)
     context = realbuilds.CONTEXT_DIR
-    head = (f"FROM {node.base_image()}\nARG {ARG}\n"
+    head = (f"FROM {node.registry.base_image()}\nARG {ARG}\n"
             "COPY hello.sh /usr/local/bin/hello\n")
     files[f"{context}/Dockerfile"] = head + (
         f'RUN echo "{realbuilds.BUILD_LINE} (${ARG})" && echo "${ARG}" > /truth-id'
@@ -86,7 +87,7 @@ async def setup(kube: Kube, node: RealNode, namespace: str, timeout: float = 120
 
 def output_image(node: RealNode, namespace: str, name: str, attempt: int) -> str:
     """The tag a BuildRun pushes to: its name's repository, its attempt's tag."""
-    return node.image(f"{namespace}/{name}", f"a{attempt}")
+    return node.registry.image(f"{namespace}/{name}", f"a{attempt}")
 
 
 def buildrun(node: RealNode, namespace: str, name: str, kind: str, attempt: int, *,

@@ -3,7 +3,7 @@ the registry (soak.truth).
 
 A BuildRun is judged by uid: one deleted and created again under the same name is
 another BuildRun, with its own output tag. After every pod has ended, the registry's
-manifest under a BuildRun's tag (RealNode.pushed) is what really happened, and the
+manifest under a BuildRun's tag (RealNode.registry.pushed) is what really happened, and the
 BuildRun's outcome must say exactly that:
 
     pushed-not-succeeded   an image under its tag, but it did not end Succeeded

@@ -27,8 +27,9 @@ import aiohttp
 import orjson
 from prometheus_client.parser import text_string_to_metric_families
 
-from devtools.cluster.localcluster import REPO, free_port
+from devtools.cluster.localcluster import free_port
 from devtools.cluster.processes import die_with_parent
+from devtools.hack import REPO
 from soak.api import get_text
 
 LEASE_NAME = "buildrun-controller"

@@ -6,7 +6,7 @@ checked against the registry.
 
 It starts its own stack with a real node (devtools.cluster.stack.TektonStack: etcd,
 kube-apiserver, kube-controller-manager, kube-scheduler, Tekton's controller and
-webhook; containerd, a kubelet, a registry and a Git server, devtools.cluster.realnode),
+webhook; containerd, a kubelet, a registry and a Git server, devtools.node.realnode),
 runs the controller as replica subprocesses with leader election (soak.replicas), and
 runs `--builds` real builds of Shipwright's buildah sample (soak.builds: each BuildRun
 pushing to its own tag; some fail, some time out, some are cancelled once their build
@@ -56,8 +56,8 @@ from controller.runtime.timestamps import format_micro_time, format_time, now, p
 from controller.shipwright.resources import BUILDRUNS, TASKRUNS
 from devtools.cluster import fixtures
 from devtools.cluster.polling import wait_until
-from devtools.cluster.realnode import CONTAINERD, KUBELET, NodeUnavailable, RealNode
 from devtools.cluster.stack import TektonStack
+from devtools.node.realnode import CONTAINERD, KUBELET, NodeUnavailable, RealNode
 from soak import builds
 from soak.actors import poisson
 from soak.api import default_service_account, persist
@@ -321,7 +321,7 @@ class TruthSoak:
                 final[w.resource.plural] = await persist(w.list_all, deadline=deadline)
             # The evidence behind any mismatch, as the API server held it at the end.
             (workdir / "objects.json").write_text(json.dumps(final, indent=1))
-            registry = {b.uid: await asyncio.to_thread(node.pushed, b.image)
+            registry = {b.uid: await asyncio.to_thread(node.registry.pushed, b.image)
                         for b in self.ledger.buildruns.values() if b.image}
         finally:
             stop.set()
@@ -482,9 +482,9 @@ class TruthSoak:
                                                   done.shims_after]}
         if kind == "tekton-controller":
             before = stack.pids().get("tekton-controller")
-            stack.stop_tekton_controller()
+            stack.tekton.stop_controller()
             await asyncio.sleep(0.5)
-            stack.start_tekton_controller()
+            stack.tekton.start_controller()
             return {"pid": [before, stack.pids().get("tekton-controller")]}
         raise ValueError(f"no such fault: {kind}")
 

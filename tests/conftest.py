@@ -5,7 +5,7 @@ etcd, kube-apiserver with RBAC, kube-controller-manager, kube-scheduler, kwok as
 kubelet, Tekton's webhook and controller); `cluster` is its LocalCluster (API server,
 admin and restricted users). Only Tekton's CRDs define TaskRuns: the permissive one in
 manifests/testing is never applied here. `fates` picks what kwok does with a BuildRun's
-pod (devtools.cluster.fates); `namespace` gives each test its own namespace, with the `default`
+pod (devtools.fakes.fates); `namespace` gives each test its own namespace, with the `default`
 ServiceAccount kube-controller-manager makes (Tekton's pods need it).
 """
 
@@ -20,10 +20,10 @@ import pytest
 from kubernetes_asyncio import client
 
 from controller.runtime.kube import Kube, load_api_client
-from devtools.cluster.fates import FateWebhook
 from devtools.cluster.localcluster import LocalCluster
-from devtools.cluster.realnode import NodeUnavailable, RealNode
 from devtools.cluster.stack import TektonStack
+from devtools.fakes.fates import FateWebhook
+from devtools.node.realnode import NodeUnavailable, RealNode
 from tests.harness import World, wait_for
 
 # As OpenShift has it: setting blockOwnerDeletion on an owner reference (our TaskRuns',
@@ -38,14 +38,14 @@ async def stack(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Tekto
     t = time.monotonic()
     async with TektonStack(tmp_path_factory.mktemp("stack"), apiserver_args=STRICT,
                            real_node=True) as s:
-        print(f"\nTektonStack (Tekton {s.tekton_version}) up in {time.monotonic() - t:.2f}s: "
+        print(f"\nTektonStack (Tekton {s.tekton.version}) up in {time.monotonic() - t:.2f}s: "
               f"{s.timings}")
         yield s
 
 
 @pytest.fixture(scope="session")
 async def real_node(stack: TektonStack) -> RealNode:
-    """The session stack's real node (devtools.cluster.realnode), started on first use; a
+    """The session stack's real node (devtools.node.realnode), started on first use; a
     test that asks for it skips, in one line saying what is missing, where this machine
     cannot hold one. A pod goes there through realnode.placement()."""
     try:

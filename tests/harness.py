@@ -3,7 +3,7 @@
 The controller runs in-process (same event loop) with its endpoints on free
 loopback ports, watching only the test's namespace. TaskRuns are run by the real
 Tekton of the session's stack (tests/conftest.py), their pods by kwok, whose fate a
-test picks with `World.fate`. devtools.cluster.tekton.TektonStatusWriter survives only where a
+test picks with `World.fate`. devtools.fakes.tekton.TektonStatusWriter survives only where a
 test needs a TaskRun state Tekton cannot be made to produce on demand; each such use
 says why.
 """
@@ -33,9 +33,9 @@ from controller.settings import QueueSettings, RetryBudget, Settings
 from controller.shipwright.labels import LABEL_BUILDRUN
 from controller.shipwright.resources import BUILDRUNS, BUILDS, BUILDSTRATEGIES, TASKRUNS
 from devtools.cluster import fixtures
-from devtools.cluster.fates import FateWebhook, fate_annotations
 from devtools.cluster.localcluster import LocalCluster
 from devtools.cluster.polling import wait_until
+from devtools.fakes.fates import FateWebhook, fate_annotations
 
 
 def controller_settings(cluster: LocalCluster, namespace: str, **overrides: Any) -> Settings:
@@ -86,7 +86,7 @@ class World:
         self.fates = fates
 
     def fate(self, buildrun: str, **fate: str) -> None:
-        """What kwok does with `buildrun`'s pod (devtools.cluster.fates.fate_annotations): e.g.
+        """What kwok does with `buildrun`'s pod (devtools.fakes.fates.fate_annotations): e.g.
         `fate="hold"`, `fate="fail", exit_code="3"`, `results=fates.results(...)`."""
         assert self.fates is not None, "this World has no FateWebhook"
         self.fates.set(self.ns, buildrun, **fate)

@@ -2,7 +2,7 @@
 
     .venv/bin/python -m bench.e2e.backoff --n 2000 --error 0.2 --seed 1 --base-delay 0.1
 
-A real validating admission webhook for TaskRuns (devtools.cluster.webhook's
+A real validating admission webhook for TaskRuns (devtools.fakes.webhook's
 FlakyWebhook, subclassed here to log each call's time and the TaskRun's name from
 the AdmissionReview) answers 500 to a seeded-random --error share of TaskRun creates.
 kube-apiserver turns that into a 500 "failed calling webhook" for the controller, a
@@ -57,7 +57,7 @@ from bench.e2e.common import (
 from controller.shipwright.resources import BUILDRUNS
 from devtools.cluster import fixtures
 from devtools.cluster.localcluster import LocalCluster
-from devtools.cluster.webhook import FlakyWebhook, Verdict
+from devtools.fakes.webhook import FlakyWebhook, Verdict
 
 
 class LoggingWebhook(FlakyWebhook):

@@ -25,7 +25,7 @@ from controller.runtime.kube import JSON, Kube
 from controller.runtime.timestamps import format_time, now
 from controller.shipwright.resources import BUILDRUNS, TASKRUNS
 from devtools.cluster import fixtures
-from devtools.cluster.tekton import TektonStatusWriter
+from devtools.fakes.tekton import TektonStatusWriter
 
 
 def now_text() -> str:

@@ -39,10 +39,11 @@ from prometheus_client.parser import text_string_to_metric_families
 from controller.runtime.kube import JSON, Kube
 from controller.shipwright.resources import BUILDRUNS
 from devtools.cluster import fixtures
-from devtools.cluster.localcluster import REPO, LocalCluster, free_port
+from devtools.cluster.localcluster import LocalCluster, free_port
 from devtools.cluster.polling import transient
 from devtools.cluster.processes import command_lines, die_with_parent
-from devtools.cluster.tekton import TektonStatusWriter
+from devtools.fakes.tekton import TektonStatusWriter
+from devtools.hack import REPO
 
 NS = "bench"
 WARMUP = "warmup"  # the warm-up BuildRun's name (the measured ones are br-NNNNNN)

@@ -49,9 +49,9 @@ import aiohttp
 import orjson
 
 from bench.e2e.common import log, machine
-from devtools.cluster.fates import FateWebhook, fate_annotations
 from devtools.cluster.localcluster import LocalCluster
 from devtools.cluster.stack import TektonStack
+from devtools.fakes.fates import FateWebhook, fate_annotations
 
 POLL = 0.02
 SUITE_POLL = 3.0

@@ -2,7 +2,7 @@
 
 `throughput.py --mode peer` uses this module; see its docstring for the phases. The
 binary, Shipwright's CRDs and the process's command line are
-devtools/cluster/shipwright_controller.py's (shared with tests/cluster/test_switchover.py);
+devtools/shipwright/controller.py's (shared with tests/cluster/test_switchover.py);
 what is here is what only the bench needs:
 
 - The cluster: a fresh LocalCluster started bare, then Shipwright's own CRDs with
@@ -35,8 +35,8 @@ import yaml
 from bench.e2e.common import NS, Controller
 from controller.runtime.errors import is_already_exists
 from controller.runtime.kube import JSON, SERVICEACCOUNTS, ApiError, Kube
-from devtools.cluster import shipwright_controller as sw
 from devtools.cluster.localcluster import CRD_DIRS, LocalCluster
+from devtools.shipwright import controller as sw
 from devtools.shipwright import source as shipwright
 
 TASKRUN_CRD = CRD_DIRS[1] / "tekton.dev_taskruns.yaml"

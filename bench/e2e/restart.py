@@ -71,7 +71,7 @@ from controller.runtime.kube import JSON, LEASES, ApiError, Kube
 from controller.shipwright.resources import BUILDRUNS, TASKRUNS
 from devtools.cluster import fixtures
 from devtools.cluster.localcluster import LocalCluster
-from devtools.cluster.tekton import TektonStatusWriter
+from devtools.fakes.tekton import TektonStatusWriter
 
 SHIPWRIGHT_LEASE = ("default", "shipwright-build-controller-lock")
 

@@ -119,7 +119,7 @@ from controller.shipwright.resources import BUILDRUNS, TASKRUNS
 from devtools.cluster import fixtures
 from devtools.cluster.fixtures import API
 from devtools.cluster.localcluster import LocalCluster
-from devtools.cluster.tekton import TektonStatusWriter
+from devtools.fakes.tekton import TektonStatusWriter
 
 MERGE = "application/merge-patch+json"
 

@@ -16,34 +16,25 @@ import secrets
 import signal
 import socket
 import ssl
-import subprocess
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
 
 import aiohttp
 import orjson
 import yaml
 
+from devtools import hack
 from devtools.cluster.certs import issue_serving_cert, make_ca, make_signing_key
-from devtools.cluster.processes import die_with_parent
+from devtools.cluster.processes import Child
+from devtools.hack import REPO
 
-REPO = Path(__file__).resolve().parents[2]
-BUILD_SCRIPT = REPO / "hack" / "localcluster" / "build"
 CRD_DIRS = (REPO / "manifests" / "crds", REPO / "manifests" / "testing")
 
 ADMIN_USER = "admin"
 RESTRICTED_USER = "restricted"
-
-
-def binaries_dir() -> Path:
-    """Builds the binaries on first use; later calls hit the cache in well under a second."""
-    out = subprocess.run(
-        [str(BUILD_SCRIPT)], check=True, stdout=subprocess.PIPE, text=True
-    ).stdout
-    return Path(out.strip().splitlines()[-1])
 
 
 # Where free_port picks: below the kernel's ephemeral range (ip_local_port_range, 32768
@@ -82,67 +73,13 @@ class User:
     groups: tuple[str, ...] = ()
 
 
-class _Process:
-    """One child process with its log file; stop() never leaves it behind."""
-
-    def __init__(
-        self, name: str, argv: list[str], log: Path, env: Mapping[str, str] | None = None
-    ) -> None:
-        self.name = name
-        self.argv = argv
-        self.log = log
-        self.env = dict(env) if env is not None else None  # None: inherit ours
-        self._popen: subprocess.Popen[bytes] | None = None
-        self._log_file: IO[bytes] | None = None
-
-    def start(self) -> None:
-        self._log_file = self.log.open("ab")
-        self._popen = subprocess.Popen(
-            self.argv,
-            stdout=self._log_file,
-            stderr=subprocess.STDOUT,
-            stdin=subprocess.DEVNULL,
-            env=self.env,
-            preexec_fn=die_with_parent,
-        )
-
-    def running(self) -> bool:
-        return self._popen is not None and self._popen.poll() is None
-
-    @property
-    def pid(self) -> int | None:
-        return self._popen.pid if self._popen is not None else None
-
-    def check_alive(self) -> None:
-        if self._popen is not None and self._popen.poll() is not None:
-            tail = self.log.read_text(errors="replace")[-3000:]
-            raise RuntimeError(f"{self.name} exited with {self._popen.returncode}:\n{tail}")
-
-    def stop(self, sig: int = signal.SIGTERM, timeout: float = 10.0) -> None:
-        if self._popen is not None and self._popen.poll() is None:
-            self._popen.send_signal(sig)
-            try:
-                self._popen.wait(timeout)
-            except subprocess.TimeoutExpired:
-                self._popen.kill()
-                self._popen.wait()
-        self._popen = None
-        if self._log_file is not None:
-            self._log_file.close()
-            self._log_file = None
-
-
-# The public name, for tools that run more children the same way (devtools.cluster.stack).
-ChildProcess = _Process
-
-
 class LocalCluster:
     """etcd + kube-apiserver in `workdir`. Use as `async with LocalCluster(dir) as c:`."""
 
     def __init__(self, workdir: Path, *, apiserver_args: Iterable[str] = ()) -> None:
         self.workdir = workdir
         self.workdir.mkdir(parents=True, exist_ok=True)
-        bins = binaries_dir()
+        bins = hack.build("localcluster")  # built on first use, then cached
         self.etcd_port, self.etcd_peer_port, self.port = free_port(), free_port(), free_port()
         self.url = f"https://127.0.0.1:{self.port}"
         self.etcd_url = f"http://127.0.0.1:{self.etcd_port}"
@@ -152,8 +89,8 @@ class LocalCluster:
         self.ca_file = self.workdir / "ca.crt"
         self.ca_file.write_bytes(self.ca.cert_pem)
         self._write_pki()
-        self._etcd = _Process("etcd", self._etcd_argv(bins / "etcd"), self.workdir / "etcd.log")
-        self._apiserver = _Process(
+        self._etcd = Child("etcd", self._etcd_argv(bins / "etcd"), self.workdir / "etcd.log")
+        self._apiserver = Child(
             "kube-apiserver",
             self._apiserver_argv(bins / "kube-apiserver", list(apiserver_args)),
             self.workdir / "kube-apiserver.log",

@@ -14,10 +14,14 @@ from controller.runtime.kube import ApiError
 
 
 async def wait_until(predicate: Callable[[], Any] | Callable[[], Awaitable[Any]],
-                     timeout: float, interval: float = 0.2) -> Any:
+                     timeout: float, interval: float = 0.2, *,
+                     alive: Callable[[], None] | None = None) -> Any:
     """Calls `predicate` (awaiting it if it returns a coroutine) every `interval` seconds
     until it returns something truthy, and returns that; returns None once `timeout`
-    seconds have passed without.
+    seconds have passed without. `alive`, if given, is called before each call of
+    `predicate` and raises to end the wait at once: waiting for a child process to serve,
+    the owner's check_alive (devtools.cluster.processes), so a child that died is
+    reported then, with its log, not at the timeout.
 
     Invariants: `predicate` is called at least once, even with `timeout` <= 0, and never
     after the deadline has been seen passed; the wait is bounded by `timeout` plus one
@@ -25,6 +29,8 @@ async def wait_until(predicate: Callable[[], Any] | Callable[[], Awaitable[Any]]
     """
     deadline = time.monotonic() + timeout
     while True:
+        if alive is not None:
+            alive()
         value = predicate()
         if asyncio.iscoroutine(value):
             value = await value

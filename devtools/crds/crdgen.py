@@ -21,16 +21,15 @@ import copy
 import functools
 import json
 import re
-import subprocess
 import sys
 from pathlib import Path
 from typing import Any
 
 import yaml
 
-from devtools.cluster.stack import HACK, StackError
+from devtools import hack
+from devtools.hack import REPO, StackError
 
-REPO = Path(__file__).resolve().parents[2]
 CRDS_DIR = REPO / "manifests" / "crds"
 K8S_VERSION = "v1.36.1"
 
@@ -40,11 +39,9 @@ Schema = dict[str, Any]
 @functools.cache
 def _k8s_dirs() -> tuple[Path, Path]:
     """(Kubernetes' OpenAPI folder, k8s.io/api's core/v1 source folder) in the Go module cache."""
-    proc = subprocess.run([str(HACK / "crds" / "k8s-openapi")], stdout=subprocess.PIPE, text=True)
-    lines = proc.stdout.strip().splitlines()
-    if proc.returncode != 0 or len(lines) < 2:
-        raise StackError(f"crdgen: hack/crds/k8s-openapi failed with exit code {proc.returncode} "
-                         "(its stderr says why)")
+    lines = hack.script_output("crds", "k8s-openapi")
+    if len(lines) < 2:
+        raise StackError(f"crds: hack/crds/k8s-openapi printed {lines}, not two folders")
     return Path(lines[-2]), Path(lines[-1])
 
 

@@ -54,10 +54,11 @@ import yaml
 from controller.runtime.kube import JSON, Kube, load_api_client
 from controller.shipwright.resources import BUILDRUNS
 from devtools.cluster import fixtures
-from devtools.cluster.localcluster import REPO, LocalCluster, free_port
-from devtools.cluster.tekton import Finish
-from devtools.cluster.webhook import FlakyWebhook, Verdict
+from devtools.cluster.localcluster import LocalCluster, free_port
 from devtools.dashboard.simulator import TaskRunDriver
+from devtools.fakes.tekton import Finish
+from devtools.fakes.webhook import FlakyWebhook, Verdict
+from devtools.hack import REPO
 from tests.promtools import prometheus_binary
 
 NS = "demo"

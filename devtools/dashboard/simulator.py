@@ -3,7 +3,7 @@ TaskRun of one namespace along on its own, labelled "[tekton-simulator]" whereve
 speaks.
 
 No Tekton controller runs on the local API server. TaskRunDriver watches TaskRuns
-and plays each one through devtools.cluster.tekton.TektonStatusWriter's status writes
+and plays each one through devtools.fakes.tekton.TektonStatusWriter's status writes
 (the real API server), with a run time and an outcome a `plan` gives per TaskRun.
 
 Invariants: each TaskRun is driven by at most one task, started the first time it is
@@ -25,7 +25,7 @@ from controller.buildrun.outcomes import run_finished
 from controller.runtime.kube import JSON, ApiError, Kube
 from controller.shipwright.labels import LABEL_BUILDRUN
 from controller.shipwright.resources import TASKRUNS
-from devtools.cluster.tekton import Finish, TektonStatusWriter
+from devtools.fakes.tekton import Finish, TektonStatusWriter
 
 SIMULATOR = "[tekton-simulator]"
 TASKRUN_CANCELLED = "TaskRunCancelled"
@@ -42,9 +42,9 @@ class _Run:
 class TaskRunDriver:
     """Watches TaskRuns in one namespace and moves each one along as Tekton would:
     Running after `start_after` seconds, then, after the run time `plan` gives it, the
-    outcome `plan` gives it (a devtools.cluster.tekton.Finish), or TaskRunCancelled as soon as
+    outcome `plan` gives it (a devtools.fakes.tekton.Finish), or TaskRunCancelled as soon as
     its spec asks for cancellation. Every status write goes through the real API server
-    (devtools.cluster.tekton); every line it `say`s starts with SIMULATOR.
+    (devtools.fakes.tekton); every line it `say`s starts with SIMULATOR.
     """
 
     def __init__(self, kube: Kube, namespace: str, say: Callable[[str], None],

@@ -6,10 +6,10 @@ What runs, all on loopback and in a throwaway folder under /tmp:
 - the whole local stack (devtools.cluster.stack.TektonStack): etcd, kube-apiserver,
   kube-controller-manager, kube-scheduler, kwok playing the kubelet, and Tekton
   Pipelines' real webhook and controller, which run the TaskRuns; a FateWebhook
-  (devtools.cluster.fates) tells kwok how long each sample's pod runs and how it ends,
+  (devtools.fakes.fates) tells kwok how long each sample's pod runs and how it ends,
   and every change Tekton makes to a TaskRun's condition is told on a "[tekton]"
   line (devtools.dev.tektonlog);
-- where the machine holds one, the stack's real node (devtools.cluster.realnode:
+- where the machine holds one, the stack's real node (devtools.node.realnode:
   containerd and a real kubelet, a Git server and a registry on loopback), on which the
   sample `real-build` really builds Shipwright's buildah sample; every line its build
   prints is told on a "[build]" line (devtools.dev.buildlog). Where it cannot, one
@@ -63,12 +63,9 @@ from controller.runtime.kube import JSON, ApiError, Kube
 from controller.runtime.kube import load_api_client as _load_api_client
 from controller.settings import QueueSettings, RetryBudget, Settings
 from controller.shipwright.resources import BUILDRUNS
-from devtools.cluster.fates import FateWebhook
 from devtools.cluster.localcluster import LocalCluster
 from devtools.cluster.polling import wait_until
-from devtools.cluster.realnode import RealNode
 from devtools.cluster.stack import TektonStack
-from devtools.cluster.webhook import FlakyWebhook
 from devtools.dev.buildlog import BuildLog
 from devtools.dev.samples import (
     NAMESPACE,
@@ -86,6 +83,9 @@ from devtools.dev.samples import (
 from devtools.dev.screen import DEV, Screen
 from devtools.dev.tektonlog import TEKTON, TektonLog
 from devtools.dev.terminal import keys_not_signals, restore_terminal
+from devtools.fakes.fates import FateWebhook
+from devtools.fakes.webhook import FlakyWebhook
+from devtools.node.realnode import RealNode
 
 # SAMPLES is read from here by tests/test_docs.py (it lives in devtools.dev.samples).
 __all__ = ["SAMPLES", "Dev", "main", "parser"]
@@ -127,7 +127,7 @@ class Dev:
         screen.print(f"{DEV} starting etcd, kube-apiserver, kube-controller-manager, "
                      "kube-scheduler, kwok and Tekton Pipelines ...")
         stack = TektonStack(self.workdir / "stack", real_node=True)
-        self.tekton_version = stack.tekton_version
+        self.tekton_version = stack.tekton.version
         async with stack:
             screen.print(f"{DEV} stack up in {stack.timings['stack up']:.1f}s "
                          f"(logs: {stack.workdir})")
@@ -141,7 +141,7 @@ class Dev:
                 screen.print(f"{DEV} real node {node.name} up in "
                              f"{node.timings['node ready']:.1f}s: containerd and a kubelet; "
                              f"git server http://127.0.0.1:{node.git_port}, registry "
-                             f"http://{node.registry}")
+                             f"http://{node.registry.address}")
             cluster = stack.cluster
             kube = Kube(await _load_api_client(str(cluster.kubeconfig)))
             try:

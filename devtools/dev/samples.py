@@ -11,7 +11,7 @@ end as, and the order and timing that make each one's story happen.
   builds with buildah and pushes to the stack's registry.
 
 Real Tekton runs the TaskRuns and kwok their pods; `fate_for` tells kwok (through
-devtools.cluster.fates) how long each sample's pod runs and how it ends.
+devtools.fakes.fates) how long each sample's pod runs and how it ends.
 
 Invariants: SAMPLES' names are unique and each `expect` is the reason its Succeeded
 condition must end with; `play_samples` creates `flaky-webhook` alone and waits for its
@@ -28,12 +28,13 @@ from dataclasses import dataclass
 from controller.runtime.kube import JSON, ApiError, Kube
 from controller.shipwright.conditions import succeeded_condition
 from controller.shipwright.resources import BUILDRUNS, BUILDS, CLUSTERBUILDSTRATEGIES
-from devtools.cluster import fixtures, realbuilds
-from devtools.cluster.fates import fate_annotations, results
+from devtools.cluster import fixtures
 from devtools.cluster.polling import wait_until
-from devtools.cluster.realnode import RealNode
-from devtools.cluster.webhook import Verdict
 from devtools.dev.screen import DEV
+from devtools.fakes.fates import fate_annotations, results
+from devtools.fakes.webhook import Verdict
+from devtools.node import realbuilds
+from devtools.node.realnode import RealNode
 
 NAMESPACE = "demo"
 CANCELED = "BuildRunCanceled"
@@ -65,7 +66,7 @@ SAMPLES = (
            "cancelled (spec.state=BuildRunCanceled) while its TaskRun runs", None),
 )
 SAMPLE_BY_NAME = {s.name: s for s in SAMPLES}
-# Where this machine holds a real node (devtools.cluster.realnode): Shipwright's buildah
+# Where this machine holds a real node (devtools.node.realnode): Shipwright's buildah
 # sample, really built from the stack's Git server and pushed to its registry; its log is
 # told line by line (devtools.dev.buildlog).
 REAL_BUILD = Sample("real-build", "real-hello", "Succeeded",
@@ -148,7 +149,7 @@ def unexpected(done: dict[str, str | None],
 
 
 def fate_for(namespace: str, buildrun: str) -> dict[str, str] | None:
-    """What kwok does with a sample's pod (devtools.cluster.fates): runs `run_seconds`, then
+    """What kwok does with a sample's pod (devtools.fakes.fates): runs `run_seconds`, then
     succeeds with the digest as its result, or holds until Tekton stops it."""
     sample = SAMPLE_BY_NAME.get(buildrun)
     if namespace != NAMESPACE or sample is None:

@@ -6,7 +6,7 @@ status Shipwright's reconciler sets from a TaskRun or PipelineRun as Tekton left
 `ask(cases)` sends every case at once on stdin (one JSON object a line) and reads one
 answer a line, in order; see hack/oracle/main.go for the fields. The binary is built
 by `hack/oracle/build` (`make oracle`, which `make test` runs first); `binary()` asks
-that script for it as devtools.cluster.stack asks for every component, which answers from the
+that script for it as devtools.hack.build asks for every component, which answers from the
 cache at once.
 """
 
@@ -19,14 +19,14 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
-from devtools.cluster.stack import StackError, build
+from devtools.hack import HACK, StackError, build
 
 JSON = dict[str, Any]
 
 
 @functools.cache
 def binary() -> Path:
-    """The oracle's path, as devtools.cluster.stack finds every built component."""
+    """The oracle's path, as devtools.hack.build finds every built component."""
     path = build("oracle") / "oracle"
     if not path.exists():
         raise StackError(f"oracle: {path} missing (run make oracle)")
@@ -37,7 +37,7 @@ def binary() -> Path:
 def tekton_source() -> Path:
     """The source of the Tekton Pipelines module the oracle is built with (its version
     from hack/oracle/go.mod), in the Go module cache, which building the oracle filled."""
-    here = Path(__file__).resolve().parents[2] / "hack" / "oracle"
+    here = HACK / "oracle"
     version = next(line.split()[1] for line in (here / "go.mod").read_text().splitlines()
                    if line.split()[:1] == ["github.com/tektoncd/pipeline"])
     proc = subprocess.run(["go", "mod", "download", "-json",

@@ -8,10 +8,10 @@ into the Go module cache; tests read its CRDs (`deploy/crds/`), samples
 from __future__ import annotations
 
 import functools
-import subprocess
 from pathlib import Path
 
-from devtools.cluster.stack import HACK, StackError
+from devtools import hack
+from devtools.hack import StackError
 
 VERSION = "v0.20.13"
 
@@ -20,13 +20,7 @@ VERSION = "v0.20.13"
 def source_dir() -> Path:
     """The folder of github.com/shipwright-io/build@VERSION in the Go module cache;
     StackError (one line) when it cannot be had."""
-    script = HACK / "shipwright" / "source"
-    proc = subprocess.run([str(script)], stdout=subprocess.PIPE, text=True)
-    lines = proc.stdout.strip().splitlines()
-    if proc.returncode != 0 or not lines:
-        raise StackError(f"shipwright: hack/shipwright/source failed with exit code "
-                         f"{proc.returncode} (its stderr says why)")
-    folder = Path(lines[-1])
+    folder = Path(hack.script_output("shipwright", "source")[-1])
     if VERSION not in folder.name:
         raise StackError(f"shipwright: {folder} is not {VERSION}: "
                          "hack/shipwright/source and devtools/shipwright/source.py disagree")

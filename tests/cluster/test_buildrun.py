@@ -31,10 +31,10 @@ from controller.shipwright.params import (
 )
 from controller.shipwright.resources import BUILDRUNS, BUILDS, BUILDSTRATEGIES, TASKRUNS
 from devtools.cluster import fixtures
-from devtools.cluster.fates import FateWebhook, results
 from devtools.cluster.localcluster import LocalCluster
 from devtools.cluster.stack import TektonStack
-from devtools.cluster.tekton import TektonStatusWriter
+from devtools.fakes.fates import FateWebhook, results
+from devtools.fakes.tekton import TektonStatusWriter
 from tests.harness import (
     World,
     condition,
@@ -122,7 +122,7 @@ async def test_a_start_costs_one_taskrun_create_and_one_status_write(
     controller stopped: its first TaskRun status (a new message) would rightly cost a
     second write."""
     cluster = stack.cluster
-    stack.stop_tekton_controller()
+    stack.tekton.stop_controller()
     try:
         async with running_controller(controller_settings(cluster, world.ns)) as app:
             key = f"{world.ns}/"
@@ -135,7 +135,7 @@ async def test_a_start_costs_one_taskrun_create_and_one_status_write(
             await asyncio.sleep(1.0)  # the reconciles the TaskRun's and status's events cause
             after = await apiserver_requests(cluster)
     finally:
-        stack.start_tekton_controller()
+        stack.tekton.start_controller()
     made = {k: after[k] - before.get(k, 0) for k in after if after[k] != before.get(k, 0)}
     assert "GET builds" not in made and "GET buildstrategies" not in made, made
     assert made.get("POST taskruns") == 1 and made.get("PUT buildruns/status") == 1, made
@@ -445,7 +445,7 @@ async def test_api_server_rejects_spec_changes_and_status_flips(kube: Kube, worl
 async def test_webhook_timeouts_are_retried_then_succeed(
     cluster: LocalCluster, kube: Kube, world: World
 ) -> None:
-    from devtools.cluster.webhook import FlakyWebhook
+    from devtools.fakes.webhook import FlakyWebhook
 
     k = 3
     retries_before = metric("buildrun_retries_total", error_class="webhook")
@@ -478,7 +478,7 @@ async def test_webhook_failing_forever_ends_in_retries_exhausted(
     cluster: LocalCluster, kube: Kube, world: World
 ) -> None:
     from controller.settings import RetryBudget
-    from devtools.cluster.webhook import FlakyWebhook
+    from devtools.fakes.webhook import FlakyWebhook
 
     exhausted_before = metric("buildrun_retry_exhausted_total")
     settings = controller_settings(cluster, world.ns, budget=RetryBudget(max_retries=3, max_age=0))

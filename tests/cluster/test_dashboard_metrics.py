@@ -23,7 +23,7 @@ from controller.runtime.kube import Kube
 from controller.settings import LeaderElectionSettings
 from devtools.cluster import fixtures
 from devtools.cluster.localcluster import LocalCluster
-from devtools.cluster.webhook import FlakyWebhook, Verdict
+from devtools.fakes.webhook import FlakyWebhook, Verdict
 from tests.doctext import section
 from tests.harness import World, condition, controller_settings, running_controller, scrape
 from tests.promtools import family_of, metric_names, parse_exposition

@@ -20,9 +20,9 @@ from pathlib import Path
 import pytest
 
 from devtools.cluster.processes import command_lines
-from devtools.cluster.realbuilds import BUILD_LINE, GREETING
-from devtools.cluster.realnode import unavailable
 from devtools.dev.samples import REAL_BUILD, SAMPLES
+from devtools.node.realbuilds import BUILD_LINE, GREETING
+from devtools.node.realnode import unavailable
 
 pytestmark = pytest.mark.cluster
 

@@ -9,7 +9,7 @@ TaskRunStatus.status.Status.conditions", seen there). A TaskRun CRD that keeps s
 schemaless lets anything in: Tekton's releases before their CRDs carried schemas, and the
 bare LocalCluster's stand-in CRD (manifests/testing), the API server the issue's report
 ran the controller against. So this test runs there, on a bare LocalCluster of its own,
-and Tekton's part, the TaskRuns' status, is written by devtools.cluster.tekton's
+and Tekton's part, the TaskRuns' status, is written by devtools.fakes.tekton's
 stand-in: real Tekton cannot be made to write garbage, nor run beside such a CRD.
 """
 
@@ -25,7 +25,7 @@ from controller.runtime.kube import JSON, Kube, load_api_client
 from controller.shipwright.resources import TASKRUNS
 from devtools.cluster import fixtures
 from devtools.cluster.localcluster import LocalCluster
-from devtools.cluster.tekton import TektonStatusWriter
+from devtools.fakes.tekton import TektonStatusWriter
 from tests.harness import World, condition, controller_settings, metric, running_controller
 
 pytestmark = pytest.mark.cluster

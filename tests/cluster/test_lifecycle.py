@@ -17,8 +17,8 @@ from controller.runtime.events import EventRecorder
 from controller.runtime.kube import ApiError, Kube
 from controller.runtime.timestamps import parse_time
 from controller.shipwright.resources import BUILDRUNS, BUILDS, TASKRUNS
-from devtools.cluster.fates import results
 from devtools.cluster.localcluster import LocalCluster
+from devtools.fakes.fates import results
 from tests.harness import (
     World,
     condition,

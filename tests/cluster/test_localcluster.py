@@ -7,7 +7,8 @@ import asyncio
 import pytest
 from kubernetes_asyncio import client, watch
 
-from devtools.cluster.localcluster import BUILD_SCRIPT, CRD_DIRS, REPO, LocalCluster
+from devtools.cluster.localcluster import CRD_DIRS, LocalCluster
+from devtools.hack import HACK, REPO
 from tests.conftest import api_client_for
 
 pytestmark = pytest.mark.cluster
@@ -18,7 +19,7 @@ GROUP, VERSION = "shipwright.io", "v1beta1"
 def test_paths_point_into_this_checkout() -> None:
     """devtools/ sits at the top of the repo: REPO is its parent, not the one above."""
     assert (REPO / "pyproject.toml").is_file(), REPO
-    assert BUILD_SCRIPT.is_file(), BUILD_SCRIPT
+    assert (HACK / "localcluster" / "build").is_file(), HACK
     assert all(folder.is_dir() and any(folder.glob("*.yaml")) for folder in CRD_DIRS), CRD_DIRS
 
 

@@ -44,8 +44,8 @@ from controller.runtime.kube import (
     load_api_client,
 )
 from controller.shipwright.resources import BUILDRUNS, TASKRUNS
-from devtools.cluster.fates import FateWebhook
 from devtools.cluster.localcluster import LocalCluster, free_port, write_token_kubeconfig
+from devtools.fakes.fates import FateWebhook
 from tests.harness import World, condition, running_pod, wait_for
 from tests.promtools import parse_exposition, prometheus_binary
 

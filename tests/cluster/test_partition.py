@@ -2,7 +2,7 @@
 
 Each replica runs in-process (`controller.app.App`, as the hand-over test in
 test_controller.py does) and reaches kube-apiserver through its own
-`devtools.cluster.proxy.Proxy`, which can stall its connections without closing them,
+`devtools.fakes.proxy.Proxy`, which can stall its connections without closing them,
 reset them, hold back every answer, or stall only the connections open now. Durations are
 short (lease 4 s, renew 3 s, retry 1 s) so the whole file runs in about a minute.
 
@@ -37,7 +37,7 @@ from controller.settings import LeaderElectionSettings
 from controller.shipwright.labels import LABEL_BUILDRUN
 from controller.shipwright.resources import BUILDRUNS, TASKRUNS
 from devtools.cluster.localcluster import LocalCluster, write_token_kubeconfig
-from devtools.cluster.proxy import Proxy
+from devtools.fakes.proxy import Proxy
 from tests.conftest import api_client_for
 from tests.harness import (
     Interval,

@@ -27,8 +27,8 @@ from controller.buildrun.resources.config import PIPELINERUN_EXECUTOR
 from controller.runtime.kube import JSON, SERVICEACCOUNTS, Resource
 from controller.shipwright.labels import LABEL_BUILDRUN
 from controller.shipwright.resources import BUILDRUNS, PIPELINERUNS
-from devtools.cluster.fates import results
 from devtools.cluster.stack import TektonStack
+from devtools.fakes.fates import results
 from tests.harness import (
     World,
     condition,

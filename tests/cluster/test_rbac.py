@@ -33,8 +33,8 @@ from controller.buildrun import reasons
 from controller.runtime.kube import EVENTS, LEASES, Kube
 from controller.settings import LeaderElectionSettings, RetryBudget, Settings
 from controller.shipwright.resources import BUILDRUNS, TASKRUNS
-from devtools.cluster.fates import results
 from devtools.cluster.localcluster import LocalCluster, write_token_kubeconfig
+from devtools.fakes.fates import results
 from tests.harness import (
     World,
     condition,

@@ -1,9 +1,9 @@
 """Real builds: BuildRuns whose pods run on the stack's real node (containerd and a real
-kubelet, devtools.cluster.realnode), cloning from the stack's Git server and pushing to
+kubelet, devtools.node.realnode), cloning from the stack's Git server and pushing to
 its registry, each asserted from what a user sees.
 
 Every Build here asks for the real node as a user would, with its own nodeSelector and
-toleration (devtools.cluster.realnode.placement); every other test's pods stay on kwok's
+toleration (devtools.node.realnode.placement); every other test's pods stay on kwok's
 node. The controller runs in-process with Shipwright's step images named through the
 environment variables Shipwright reads (GIT_CONTAINER_IMAGE, ...), as built by
 hack/node-images/build. Where this machine cannot hold a real node (no root, no
@@ -29,12 +29,12 @@ from controller.shipwright.resources import (
     BUILDSTRATEGIES,
     CLUSTERBUILDSTRATEGIES,
 )
-from devtools.cluster import realbuilds
 from devtools.cluster.fixtures import API
 from devtools.cluster.localcluster import LocalCluster
-from devtools.cluster.realbuilds import BUILD_LINE, GREETING
-from devtools.cluster.realnode import NODE, RealNode, placement
 from devtools.cluster.stack import TektonStack
+from devtools.node import realbuilds
+from devtools.node.realbuilds import BUILD_LINE, GREETING
+from devtools.node.realnode import NODE, RealNode, placement
 from tests.cluster.test_shp import shp
 from tests.harness import (
     World,
@@ -143,7 +143,7 @@ async def test_buildah_sample_clones_builds_and_pushes_the_digest_it_reports(
     elapsed = time.monotonic() - t
     pod = await the_pod(w, "buildah-1")
     assert pod["spec"]["nodeName"] == NODE
-    pushed = node.manifest_digest(f"{w.ns}/buildah")
+    pushed = node.registry.manifest_digest(f"{w.ns}/buildah")
     assert pushed is not None, "nothing was pushed to the registry"
     assert done["status"]["output"]["digest"] == pushed
     assert done["status"]["output"]["size"] > 0
@@ -166,7 +166,7 @@ async def test_buildah_strategy_managed_push_reports_the_digest_buildah_pushed(
     w, node = world_real, real_node
     done = await build_sample(stack, w, node, realbuilds.BUILDAH_STRATEGY_PUSH,
                               "pushes-itself")
-    pushed = node.manifest_digest(f"{w.ns}/pushes-itself")
+    pushed = node.registry.manifest_digest(f"{w.ns}/pushes-itself")
     assert pushed is not None and done["status"]["output"]["digest"] == pushed
 
 
@@ -186,7 +186,7 @@ async def test_shp_follows_a_real_build_and_prints_its_log(
         (run,) = [b["metadata"]["name"] for b in (await w.kube.list(BUILDRUNS, w.ns))["items"]]
         logs = await shp(stack, w, "buildrun", "logs", run)
     assert BUILD_LINE in logs and GREETING in logs, logs[-3000:]
-    assert node.manifest_digest(f"{w.ns}/followed") is not None
+    assert node.registry.manifest_digest(f"{w.ns}/followed") is not None
 
 
 async def test_shp_build_upload_builds_the_local_source(
@@ -209,7 +209,7 @@ async def test_shp_build_upload_builds_the_local_source(
     (run,) = (await w.kube.list(BUILDRUNS, w.ns))["items"]
     done = await w.finished(run["metadata"]["name"], 60)
     assert condition(done)["reason"] == reasons.SUCCEEDED, condition(done)
-    assert done["status"]["output"]["digest"] == node.manifest_digest(f"{w.ns}/uploaded")
+    assert done["status"]["output"]["digest"] == node.registry.manifest_digest(f"{w.ns}/uploaded")
 
 
 # -- builds that fail as the tools fail ---------------------------------------------------
@@ -220,7 +220,7 @@ async def shell_strategy(w: World, node: RealNode, name: str, script: str,
     """A BuildStrategy whose one step runs `script` in busybox (from the stack's registry)."""
     await w.kube.create(BUILDSTRATEGIES, w.ns, {
         "apiVersion": API, "kind": "BuildStrategy", "metadata": {"name": name},
-        "spec": {"steps": [{"name": "build", "image": node.base_image(),
+        "spec": {"steps": [{"name": "build", "image": node.registry.base_image(),
                             "command": ["sh", "-c", script], **step}]}})
 
 
@@ -232,7 +232,7 @@ async def shell_build(w: World, node: RealNode, name: str, script: str, **step: 
         "spec": {"strategy": {"name": name, "kind": "BuildStrategy"},
                  "source": {"type": "Git",
                             "git": {"url": node.git_url(realbuilds.SAMPLE_REPOSITORY)}},
-                 "output": {"image": node.image(f"{w.ns}/{name}"), "insecure": True},
+                 "output": {"image": node.registry.image(f"{w.ns}/{name}"), "insecure": True},
                  **placement()}})
 
 
@@ -299,7 +299,7 @@ async def test_an_image_that_cannot_be_pulled_keeps_tektons_reason(
     stack: TektonStack, real_node: RealNode, world_real: World, node_env: None,
 ) -> None:
     w = world_real
-    missing = real_node.image("nowhere/missing", "1.0")
+    missing = real_node.registry.image("nowhere/missing", "1.0")
     done = await run_shell_build(stack, w, real_node, "no-image", "true", image=missing)
     tekton = await tekton_verdict(w, "no-image-1")
     assert tekton["reason"] == "TaskRunImagePullFailed", tekton

@@ -1,4 +1,4 @@
-"""The real node itself (devtools.cluster.realnode): a second stack's node runs beside the
+"""The real node itself (devtools.node.realnode): a second stack's node runs beside the
 session's on the same machine, and stopping it leaves nothing behind: no process, no
 cgroup, nothing in the host's /var/lib, /var/log or /run, no kernel tunable changed, and
 the session's node and its running pod untouched; and containerd and the kubelet restart
@@ -14,10 +14,10 @@ import pytest
 
 from controller.runtime.kube import JSON, PODS, Kube
 from devtools.cluster.localcluster import LocalCluster
-from devtools.cluster.nodens import KUBELET_TUNABLES, hierarchies
 from devtools.cluster.processes import command_lines
-from devtools.cluster.realnode import CONTAINERD, KUBELET, NODE, RealNode, place_pod
 from devtools.cluster.stack import TektonStack
+from devtools.node.nodens import KUBELET_TUNABLES, hierarchies
+from devtools.node.realnode import CONTAINERD, KUBELET, NODE, RealNode, place_pod
 from tests.cluster.test_real_builds import pod_log
 from tests.harness import wait_for
 
@@ -63,7 +63,7 @@ async def test_a_second_stacks_node_runs_beside_and_leaves_nothing_behind(
     existed = host_paths()
     before = tunables()
     # A pod running on the session's node all along.
-    await kube.create(PODS, namespace, pod("steady", real_node.base_image(),
+    await kube.create(PODS, namespace, pod("steady", real_node.registry.base_image(),
                                            "echo steady; sleep 600"))
     await phase(stack.cluster, namespace, "steady", "Running")
 
@@ -74,7 +74,8 @@ async def test_a_second_stacks_node_runs_beside_and_leaves_nothing_behind(
         started = time.monotonic() - t
         assert node.cgroup_root != real_node.cgroup_root
         await second.cluster.request("POST", "/api/v1/namespaces/default/pods",
-                                     pod("other", node.base_image(), "echo from the second"))
+                                     pod("other", node.registry.base_image(),
+                                         "echo from the second"))
         ran = await phase(second.cluster, "default", "other", "Succeeded")
         assert ran["spec"]["nodeName"] == NODE
         assert "from the second" in await pod_log(second.cluster, "default", "other", "c")
@@ -103,7 +104,7 @@ async def test_containerd_and_the_kubelet_restart_under_a_running_pod(
     """RealNode.restart, as a node's service manager restarts them: containerd killed
     (a crash) and the kubelet stopped, each started again, and the pod that ran all along
     runs on (its shim kept, never restarted), its log still served; a new pod runs."""
-    await kube.create(PODS, namespace, pod("through", real_node.base_image(),
+    await kube.create(PODS, namespace, pod("through", real_node.registry.base_image(),
                                            "echo before; sleep 5; echo after; sleep 600"))
     await phase(stack.cluster, namespace, "through", "Running")
     crash = await real_node.restart(CONTAINERD, signal.SIGKILL)
@@ -123,7 +124,7 @@ async def test_containerd_and_the_kubelet_restart_under_a_running_pod(
         except AssertionError:  # 404 until the new kubelet has the pod again
             return False
     await wait_for(said_after, 60, 0.5, what="the pod's log after the restarts")
-    await kube.create(PODS, namespace, pod("after", real_node.base_image(), "echo fresh"))
+    await kube.create(PODS, namespace, pod("after", real_node.registry.base_image(), "echo fresh"))
     await phase(stack.cluster, namespace, "after", "Succeeded")
     print(f"\nrestarts: containerd {crash.ready_at - crash.signalled_at:.2f}s "
           f"(shims {crash.shims_before} -> {crash.shims_after}), kubelet "

@@ -67,7 +67,7 @@ async def test_a_failing_key_is_tried_at_the_backoffs_times_and_ends_at_the_budg
     settings = controller_settings(
         stack.cluster, world.ns, budget=budget,
         queue=QueueSettings(base_delay=BASE, max_delay=60.0, jitter=0.0))
-    stack.stop_tekton_webhook()
+    stack.tekton.stop_webhook()
     try:
         async with running_controller(settings) as app:
             async def registered() -> bool:
@@ -80,8 +80,8 @@ async def test_a_failing_key_is_tried_at_the_backoffs_times_and_ends_at_the_budg
             await world.buildrun("br")
             done = await world.finished("br", timeout=30)
     finally:
-        stack.start_tekton_webhook()
-        await stack.webhook_admits()
+        stack.tekton.start_webhook()
+        await stack.tekton.webhook_admits()
 
     [(gave_up_at, error)] = timed.gave_up
     # The completion write's own event queues one more look (rows 2-4: nothing to do

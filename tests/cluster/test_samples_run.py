@@ -5,7 +5,7 @@ status.source (commit) come from the results the pod's steps report.
 
 The results are what a real build's steps would write (Shipwright's git step and its
 image-processing push); kwok writes them into the step's termination message
-(devtools.cluster.fates), and Tekton, not this test, turns them into TaskRun results.
+(devtools.fakes.fates), and Tekton, not this test, turns them into TaskRun results.
 """
 
 from __future__ import annotations
@@ -23,8 +23,8 @@ from controller.shipwright.resources import (
     BUILDSTRATEGIES,
     CLUSTERBUILDSTRATEGIES,
 )
-from devtools.cluster.fates import FateWebhook, results
 from devtools.cluster.localcluster import LocalCluster
+from devtools.fakes.fates import FateWebhook, results
 from tests.cluster.test_samples import samples
 from tests.harness import World, condition, controller_settings, running_controller, wait_for
 

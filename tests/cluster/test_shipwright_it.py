@@ -11,7 +11,7 @@ prints for a failed spec, and stops it (SIGTERM) when the suite ends.
 
 It runs on the session's stack (tests/conftest.py: real Tekton, our CRDs, kwok as the
 kubelet). Each pod the suite causes gets the fate its step commands determine
-(devtools/cluster/fates.py step_fate: a step `false` exits 1, `sleep 30s` runs 30 s, and
+(devtools/fakes/fates.py step_fate: a step `false` exits 1, `sleep 30s` runs 30 s, and
 any other command, kaniko, buildah or Shipwright's git step, runs 5 s and exits 0, the
 stand-in for a tool's work; hack/kwok/stages/README.md). The suite makes its own
 namespaces (`test-build-N`), strategies and cluster strategies; cluster strategies it
@@ -29,10 +29,10 @@ message, and a listed spec that passes. Only the specs that need github.com are 
 by name (--ginkgo.skip), while it does not answer, and must be reported skipped.
 The specs that need a step that really runs and can have it here (ON_REAL_NODE: the
 error-result one) run first, in a run of their own on the session stack's real node
-(devtools/cluster/realnode.py): the pod webhook puts each pod there (place_pod) with
+(devtools/node/realnode.py): the pod webhook puts each pod there (place_pod) with
 github.com/shipwright-io/sample-go cloned from the node's Git server (serve_github), and
-the node serves their alpine:latest (realnode.STAND_INS). Where the machine has no real
-node they run on kwok with the rest, held to their entries in ON_REAL_NODE.
+the node serves their alpine:latest (devtools.node.images.STAND_INS). Where the machine
+has no real node they run on kwok with the rest, held to their entries in ON_REAL_NODE.
 The suite runs twice, as Shipwright splits it: the specs not labelled PipelineRun, then
 those that are, with our controller started with BUILDRUN_EXECUTOR=PipelineRun.
 
@@ -68,14 +68,15 @@ import pytest
 
 from controller.runtime.kube import ApiError, Kube
 from controller.shipwright.resources import CLUSTERBUILDSTRATEGIES
-from devtools.cluster import certs, netns, realbuilds
-from devtools.cluster.fates import FateWebhook
+from devtools.cluster import certs, netns
 from devtools.cluster.fixtures import NAMESPACES
-from devtools.cluster.localcluster import REPO
 from devtools.cluster.polling import transient, wait_until
 from devtools.cluster.processes import die_with_parent
-from devtools.cluster.realnode import JSON, NodeUnavailable, RealNode, place_pod
 from devtools.cluster.stack import TektonStack
+from devtools.fakes.fates import FateWebhook
+from devtools.hack import REPO
+from devtools.node import realbuilds
+from devtools.node.realnode import JSON, NodeUnavailable, RealNode, place_pod
 from tests.conftest import STRICT
 
 pytestmark = [pytest.mark.cluster, pytest.mark.shipwright_it]
@@ -173,7 +174,7 @@ ON_REAL_NODE: dict[str, Cannot] = {
 }
 # The repositories on github.com that the suite's specs on the real node clone, served by
 # the real node's Git server instead (a stand-in: Shipwright's sample's layout,
-# devtools.cluster.realbuilds.sample_files).
+# devtools.node.realbuilds.sample_files).
 GITHUB_STAND_INS = ("shipwright-io/sample-go",)
 
 

@@ -19,7 +19,8 @@ import pytest
 from controller.buildrun import reasons
 from controller.builds import reasons as build_reasons
 from controller.shipwright.resources import BUILDRUNS, BUILDS
-from devtools.cluster.stack import TektonStack, build
+from devtools.cluster.stack import TektonStack
+from devtools.hack import build
 from tests.cluster.test_tekton import controller
 from tests.harness import World, condition, metric, running_pod, wait_for
 

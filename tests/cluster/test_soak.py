@@ -22,7 +22,8 @@ from controller.runtime.kube import LEASES, Kube
 from controller.settings import LeaderElectionSettings
 from devtools.cluster.localcluster import LocalCluster
 from soak.accounting import from_workdir
-from soak.run import Config, soak
+from soak.plan import Config
+from soak.run import soak
 from tests.harness import controller_settings, wait_for
 
 pytestmark = pytest.mark.cluster

@@ -34,8 +34,9 @@ from controller.runtime.kube import JSON, ApiError, ConfigError, Kube, Resource,
 from controller.shipwright import crds
 from controller.shipwright.crds import CRDS, KINDS, crd_name
 from controller.shipwright.resources import BUILDRUNS
-from devtools.cluster import shipwright_controller
-from devtools.cluster.localcluster import REPO, LocalCluster, free_port
+from devtools.cluster.localcluster import LocalCluster, free_port
+from devtools.hack import REPO
+from devtools.shipwright import controller as shipwright_controller
 from tests.harness import controller_settings, wait_for
 
 pytestmark = pytest.mark.cluster

@@ -1,6 +1,6 @@
 """Switching a cluster from Shipwright's controller to ours and back, mid-flight, on the
 session's real-Tekton stack (issue 26). README "Switching from Shipwright" is the
-procedure this follows; devtools/cluster/shipwright_controller.py runs Shipwright
+procedure this follows; devtools/shipwright/controller.py runs Shipwright
 v0.20.13's own controller (built in setup by `make peer-build`) and reads its CRDs from
 the Go module cache.
 
@@ -86,11 +86,12 @@ from controller.shipwright import field_managers
 from controller.shipwright.crds import CRDS, NAMES
 from controller.shipwright.labels import LABEL_BUILDRUN
 from controller.shipwright.resources import BUILDRUNS, TASKRUNS
-from devtools.cluster import shipwright_controller as sw
-from devtools.cluster.fates import FateWebhook
-from devtools.cluster.localcluster import REPO, LocalCluster, free_port
-from devtools.cluster.webhook import serve_https
+from devtools.cluster.localcluster import LocalCluster, free_port
 from devtools.crds.crdgen import FROZEN_COMPLETION_TIME
+from devtools.fakes.fates import FateWebhook
+from devtools.fakes.webhook import serve_https
+from devtools.hack import REPO
+from devtools.shipwright import controller as sw
 from tests.harness import (
     World,
     condition,

@@ -6,7 +6,7 @@ manifests/crds, the scheduler, kwok as the kubelet, kube-controller-manager
 controller. The controller runs in-process per test, watching the test's
 namespace. Every assertion is on the BuildRun status our controller wrote from
 what Tekton wrote; a test picks what kwok does with a pod with `world.fate(...)`
-(devtools.cluster.fates).
+(devtools.fakes.fates).
 """
 
 from __future__ import annotations
@@ -28,9 +28,10 @@ from controller.runtime.timestamps import parse_time
 from controller.settings import RetryBudget
 from controller.shipwright.resources import BUILDRUNS, BUILDS, BUILDSTRATEGIES, TASKRUNS
 from devtools.cluster import fixtures
-from devtools.cluster.fates import PREFIX, results
 from devtools.cluster.fixtures import API
-from devtools.cluster.stack import StackError, TektonStack
+from devtools.cluster.stack import TektonStack
+from devtools.fakes.fates import PREFIX, results
+from devtools.hack import StackError
 from tests.harness import (
     World,
     condition,
@@ -179,7 +180,7 @@ async def test_the_timeout_backstop_when_tekton_never_ends_the_taskrun(
     """Tekton's controller down: nobody starts the TaskRun nor times it out. The BuildRun
     ends BuildRunTimeout --timeout-grace past its timeout, counted from the TaskRun's
     creation, and its TaskRun is cancelled, which Tekton carries out once it is back."""
-    stack.stop_tekton_controller()
+    stack.tekton.stop_controller()
     try:
         async with controller(stack, world, timeout_grace=2.0):
             await world.buildrun("stuck", timeout="2s")
@@ -191,7 +192,7 @@ async def test_the_timeout_backstop_when_tekton_never_ends_the_taskrun(
                 return tr if tr["spec"].get("status") == "TaskRunCancelled" else None
             tr = await wait_for(cancelled, 10, 0.1, what="the TaskRun to be cancelled")
     finally:
-        stack.start_tekton_controller()
+        stack.tekton.start_controller()
     assert (condition(done)["reason"], condition(done)["message"]) == (
         reasons.BUILD_RUN_TIMEOUT, "BuildRun stuck failed to finish within 2s")
     assert "startTime" not in done["status"]  # Tekton never started the TaskRun
@@ -378,7 +379,7 @@ async def test_webhook_down_is_retried_until_it_returns(
     world.fate("w", results=results(**{"shp-image-digest": DIGEST}))
     errors_before = metric("controller_runtime_reconcile_total", controller="buildrun",
                            result="error")
-    stack.stop_tekton_webhook()
+    stack.tekton.stop_webhook()
     try:
         # More retries than the harness's 8: the webhook takes about a second to return.
         budget = RetryBudget(max_retries=100, max_age=0)
@@ -392,12 +393,12 @@ async def test_webhook_down_is_retried_until_it_returns(
             status = (await world.get("w")).get("status") or {}
             assert not status.get("taskRunName") and not status.get("completionTime"), status
             assert await world.taskruns() == []
-            stack.start_tekton_webhook()
-            await stack.webhook_admits()
+            stack.tekton.start_webhook()
+            await stack.tekton.webhook_admits()
             done = await world.finished("w", 60)
     finally:
-        stack.start_tekton_webhook()
-        await stack.webhook_admits()
+        stack.tekton.start_webhook()
+        await stack.tekton.webhook_admits()
     assert condition(done)["reason"] == reasons.SUCCEEDED, condition(done)
     assert done["status"]["output"]["digest"] == DIGEST
 

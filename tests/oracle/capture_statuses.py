@@ -29,8 +29,8 @@ from controller.runtime.kube import JSON, PODS, ApiError, Resource
 from controller.shipwright.conditions import succeeded_condition
 from controller.shipwright.labels import LABEL_BUILDRUN
 from controller.shipwright.resources import BUILDRUNS, PIPELINERUNS, TASKRUNS
-from devtools.cluster.fates import PREFIX, results
 from devtools.cluster.stack import TektonStack
+from devtools.fakes.fates import PREFIX, results
 from tests.harness import (
     World,
     controller_settings,
@@ -110,8 +110,8 @@ async def record(stack: TektonStack, w: World, scenario: str, run: JSON, *,
         if pod is not None:
             objects.append(pod)
     CAPTURED.append({
-        "id": f"{stack.tekton_version}/{executor}/{scenario}",
-        "tekton": stack.tekton_version,
+        "id": f"{stack.tekton.version}/{executor}/{scenario}",
+        "tekton": stack.tekton.version,
         "executor": executor,
         "canceled": canceled,
         "run": slim(run),
@@ -280,7 +280,7 @@ def test_write_corpus(stack: TektonStack) -> None:
     """Writes what the captures kept (run last, after both executors)."""
     assert CAPTURED, "nothing was captured"
     CORPUS.mkdir(exist_ok=True)
-    path = CORPUS / f"tekton-{stack.tekton_version}.json"
+    path = CORPUS / f"tekton-{stack.tekton.version}.json"
     path.write_text(json.dumps(sorted(CAPTURED, key=lambda c: c["id"]), indent=1,
                                sort_keys=True) + "\n")
     print(f"\n{len(CAPTURED)} runs -> {path}")

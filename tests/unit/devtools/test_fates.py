@@ -1,4 +1,4 @@
-"""devtools/cluster/fates.py's `step_fate`: the fate kwok gives a Tekton pod from what
+"""devtools/fakes/fates.py's `step_fate`: the fate kwok gives a Tekton pod from what
 its step commands would do (true, false, sleep); any other command runs
 UNKNOWN_STEP_SECONDS and exits 0.
 
@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from devtools.cluster.fates import PREFIX, TEKTON_ENTRYPOINT, UNKNOWN_STEP_SECONDS, step_fate
+from devtools.fakes.fates import PREFIX, TEKTON_ENTRYPOINT, UNKNOWN_STEP_SECONDS, step_fate
 
 SOURCE = {"name": "step-source-default", "command": [TEKTON_ENTRYPOINT],
           "args": ["-wait_file", "/tekton/downward/ready", "-wait_file_content",

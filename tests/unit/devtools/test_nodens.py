@@ -1,4 +1,4 @@
-"""devtools.cluster.nodens' restart of one child, on plain processes: the request file in,
+"""devtools.node.nodens' restart of one child, on plain processes: the request file in,
 the child alone ended and started again (its wait_for path made anew), the answer out."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from devtools.cluster.nodens import RESTART, RESTARTED, Restart, Supervisor
+from devtools.node.nodens import RESTART, RESTARTED, Restart, Supervisor
 
 
 def child(tmp_path: Path, name: str, *, ready: bool) -> dict[str, Any]:
@@ -35,15 +35,15 @@ def supervisor(tmp_path: Path) -> Iterator[Supervisor]:
     sup.start_children()
     yield sup
     # Not sup.stop(): it SIGKILLs every child of this process, pytest's others included.
-    for name, popen in sup.children:
-        sup._end(name, popen, signal.SIGKILL)
+    for c in sup.children:
+        c.stop(signal.SIGKILL)
 
 
 def test_a_restart_request_restarts_that_child_alone_and_answers(
     supervisor: Supervisor, tmp_path: Path
 ) -> None:
     control = tmp_path / "control"
-    (first_pid, second_pid) = [p.pid for _, p in supervisor.children]
+    (first_pid, second_pid) = [c.pid for c in supervisor.children]
     (control / f"{RESTART}first").write_text("SIGTERM\n")
     supervisor.serve_restarts()
 
@@ -53,9 +53,9 @@ def test_a_restart_request_restarts_that_child_alone_and_answers(
     assert done.exit_code == -signal.SIGTERM
     assert done.new_pid != first_pid
     assert done.signalled_at <= done.started_at <= done.ready_at
-    (new, other) = [p for _, p in supervisor.children]
-    assert new.pid == done.new_pid and new.poll() is None
-    assert other.pid == second_pid and other.poll() is None
+    (new, other) = supervisor.children
+    assert new.pid == done.new_pid and new.running()
+    assert other.pid == second_pid and other.running()
     assert (tmp_path / "first.ready").exists()  # removed, then made by the new process
     assert json.loads((control / f"{RESTARTED}first").read_text())["new_pid"] == new.pid
 
@@ -64,9 +64,9 @@ def test_sigkill_is_a_crash_and_nothing_is_done_without_a_request(
     supervisor: Supervisor, tmp_path: Path
 ) -> None:
     control = tmp_path / "control"
-    before = [p.pid for _, p in supervisor.children]
+    before = [c.pid for c in supervisor.children]
     supervisor.serve_restarts()
-    assert [p.pid for _, p in supervisor.children] == before
+    assert [c.pid for c in supervisor.children] == before
     (control / f"{RESTART}second").write_text("SIGKILL")
     supervisor.serve_restarts()
     done = Restart.read(control / f"{RESTARTED}second")

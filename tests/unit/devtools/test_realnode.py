@@ -1,5 +1,6 @@
-"""devtools.cluster.realnode without a node: what it writes for containerd and the kubelet,
-what it says a machine lacks, and that a Build's placement matches the node it makes."""
+"""devtools.node.realnode and its images without a node: what it writes for containerd
+and the kubelet, what it says a machine lacks, and that a Build's placement matches the
+node it makes."""
 
 from __future__ import annotations
 
@@ -11,8 +12,12 @@ from typing import Any
 import pytest
 import yaml
 
-from devtools.cluster import localcluster, realnode, stack
-from devtools.cluster.realnode import LABEL, REAL, NodeImages, RealNode, placement
+from devtools import hack
+from devtools.cluster import stack
+from devtools.cluster.pipelines import fake_images
+from devtools.node import images, realnode
+from devtools.node.images import NodeImages
+from devtools.node.realnode import LABEL, REAL, RealNode, placement
 
 IMAGES = NodeImages(
     folder=Path("/nowhere"), pause="buildrun.test/pause:3.10.1",
@@ -45,8 +50,8 @@ def test_containerd_config_is_toml_with_the_registry_as_every_mirror(tmp_path: P
     assert cri["restrict_oom_score_adj"] is True
     assert cri["containerd"]["runtimes"]["runc"]["options"] == {"SystemdCgroup": False}
     assert cri["registry"]["mirrors"] == {
-        host: {"endpoint": [f"http://{n.registry}"]}
-        for host in ("buildrun.test", "quay.io", "docker.io", n.registry)}
+        host: {"endpoint": [f"http://{n.registry.address}"]}
+        for host in ("buildrun.test", "quay.io", "docker.io", n.registry.address)}
     assert (tmp_path / "cni" / "10-loopback.conflist").exists()
 
 
@@ -101,7 +106,7 @@ def test_a_stand_in_is_the_registrys_image_under_another_name(tmp_path: Path) ->
         (busybox / link).parent.mkdir(parents=True, exist_ok=True)
         (busybox / link).write_text("sha256:bb" if "tags" in link else link)
     assert IMAGES.stand_ins() == {"docker.io/library/alpine:latest": IMAGES.shell}
-    realnode._tag_as(tmp_path, IMAGES.shell, "docker.io/library/alpine:latest")
+    images._tag_as(tmp_path, IMAGES.shell, "docker.io/library/alpine:latest")
     alpine = repositories / "library/alpine"
     assert [p.name for p in (alpine / "_manifests/tags").iterdir()] == ["latest"]
     assert (alpine / "_manifests/tags/latest/current/link").read_text() == "sha256:bb"
@@ -112,7 +117,7 @@ def test_a_stand_in_is_the_registrys_image_under_another_name(tmp_path: Path) ->
 def test_two_nodes_never_share_a_cgroup_root_or_a_port(tmp_path: Path) -> None:
     a, b = node(tmp_path / "a"), node(tmp_path / "b")
     assert a.cgroup_root != b.cgroup_root
-    assert {a.registry_port, a.git_port}.isdisjoint({b.registry_port, b.git_port})
+    assert {a.registry.port, a.git_port}.isdisjoint({b.registry.port, b.git_port})
 
 
 def test_the_images_as_tekton_flags_and_shipwright_variables() -> None:
@@ -156,14 +161,13 @@ async def test_a_stack_where_no_real_node_can_run_says_why_and_runs_without(
     def cannot() -> realnode.Prepared:
         raise realnode.NodeUnavailable("the real node needs root (containerd, ...)")
     monkeypatch.setattr(realnode, "prepare", cannot)
-    monkeypatch.setattr(stack, "build", lambda component, *args: tmp_path)
-    monkeypatch.setattr(stack, "_need", lambda component, path: path)
-    monkeypatch.setattr(localcluster, "binaries_dir", lambda: tmp_path)
+    monkeypatch.setattr(hack, "build", lambda component, *args: tmp_path)
+    monkeypatch.setattr(hack, "need", lambda component, path: path)
     (tmp_path / "version").write_text("v1.12.0\n")  # hack/tekton/build's record of its release
     s = stack.TektonStack(tmp_path / "work", real_node=True)
     assert s.real_node_unavailable == "the real node needs root (containerd, ...)"
     with pytest.raises(realnode.NodeUnavailable, match=r"^the real node needs root"):
         await s.real_node()
     # Tekton's images stay the names nothing pulls; the API server gets no kubelet cert.
-    assert s._tekton_images == {}
+    assert s.tekton.images == fake_images(s.tekton.version)
     assert not any("kubelet-client" in a for a in s.cluster._apiserver.argv)

@@ -40,7 +40,7 @@ from aiohttp import web
 from controller.runtime.kube import JSON
 from controller.shipwright.labels import LABEL_BUILDRUN
 from devtools.cluster.localcluster import LocalCluster, free_port
-from devtools.cluster.webhook import serve_https
+from devtools.fakes.webhook import registration, serve_https
 
 PREFIX = "buildrun-controller.test/"
 
@@ -211,24 +211,12 @@ class FateWebhook:
     async def start(self) -> None:
         self._runner = await serve_https(self.cluster.ca, self.port, "/mutate", self._mutate,
                                          Path(tempfile.mkdtemp(prefix="fates-")))
-        await self.cluster.apply({
-            "apiVersion": "admissionregistration.k8s.io/v1",
-            "kind": "MutatingWebhookConfiguration",
-            "metadata": {"name": self.name},
-            "webhooks": [{
-                "name": self.name,
-                "clientConfig": {"url": f"https://127.0.0.1:{self.port}/mutate",
-                                 "caBundle": base64.b64encode(self.cluster.ca.cert_pem).decode()},
-                "rules": [{"apiGroups": [""], "apiVersions": ["v1"], "operations": ["CREATE"],
-                           "resources": ["pods"]}],
-                "objectSelector": {"matchExpressions": [
-                    {"key": LABEL_BUILDRUN, "operator": "Exists"}]},
-                "failurePolicy": "Fail",
-                "sideEffects": "None",
-                "admissionReviewVersions": ["v1"],
-                "timeoutSeconds": self.timeout_seconds,
-            }],
-        })
+        await self.cluster.apply(registration(
+            "MutatingWebhookConfiguration", self.name, self.cluster.ca, self.port, "/mutate",
+            rules=[{"apiGroups": [""], "apiVersions": ["v1"], "operations": ["CREATE"],
+                    "resources": ["pods"]}],
+            timeout_seconds=self.timeout_seconds,
+            objectSelector={"matchExpressions": [{"key": LABEL_BUILDRUN, "operator": "Exists"}]}))
 
     async def stop(self) -> None:
         if self._runner is not None:

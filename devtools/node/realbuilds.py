@@ -1,4 +1,4 @@
-"""Real builds on the stack's real node (devtools.cluster.realnode): the sample
+"""Real builds on the stack's real node (devtools.node.realnode): the sample
 repository the Git server serves, and Shipwright's own sample Builds and strategies
 (samples/v1beta1 of v0.20.13, read from the Go module cache) pointed at it.
 
@@ -23,8 +23,8 @@ from typing import Any
 
 import yaml
 
-from devtools.cluster.gitserver import Commit
-from devtools.cluster.realnode import RealNode, placement
+from devtools.node.gitserver import Commit
+from devtools.node.realnode import RealNode, placement
 from devtools.shipwright.source import samples_dir
 
 JSON = dict[str, Any]
@@ -45,7 +45,7 @@ def sample_files(node: RealNode) -> dict[str, str]:
         "README.md": "A sample program for real builds on the test stack's node.\n",
         f"{CONTEXT_DIR}/hello.sh": f"#!/bin/sh\necho '{GREETING}'\n",
         f"{CONTEXT_DIR}/Dockerfile": (
-            f"FROM {node.base_image()}\n"
+            f"FROM {node.registry.base_image()}\n"
             "COPY hello.sh /usr/local/bin/hello\n"
             f"RUN echo '{BUILD_LINE}' && chmod 755 /usr/local/bin/hello && /usr/local/bin/hello\n"
             'CMD ["/usr/local/bin/hello"]\n'
@@ -101,10 +101,10 @@ def on_real_node(node: RealNode, build: JSON, namespace: str, *, name: str | Non
     spec = build["spec"]
     sample_repository(node)
     spec["source"]["git"]["url"] = node.git_url(SAMPLE_REPOSITORY)
-    spec["output"] = {"image": node.image(image_repository or f"{namespace}/{name}"),
+    spec["output"] = {"image": node.registry.image(image_repository or f"{namespace}/{name}"),
                       "insecure": True}
     params = [p for p in spec.get("paramValues") or [] if p["name"] != "registries-insecure"]
-    params.append({"name": "registries-insecure", "values": [{"value": node.registry}]})
+    params.append({"name": "registries-insecure", "values": [{"value": node.registry.address}]})
     spec["paramValues"] = params
     spec.update(placement())
     return build

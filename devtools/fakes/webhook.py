@@ -40,6 +40,33 @@ async def serve_https(ca: KeyPair, port: int, path: str,
     return runner
 
 
+def registration(kind: str, name: str, ca: KeyPair, port: int, path: str, *,
+                 rules: list[dict[str, Any]], timeout_seconds: int,
+                 **selectors: Any) -> dict[str, Any]:
+    """A `kind` (Validating- or MutatingWebhookConfiguration) of one webhook `name`, called
+    at https://127.0.0.1:PORT/PATH (as serve_https serves it) for `rules`, refusing the
+    request when it cannot be reached (failurePolicy Fail); `selectors` are the webhook's
+    namespaceSelector or objectSelector."""
+    return {
+        "apiVersion": "admissionregistration.k8s.io/v1",
+        "kind": kind,
+        "metadata": {"name": name},
+        "webhooks": [{
+            "name": name,
+            "clientConfig": {
+                "url": f"https://127.0.0.1:{port}{path}",
+                "caBundle": base64.b64encode(ca.cert_pem).decode(),
+            },
+            "rules": rules,
+            **selectors,
+            "failurePolicy": "Fail",
+            "sideEffects": "None",
+            "admissionReviewVersions": ["v1"],
+            "timeoutSeconds": timeout_seconds,
+        }],
+    }
+
+
 class FlakyWebhook:
     """`script(n)` says what the n-th call (from 1) gets: allow, timeout or error.
 
@@ -98,25 +125,11 @@ class FlakyWebhook:
             {"matchLabels": {"kubernetes.io/metadata.name": self.namespace}}
             if self.namespace else {}
         )
-        await self.cluster.apply({
-            "apiVersion": "admissionregistration.k8s.io/v1",
-            "kind": "ValidatingWebhookConfiguration",
-            "metadata": {"name": self.name},
-            "webhooks": [{
-                "name": self.name,
-                "clientConfig": {
-                    "url": f"https://127.0.0.1:{self.port}/validate",
-                    "caBundle": base64.b64encode(self.cluster.ca.cert_pem).decode(),
-                },
-                "rules": [{"apiGroups": ["tekton.dev"], "apiVersions": ["v1"],
-                           "operations": ["CREATE"], "resources": ["taskruns"]}],
-                "namespaceSelector": selector,
-                "failurePolicy": "Fail",
-                "sideEffects": "None",
-                "admissionReviewVersions": ["v1"],
-                "timeoutSeconds": self.timeout_seconds,
-            }],
-        })
+        await self.cluster.apply(registration(
+            "ValidatingWebhookConfiguration", self.name, self.cluster.ca, self.port,
+            "/validate", rules=[{"apiGroups": ["tekton.dev"], "apiVersions": ["v1"],
+                                 "operations": ["CREATE"], "resources": ["taskruns"]}],
+            timeout_seconds=self.timeout_seconds, namespaceSelector=selector))
         await self._wait_active()
         return self
 

@@ -5,8 +5,8 @@ device-plugin socket in /var/lib/kubelet/device-plugins and container log links 
 /var/log/containers (both hard-coded), containerd-shim its sockets in /run/containerd/s;
 the kubelet also sets six kernel tunables (vm.overcommit_memory, kernel.panic, ...)
 when they differ from what it wants, makes its root folder a shared bind mount, and
-makes a cgroup tree. `python -m devtools.cluster.nodens SPEC.json`, started by
-devtools.cluster.realnode under `unshare --mount --propagation private`, keeps all of
+makes a cgroup tree. `python -m devtools.node.nodens SPEC.json`, started by
+devtools.node.realnode under `unshare --mount --propagation private`, keeps all of
 that to the stack:
 
 - /var/lib, /var/log and /run become overlays whose upper folders are in the stack's
@@ -21,14 +21,14 @@ that to the stack:
   here, so stopping reaches them all.
 
 It starts the children of `spec["children"]` in order, each after the previous one's
-`wait_for` path exists, and supervises them. SIGTERM (which devtools.cluster.realnode
+`wait_for` path exists, and supervises them. SIGTERM (which devtools.node.realnode
 sends, and the kernel sends when that parent dies: PR_SET_PDEATHSIG) stops them in
 reverse order (SIGTERM, SIGKILL after `grace` seconds), then SIGKILLs every process left
 under it until none is, removes the cgroups, and exits; the mounts end with the
 namespace. A child that exits by itself ends it the same way, with exit code 1.
 
 One child can be restarted while the rest run on, as a node's service manager restarts
-containerd or the kubelet (devtools.cluster.realnode.RealNode.restart): a file
+containerd or the kubelet (devtools.node.realnode.RealNode.restart): a file
 `restart-<name>` in `spec["control"]` holding a signal's name (SIGTERM, as `systemctl
 restart` sends; SIGKILL, a crash). The supervisor takes the file away, sends that signal
 to the child alone (SIGKILL after `grace` seconds), removes the child's `wait_for` path
@@ -56,7 +56,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from devtools.cluster.processes import die_with_parent
+from devtools.cluster.processes import Child
 
 _PR_SET_CHILD_SUBREAPER = 36
 CGROUP_FS = Path("/sys/fs/cgroup")
@@ -208,71 +208,74 @@ class Restart:
 
 
 class Supervisor:
+    """Starts, watches, restarts and stops the children of a spec (the module's doc).
+
+    Synchronous on purpose: it is a process of its own in the node's namespace, with a
+    signal handler and one loop; devtools.cluster.processes.Child starts and stops each
+    child as every other owner of children does, and the wait for a child's `wait_for`
+    path is this loop's own (the others wait with asyncio).
+    """
+
     def __init__(self, spec: dict[str, Any]) -> None:
         self.spec = spec
         self.stopping = False
-        self.children: list[tuple[str, subprocess.Popen[bytes]]] = []
+        # In spec["children"]'s order; a restarted child keeps its place and its Child.
+        self.children: list[Child] = []
 
     def on_term(self, *_: object) -> None:
         self.stopping = True
 
     def start_children(self) -> None:
-        for child in self.spec["children"]:
-            self.children.append((child["name"], self._start(child)))
-
-    def _start(self, child: dict[str, Any]) -> subprocess.Popen[bytes]:
-        """Starts `child` and waits for its `wait_for` path."""
-        log_file = open(child["log"], "ab")  # noqa: SIM115 - the child keeps it
-        popen = subprocess.Popen(child["argv"], stdout=log_file, stderr=subprocess.STDOUT,
-                                 stdin=subprocess.DEVNULL, env=child.get("env"),
-                                 preexec_fn=die_with_parent)
-        log_file.close()
-        log(f"started {child['name']} (pid {popen.pid})")
-        wait_for = child.get("wait_for")
-        deadline = time.monotonic() + float(child.get("wait_seconds", 60))
-        while wait_for and not Path(wait_for).exists():
-            if self.stopping or popen.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError(f"{child['name']} did not make {wait_for}")
-            time.sleep(0.05)
-        return popen
-
-    def _end(self, name: str, popen: subprocess.Popen[bytes], sig: int) -> None:
-        """Sends `sig` to one child and waits for it; SIGKILL after the grace."""
         grace = float(self.spec.get("grace", 5))
-        if popen.poll() is None:
-            popen.send_signal(sig)
-            try:
-                popen.wait(grace)
-            except subprocess.TimeoutExpired:
-                log(f"{name} outlived {signal.Signals(sig).name} by {grace:.0f}s: SIGKILL")
-                popen.kill()
-                popen.wait()
+        for spec in self.spec["children"]:
+            child = Child(spec["name"], spec["argv"], Path(spec["log"]), spec.get("env"),
+                          grace=grace)
+            self.children.append(child)
+            self._start(child, spec)
+
+    def _start(self, child: Child, spec: dict[str, Any]) -> None:
+        """Starts `child` and waits for its `wait_for` path."""
+        child.start()
+        log(f"started {child.name} (pid {child.pid})")
+        wait_for = spec.get("wait_for")
+        deadline = time.monotonic() + float(spec.get("wait_seconds", 60))
+        while wait_for and not Path(wait_for).exists():
+            if self.stopping or not child.running() or time.monotonic() > deadline:
+                raise RuntimeError(f"{child.name} did not make {wait_for}")
+            time.sleep(0.05)
+
+    def _end(self, child: Child, sig: int) -> None:
+        """Sends `sig` to one child and waits for it; SIGKILL after the grace."""
+        if child.stop(sig):
+            log(f"{child.name} outlived {signal.Signals(sig).name} by {child.grace:.0f}s: "
+                "SIGKILL")
 
     def shims(self) -> set[int]:
         """Processes reparented here (containerd-shim; the containers are its children)."""
-        mine = {popen.pid for _, popen in self.children}
+        mine = {child.pid for child in self.children}
         return {pid for pid in children_of(os.getpid()) if pid not in mine}
 
     def restart(self, name: str, sig: int) -> Restart:
         """Ends child `name` with `sig` and starts it again (the module's doc)."""
-        indexes = [i for i, (n, _) in enumerate(self.children) if n == name]
+        indexes = [i for i, child in enumerate(self.children) if child.name == name]
         if not indexes:
             raise RuntimeError(f"no child named {name!r} to restart")
-        index = indexes[0]
-        child = self.spec["children"][index]
-        popen = self.children[index][1]
+        child = self.children[indexes[0]]
+        spec = self.spec["children"][indexes[0]]
         before = self.shims()
+        old_pid = child.pid
         signalled_at = time.time()
-        self._end(name, popen, sig)
-        log(f"{name} (pid {popen.pid}) ended by {signal.Signals(sig).name}: exit code "
-            f"{popen.returncode}; starting it again")
-        if child.get("wait_for"):
-            Path(child["wait_for"]).unlink(missing_ok=True)
+        self._end(child, sig)
+        log(f"{name} (pid {old_pid}) ended by {signal.Signals(sig).name}: exit code "
+            f"{child.returncode}; starting it again")
+        if spec.get("wait_for"):
+            Path(spec["wait_for"]).unlink(missing_ok=True)
         started_at = time.time()
-        new = self._start(child)
-        self.children[index] = (name, new)
+        self._start(child, spec)
         after = self.shims()
-        return Restart(name, signal.Signals(sig).name, popen.pid, popen.returncode, new.pid,
+        # A child in self.children was started: it had a process, and has one again.
+        assert old_pid is not None and child.returncode is not None and child.pid is not None
+        return Restart(name, signal.Signals(sig).name, old_pid, child.returncode, child.pid,
                        signalled_at, started_at, time.time(), len(before), len(before & after),
                        len(after))
 
@@ -294,16 +297,17 @@ class Supervisor:
     def watch(self) -> int:
         while not self.stopping:
             self.serve_restarts()
-            for name, popen in self.children:
-                if popen.poll() is not None:
-                    log(f"{name} exited with {popen.returncode}")
+            for child in self.children:
+                code = child.exit_code()
+                if code is not None:
+                    log(f"{child.name} exited with {code}")
                     return 1
             time.sleep(0.2)
         return 0
 
     def stop(self) -> None:
-        for name, popen in reversed(self.children):
-            self._end(name, popen, signal.SIGTERM)
+        for child in reversed(self.children):
+            self._end(child, signal.SIGTERM)
         kill_all_children()
 
 

@@ -5,20 +5,21 @@ devtools.cluster.stack.TektonStack(real_node=True) prepares it (`prepare()`: the
 from hack/kubelet/build, every image from hack/node-images/build, both cached by
 content) and `await stack.real_node()` starts it the first time a caller asks:
 
-  docker-registry   Debian's (distribution 2.8), on 127.0.0.1:<port>, its storage a copy
-                    of the one hack/node-images/build filled (blobs hard-linked), so it
-                    starts with every image a pod here needs; builds push to it
-  git server        devtools.cluster.gitserver on 127.0.0.1:<port>, serving the bare
+  docker-registry   `node.registry` (devtools.node.images.Registry): Debian's, on
+                    127.0.0.1:<port>, serving every image a pod here needs; builds push
+                    to it, and what they pushed is read back from it
+  git server        devtools.node.gitserver on 127.0.0.1:<port>, serving the bare
                     repositories `create_repository` makes; stands in for GitHub
   containerd        Debian's 1.6, its root, state and socket in the stack's folder, the
                     registry as mirror of buildrun.test, quay.io and docker.io (so a pod
                     names an image as Shipwright's samples do and containerd pulls it
-                    from here; STAND_INS are served under the names a strategy gives)
+                    from here; images.STAND_INS are served under the names a strategy
+                    gives)
   kubelet           v1.34 (the API server's module), node "localhost", labelled and
                     tainted `buildrun-controller.test/node=real`
 
 containerd and the kubelet run in a mount namespace of their own under a supervisor
-(devtools.cluster.nodens) that keeps everything they write outside their folders in the
+(devtools.node.nodens) that keeps everything they write outside their folders in the
 stack's folder, and kills every process they leave when the stack stops. In there they
 keep their defaults where those are hard-coded or make socket paths too long for the
 stack's folder: the kubelet's root is /var/lib/kubelet, pods' logs /var/log/pods,
@@ -34,7 +35,7 @@ stack): there is no pod network, only loopback, so a build reaches the registry 
 Git server at 127.0.0.1.
 
 `await node.restart("containerd" | "kubelet", signal)` restarts one of the two while the
-pods run on, as a node's service manager would (devtools.cluster.nodens: the containers
+pods run on, as a node's service manager would (devtools.node.nodens: the containers
 are kept; a new containerd finds them, a new kubelet its pods); a soak's fault.
 
 Where the machine cannot hold a real node, `unavailable()` says what is missing in one
@@ -58,9 +59,7 @@ import socket
 import subprocess
 import sys
 import time
-import urllib.error
-import urllib.request
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -68,12 +67,14 @@ from typing import Any
 import yaml
 
 from controller.runtime.timestamps import parse_time
-from devtools.cluster import gitserver
-from devtools.cluster.localcluster import REPO, ChildProcess, LocalCluster, free_port
-from devtools.cluster.nodens import RESTART, RESTARTED, Restart
-from devtools.cluster.processes import dies_with_parent
+from devtools.cluster.localcluster import LocalCluster, free_port
+from devtools.cluster.polling import wait_until
+from devtools.cluster.processes import Children
+from devtools.hack import HACK, REPO
+from devtools.node import gitserver
+from devtools.node.images import NodeImages, Registry
+from devtools.node.nodens import RESTART, RESTARTED, Restart
 
-HACK = REPO / "hack"
 NODE = "localhost"  # the kubelet's name: resolves to 127.0.0.1, so the API server calls it there
 LABEL = "buildrun-controller.test/node"
 REAL = "real"
@@ -91,11 +92,6 @@ TOOLS = ("containerd", "containerd-shim-runc-v2", "runc", "docker-registry", "un
          "mount")
 
 JSON = dict[str, Any]
-# Images Shipwright's strategies name that the node serves as one built here, under the
-# strategy's own name (as buildah is Debian's under quay.io's): its integration suite's
-# error-result strategy runs `sh -c 'printf ...; return 1'` on alpine:latest, whose sh
-# is BusyBox's ash, which is what the shell image is. name -> NodeImages attribute.
-STAND_INS = {"docker.io/library/alpine:latest": "shell"}
 # Where a Git URL of GitHub's is fetched from the Git server instead (serve_github).
 GITHUB = "https://github.com/"
 
@@ -148,51 +144,6 @@ def unavailable() -> str | None:
 
 
 @dataclass(frozen=True)
-class NodeImages:
-    """What hack/node-images/build made (its images.json) and the registry storage."""
-
-    folder: Path
-    pause: str
-    shell: str  # Tekton's shell image; busybox, also the sample's base image
-    tekton: Mapping[str, str]  # entrypoint, nop, workingdirinit, sidecarlogresults
-    shipwright: Mapping[str, str]  # git, bundle, waiter, image-processing
-    buildah: tuple[str, ...]  # quay.io/containers/buildah:<tag> as Shipwright's samples name it
-    mirrors: tuple[str, ...]  # registry hosts served from the stack's registry
-
-    @classmethod
-    def load(cls, folder: Path) -> NodeImages:
-        data = json.loads((folder / "images.json").read_text())
-        return cls(folder, data["pause"], data["shell"], data["tekton"], data["shipwright"],
-                   tuple(data["buildah"]), tuple(data["mirrors"]))
-
-    def tekton_flags(self) -> dict[str, str]:
-        """Tekton controller flags naming these images (its config/controller.yaml's)."""
-        return {"-entrypoint-image": self.tekton["entrypoint"],
-                "-nop-image": self.tekton["nop"],
-                "-sidecarlogresults-image": self.tekton["sidecarlogresults"],
-                "-workingdirinit-image": self.tekton["workingdirinit"],
-                "-shell-image": self.shell}
-
-    def shipwright_env(self) -> dict[str, str]:
-        """The environment variables Shipwright's controller (and ours) reads the helper
-        steps' images from (controller.buildrun.config)."""
-        return {"GIT_CONTAINER_IMAGE": self.shipwright["git"],
-                "BUNDLE_CONTAINER_IMAGE": self.shipwright["bundle"],
-                "WAITER_CONTAINER_IMAGE": self.shipwright["waiter"],
-                "IMAGE_PROCESSING_CONTAINER_IMAGE": self.shipwright["image-processing"]}
-
-    def in_registry(self, registry: str, image: str) -> str:
-        """`image` (named under one of the mirrored hosts) as pulled from `registry`."""
-        host, _, rest = image.partition("/")
-        assert host in self.mirrors, image
-        return f"{registry}/{rest}"
-
-    def stand_ins(self) -> dict[str, str]:
-        """STAND_INS as name -> the image of this set served under it."""
-        return {name: getattr(self, attribute) for name, attribute in STAND_INS.items()}
-
-
-@dataclass(frozen=True)
 class Prepared:
     kubelet: Path
     images: NodeImages
@@ -231,45 +182,6 @@ def prepare() -> Prepared:
     return Prepared(kubelet, images)
 
 
-def _copy_registry(source: Path, target: Path) -> None:
-    """The registry's storage: blobs hard-linked (written once, never changed in place),
-    the rest (tag and layer links, which a push rewrites in place) copied."""
-    v2 = Path("docker/registry/v2")
-    (target / v2).mkdir(parents=True)
-    subprocess.run(["cp", "-a", "--link", str(source / v2 / "blobs"), str(target / v2)],
-                   check=True)
-    shutil.copytree(source / v2 / "repositories", target / v2 / "repositories", symlinks=True)
-
-
-def _repository_and_tag(image: str) -> tuple[str, str]:
-    """("library/busybox", "1.35.0") for "buildrun.test/library/busybox:1.35.0"."""
-    _, _, rest = image.partition("/")
-    repository, _, tag = rest.rpartition(":")
-    return repository, tag
-
-
-def _tag_as(storage: Path, image: str, name: str) -> None:
-    """The registry's `image` also served as `name` (another host's name is fine: the
-    registry mirrors it), before the registry starts: its repository's folder copied
-    (the links to its blobs, each a few bytes) with the tag renamed."""
-    repositories = storage / "docker/registry/v2/repositories"
-    (source, tag), (target, new_tag) = _repository_and_tag(image), _repository_and_tag(name)
-    shutil.copytree(repositories / source, repositories / target, symlinks=True)
-    tags = repositories / target / "_manifests/tags"
-    for other in tags.iterdir():
-        if other.name != tag:
-            shutil.rmtree(other)
-    (tags / tag).rename(tags / new_tag)
-
-
-def _http_ok(url: str) -> bool:
-    try:
-        with urllib.request.urlopen(url, timeout=1):
-            return True
-    except (urllib.error.URLError, OSError):
-        return False
-
-
 def _port_open(port: int) -> bool:
     with socket.socket() as s:
         return s.connect_ex(("127.0.0.1", port)) == 0
@@ -284,16 +196,15 @@ class RealNode:
         workdir.mkdir(parents=True, exist_ok=True)
         self.cluster = cluster
         self.images = prepared.images
+        self.registry = Registry(workdir, prepared.images)
         self._kubelet_bin = prepared.kubelet
         self._client_ca = kubelet_client_ca
         self.name = NODE
-        self.registry_port = free_port()
-        self.registry = f"127.0.0.1:{self.registry_port}"
         self.git_port = free_port()
         self.git_root = workdir / "git"
         self.cgroup_root = CGROUP_PREFIX + secrets.token_hex(4)
-        self._children: list[ChildProcess] = []
-        self._holder: subprocess.Popen[bytes] | None = None
+        # The registry, the Git server, then the supervisor of containerd and the kubelet.
+        self._children = Children(workdir, error=NodeError, grace=2.0)
         self.timings: dict[str, float] = {}
 
     # -- what a test uses ------------------------------------------------------------
@@ -326,49 +237,15 @@ class RealNode:
                 ops.append({"op": "add", "path": path, "value": env})
         return ops
 
-    def base_image(self) -> str:
-        """An image to build FROM, as a build in a pod here pulls it (over plain HTTP)."""
-        return self.images.in_registry(self.registry, self.images.shell)
-
-    def image(self, repository: str, tag: str = "latest") -> str:
-        """Where a build pushes: `repository` in the stack's registry."""
-        return f"{self.registry}/{repository}:{tag}"
-
-    def manifest_digest(self, repository: str, tag: str = "latest") -> str | None:
-        """The registry's digest of `repository:tag` (its Docker-Content-Digest, as a
-        client resolving the tag sees it); None when it has no such manifest."""
-        accept = ", ".join(("application/vnd.oci.image.index.v1+json",
-                            "application/vnd.oci.image.manifest.v1+json",
-                            "application/vnd.docker.distribution.manifest.list.v2+json",
-                            "application/vnd.docker.distribution.manifest.v2+json"))
-        request = urllib.request.Request(
-            f"http://{self.registry}/v2/{repository}/manifests/{tag}", method="HEAD",
-            headers={"Accept": accept})
-        try:
-            with urllib.request.urlopen(request, timeout=10) as resp:
-                return str(resp.headers["Docker-Content-Digest"])
-        except urllib.error.HTTPError as exc:
-            if exc.code == 404:
-                return None
-            raise
-
-    def pushed(self, image: str) -> str | None:
-        """manifest_digest of `image` as a build names its output (`image(...)`): what
-        the registry holds under that tag, None when nothing was pushed there."""
-        host, _, _ = image.partition("/")
-        if host != self.registry:
-            raise ValueError(f"{image} is not in this node's registry ({self.registry})")
-        return self.manifest_digest(*_repository_and_tag(image))
-
     # -- life cycle ------------------------------------------------------------------
 
     async def start(self) -> None:
         t0 = time.monotonic()
         try:
-            self._start_registry()
+            self._spawn("registry", self.registry.argv())
             self._start_git_server()
             self._start_node()
-            await self._wait("registry", lambda: _http_ok(f"http://{self.registry}/v2/"))
+            await self._wait("registry", self.registry.serving)
             await self._wait("git server", lambda: _port_open(self.git_port))
             self.timings["registry and git server"] = round(time.monotonic() - t0, 2)
             await self._node_ready()
@@ -381,17 +258,7 @@ class RealNode:
         """Stops the node (nodens stops the kubelet, containerd and everything they left),
         then the Git server and the registry; removes the node's big folders."""
         t0 = time.monotonic()
-        holder, self._holder = self._holder, None
-        if holder is not None and holder.poll() is None:
-            holder.send_signal(signal.SIGTERM)
-            try:
-                holder.wait(60)
-            except subprocess.TimeoutExpired:
-                holder.kill()
-                holder.wait()
-        for child in reversed(self._children):
-            child.stop(timeout=2.0)
-        self._children.clear()
+        self._children.stop_all()
         # The images' unpacked layers and the kubelet's state with the pods' volumes:
         # hundreds of MB per run. The pods' logs (ns/var-log-upper/pods) are kept.
         for big in ("containerd/root", "ns/var-lib-upper", "ns/run-upper"):
@@ -399,12 +266,8 @@ class RealNode:
         self.timings["stop"] = round(time.monotonic() - t0, 2)
 
     def check_alive(self) -> None:
-        for child in self._children:
-            child.check_alive()
-        if self._holder is not None and self._holder.poll() is not None:
-            tail = (self.workdir / "node.log").read_text(errors="replace")[-3000:]
-            raise NodeError(f"the real node's supervisor exited with {self._holder.returncode}:"
-                            f"\n{tail}")
+        """NodeError, with the tail of its log, if one of the node's processes has exited."""
+        self._children.check_alive()
 
     async def restart(self, name: str, sig: int = signal.SIGTERM,
                       timeout: float = 120.0) -> Restart:
@@ -429,48 +292,26 @@ class RealNode:
 
     # -- pieces ----------------------------------------------------------------------
 
-    async def _wait(self, what: str, check: Any, timeout: float = 60.0) -> None:
-        deadline = time.monotonic() + timeout
-        while not await asyncio.to_thread(check):
-            self.check_alive()
-            if time.monotonic() > deadline:
-                raise NodeError(f"{what}: not ready after {timeout:.0f}s (logs in {self.workdir})")
-            await asyncio.sleep(0.1)
+    async def _wait(self, what: str, check: Callable[[], bool], timeout: float = 60.0) -> None:
+        """Until `check()` (blocking: run in a thread); NodeError as soon as one of the
+        node's processes has died, or at the timeout."""
+        if not await wait_until(lambda: asyncio.to_thread(check), timeout, 0.1,
+                                alive=self.check_alive):
+            raise NodeError(f"{what}: not ready after {timeout:.0f}s (logs in {self.workdir})")
 
     def _spawn(self, name: str, argv: list[str], env: dict[str, str] | None = None) -> None:
-        child = ChildProcess(name, argv, self.workdir / f"{name}.log",
-                             env or {"PATH": PATH, "HOME": str(self.workdir)})
-        child.start()
-        self._children.append(child)
-
-    def _start_registry(self) -> None:
-        storage = self.workdir / "registry"
-        _copy_registry(self.images.folder / "registry", storage)
-        for name, image in self.images.stand_ins().items():
-            _tag_as(storage, image, name)
-        config = self.workdir / "registry.yml"
-        config.write_text(yaml.safe_dump({
-            "version": 0.1,
-            "log": {"level": "warn", "accesslog": {"disabled": True}},
-            "storage": {"filesystem": {"rootdirectory": str(storage)},
-                        "delete": {"enabled": True}},
-            "http": {"addr": self.registry, "secret": secrets.token_hex(16)},
-        }))
-        self._spawn("registry", ["docker-registry", "serve", str(config)])
+        self._children.spawn(name, argv, env or {"PATH": PATH, "HOME": str(self.workdir)})
 
     def _start_git_server(self) -> None:
         self.git_root.mkdir(exist_ok=True)
-        self._spawn("git-server", [sys.executable, "-m", "devtools.cluster.gitserver",
+        self._spawn("git-server", [sys.executable, "-m", "devtools.node.gitserver",
                                    str(self.git_root), str(self.git_port)],
                     {"PATH": PATH, "PYTHONPATH": str(REPO), "HOME": str(self.workdir)})
 
-    def _stand_in_hosts(self) -> list[str]:
-        return sorted({name.partition("/")[0] for name in STAND_INS} - set(self.images.mirrors))
-
     def _containerd_config(self, sock: Path) -> Path:
         cri = "io.containerd.grpc.v1.cri"
-        mirrors = {host: {"endpoint": [f"http://{self.registry}"]}
-                   for host in (*self.images.mirrors, *self._stand_in_hosts(), self.registry)}
+        mirrors = {host: {"endpoint": [f"http://{self.registry.address}"]}
+                   for host in self.registry.hosts()}
         config = {
             "version": 2,
             "root": str(self.workdir / "containerd" / "root"),
@@ -583,17 +424,14 @@ class RealNode:
         }
         spec_path = self.workdir / "node.json"
         spec_path.write_text(json.dumps(spec, indent=2))
-        log = (self.workdir / "node.log").open("ab")
-        try:
-            # SIGTERM when this process dies: nodens then stops all it started.
-            self._holder = subprocess.Popen(
-                ["unshare", "--mount", "--propagation", "private", "--",
-                 sys.executable, "-m", "devtools.cluster.nodens", str(spec_path)],
-                stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                env={"PATH": PATH, "PYTHONPATH": str(REPO), "HOME": str(self.workdir)},
-                preexec_fn=dies_with_parent(signal.SIGTERM))
-        finally:
-            log.close()
+        # SIGTERM when this process dies, or is stopped: nodens then stops all it started,
+        # which may take a while (each child's grace, then every shim and container).
+        self._children.spawn(
+            "the real node's supervisor",
+            ["unshare", "--mount", "--propagation", "private", "--",
+             sys.executable, "-m", "devtools.node.nodens", str(spec_path)],
+            {"PATH": PATH, "PYTHONPATH": str(REPO), "HOME": str(self.workdir)},
+            log=self.workdir / "node.log", death_signal=signal.SIGTERM, grace=60.0)
 
     async def _node_ready(self, timeout: float = 120.0,
                           heartbeat_after: float | None = None) -> None:
@@ -615,13 +453,9 @@ class RealNode:
             # The API server's times are whole seconds.
             return beat is not None and beat.timestamp() >= int(heartbeat_after)
 
-        deadline = time.monotonic() + timeout
-        while not await ready():
-            self.check_alive()
-            if time.monotonic() > deadline:
-                raise NodeError(f"kubelet: node {NODE} not Ready after {timeout:.0f}s "
-                                f"(log: {self.workdir / 'kubelet.log'})")
-            await asyncio.sleep(0.2)
+        if not await wait_until(ready, timeout, 0.2, alive=self.check_alive):
+            raise NodeError(f"kubelet: node {NODE} not Ready after {timeout:.0f}s "
+                            f"(log: {self.workdir / 'kubelet.log'})")
         # The kubelet registers with node.kubernetes.io/not-ready:NoSchedule, which the node
         # lifecycle controller removes once the node is Ready. The stack does not run that
         # controller (kwok's node sends no heartbeats: it would be tainted unreachable and

@@ -34,7 +34,6 @@ from __future__ import annotations
 
 import os
 import socket
-import subprocess
 import time
 from collections.abc import Callable, Iterable
 from pathlib import Path
@@ -43,11 +42,12 @@ import aiohttp
 import yaml
 
 from controller.runtime.kube import JSON
-from devtools.cluster.localcluster import REPO, ChildProcess, LocalCluster
+from devtools import hack
+from devtools.cluster.localcluster import LocalCluster
 from devtools.cluster.polling import wait_until
+from devtools.cluster.processes import Child
 from devtools.shipwright import source as shipwright
 
-BUILD_SCRIPT = REPO / "hack" / "peer" / "build"
 METRICS_PORT = 8383  # fixed in Shipwright's main.go
 # controller_runtime_reconcile_total's label for Shipwright's BuildRun controller
 # (pkg/reconciler/buildrun/controller.go: controller.New("buildrun-controller", ...)).
@@ -57,9 +57,7 @@ RECONCILER = "buildrun-controller"
 def binary() -> Path:
     """Shipwright's controller, built once into the cache by hack/peer/build (minutes
     the first time; `make peer-build` does it ahead)."""
-    out = subprocess.run([str(BUILD_SCRIPT)], check=True, stdout=subprocess.PIPE,
-                         text=True).stdout
-    return Path(out.strip().splitlines()[-1]) / "shipwright-build-controller"
+    return hack.build("peer") / "shipwright-build-controller"
 
 
 def crds(*, conversion: bool = True) -> list[JSON]:
@@ -139,7 +137,7 @@ async def wait_serving(check_alive: Callable[[], None], timeout: float,
 
 
 class ShipwrightController:
-    """Shipwright's controller as a child process (devtools.cluster.localcluster's, so it
+    """Shipwright's controller as a child process (devtools.cluster.processes.Child, so it
     dies with its parent); `async with` starts it, waits until it serves, and stops it
     with SIGTERM as a Deployment scaled to 0 does."""
 
@@ -153,7 +151,7 @@ class ShipwrightController:
                     "BUILD_CONTROLLER_RENEW_DEADLINE": f"{lease_seconds * 2 // 3}s",
                     "BUILD_CONTROLLER_RETRY_PERIOD": "1s"}
         self.log = log
-        self.process = ChildProcess("shipwright-build-controller", argv, log, env)
+        self.process = Child("shipwright-build-controller", argv, log, env)
 
     async def __aenter__(self) -> ShipwrightController:
         check_port_free()

@@ -2,8 +2,8 @@
 HTTP protocol (git-http-backend, as a CGI program, protocol v0 to v2, shallow clones),
 serving every bare repository under one folder, read-only, without authentication.
 
-`python -m devtools.cluster.gitserver ROOT PORT` serves ROOT/<name>.git as
-http://127.0.0.1:PORT/<name>.git until SIGTERM; devtools.cluster.realnode starts it as
+`python -m devtools.node.gitserver ROOT PORT` serves ROOT/<name>.git as
+http://127.0.0.1:PORT/<name>.git until SIGTERM; devtools.node.realnode starts it as
 a child of the stack. `create_repository` makes a bare repository there from files,
 with one commit, and returns that commit's sha and time, which is what Shipwright's git
 step reports for it.
