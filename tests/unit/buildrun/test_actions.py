@@ -29,7 +29,7 @@ from controller.runtime.errors import RetryableError, classify
 from controller.runtime.events import EventRecorder
 from controller.runtime.kube import JSON, PODS, SERVICEACCOUNTS, ApiError, Resource, key_of
 from controller.runtime.timestamps import format_time, parse_time
-from controller.settings import Settings
+from controller.settings import QueueSettings, Settings
 from controller.shipwright import field_managers
 from controller.shipwright.conditions import succeeded_condition
 from controller.shipwright.params import UNDEFINED_PARAMETER
@@ -235,6 +235,23 @@ async def test_row_3_the_generated_service_account_goes_once_done(rig: Rig) -> N
     assert await rig.reconcile() == DONE
     assert rig.kube.writes() == [("delete", "serviceaccounts",
                                   serviceaccounts.generated_name(br), "")]
+    assert rig.kube.stored(SERVICEACCOUNTS, serviceaccounts.generated_name(br)) is None
+
+
+async def test_giving_up_on_a_done_buildrun_looks_again_later(rig: Rig) -> None:
+    """Its ServiceAccount's deletion kept failing: nothing else might queue it (the
+    interleavings machine left one for good so), so it is looked at again, the queue's
+    longest backoff on, and then row 3 deletes it."""
+    br = rig.buildrun(status=finished(), serviceAccount=".generate")
+    rig.kube.add(SERVICEACCOUNTS, {"metadata": {
+        "name": serviceaccounts.generated_name(br),
+        "ownerReferences": [{"kind": "BuildRun", "name": "br",
+                             "uid": br["metadata"]["uid"], "controller": True}]}})
+    rig.sync()
+    again = await rig.reconciler.give_up("ns/br", RetryableError("server_error", "down"))
+    assert again == Result(requeue_after=QueueSettings.max_delay)
+    assert rig.kube.writes() == []
+    assert await rig.reconcile() == DONE
     assert rig.kube.stored(SERVICEACCOUNTS, serviceaccounts.generated_name(br)) is None
 
 
