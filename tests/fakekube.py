@@ -7,18 +7,24 @@ write changes the spec) and a name made from generateName on create. It answers 
 API server does, with the same `ApiError` the real `Kube` raises, so
 controller/runtime/errors.py classifies it the same way: 404 NotFound, 409
 AlreadyExists on create, 409 Conflict when a write or a delete precondition carries a
-stale resourceVersion or uid. A status subresource write changes only status; a write
-to the object never changes status. tests/unit/test_fakekube.py holds it to these.
+stale resourceVersion or uid (a PUT's or patch's metadata, a delete's preconditions). A
+status subresource write changes only status; a write to the object never changes
+status. A deleted object leaves nothing behind: its name is free at once, and a
+namesake created under it gets a new uid. Every change, the test's own included, is
+also a watch event in its resource's history (`events`), in resourceVersion order, for
+a test that plays the informers. List selects by labels (equality and existence, as
+the informers ask: `key`, `!key`, `key=value`, `key!=value`). `admit` adds a validating
+webhook's check. tests/unit/test_fakekube.py holds it to these.
 
-It is no API server: no schema, no admission, no watch, no selectors (list refuses
-one), and create drops status. The real one is what tests/cluster runs on; this one
-lets a unit test drive a reconciler through every row of its table and count the
-writes it made.
+It is no API server: no schema, no field selectors, and create drops status. The real
+one is what tests/cluster runs on; this one lets a unit test drive a reconciler
+through every row of its table and count the writes it made.
 
     kube = FakeKube()
     kube.add(BUILDS, build)                      # seed, not logged
     kube.fail("create", TASKRUNS, status=500)    # the next create of a TaskRun fails
     kube.before("patch", BUILDRUNS, hook)        # hook(call) runs first: raise, or write
+    kube.fail("put", BUILDRUNS, status=504, landed=True)  # it lands, the answer is lost
     ...
     assert kube.writes() == [("put", "buildruns", "br", "status")]
 """
@@ -38,7 +44,10 @@ from controller.runtime.kube import JSON, MERGE_PATCH, STRATEGIC_MERGE_PATCH, Ap
 CREATED = "2026-12-04T00:00:00Z"
 
 Call = tuple[str, str, str, str]  # (verb, plural, name, subresource)
-Hook = Callable[[Call], None]  # runs before the call it matches; may raise or write
+Hook = Callable[[Call], None]  # runs before (or after) the call it matches; may raise or write
+# A validating webhook's check of a write: (verb, the object stored or None, the object
+# the write would store); raising ApiError refuses the write.
+Admission = Callable[[str, JSON | None, JSON], None]
 
 # The API server's generateName suffix: five of these (k8s.io/apimachinery's utilrand).
 _SUFFIX_ALPHABET = "bcdfghjklmnpqrstvwxz2456789"
@@ -59,6 +68,10 @@ class FakeKube:
         self.calls: list[Call] = []
         self._revision = itertools.count(1)
         self._hooks: list[_Hook] = []
+        self._after_hooks: list[_Hook] = []
+        self._admissions: dict[str, list[Admission]] = {}
+        # Each resource's watch events ({"type", "object"}) in resourceVersion order.
+        self._events: dict[str, list[JSON]] = {}
         self._random = random.Random(0)  # generateName suffixes, the same in every run
         # The creationTimestamp of what is created or added from now on.
         self.created = CREATED
@@ -81,7 +94,9 @@ class FakeKube:
         meta["resourceVersion"] = str(next(self._revision))
         obj.setdefault("apiVersion", resource.api_version)
         obj.setdefault("kind", resource.kind)
-        self.objects[self._key(resource, meta.get("namespace"), meta["name"])] = obj
+        key = self._key(resource, meta.get("namespace"), meta["name"])
+        self._event(resource, "MODIFIED" if key in self.objects else "ADDED", obj)
+        self.objects[key] = obj
         return copy.deepcopy(obj)
 
     def modify(self, resource: Resource, name: str, change: Callable[[JSON], object],
@@ -104,13 +119,40 @@ class FakeKube:
         as another writer would. The call is logged whatever the hook does."""
         self._hooks.append(_Hook(verb, resource.plural, subresource, hook, times))
 
+    def after(self, verb: str, resource: Resource, hook: Hook, *, times: int | None = 1,
+              subresource: str | None = None) -> None:
+        """As `before`, but `hook(call)` runs once the call took effect: if it raises, the
+        caller gets the error although the write landed (an answer lost on the way back,
+        a timeout after the API server committed)."""
+        self._after_hooks.append(_Hook(verb, resource.plural, subresource, hook, times))
+
     def fail(self, verb: str, resource: Resource, *, status: int = 500,
              reason: str = "InternalError", message: str = "injected", times: int | None = 1,
-             subresource: str | None = None) -> None:
-        """The next `times` calls of `verb` on `resource` raise ApiError(status, reason)."""
+             subresource: str | None = None, landed: bool = False) -> None:
+        """The next `times` calls of `verb` on `resource` raise ApiError(status, reason):
+        before they take effect, or with `landed` after."""
         def raise_error(_: Call) -> None:
             raise ApiError(status, reason, message)
-        self.before(verb, resource, raise_error, times=times, subresource=subresource)
+        (self.after if landed else self.before)(verb, resource, raise_error, times=times,
+                                                subresource=subresource)
+
+    def clear_hooks(self) -> None:
+        """Every `before`, `after` and `fail` still armed is dropped (the faults stop);
+        admission checks stay."""
+        self._hooks.clear()
+        self._after_hooks.clear()
+
+    def admit(self, resource: Resource, check: Admission) -> None:
+        """`check(verb, stored, new)` runs before every create, put and patch of `resource`
+        is stored (not before `add` or `modify`, the test's own writes), as a validating
+        webhook: raising ApiError refuses the write."""
+        self._admissions.setdefault(resource.plural, []).append(check)
+
+    def events(self, resource: Resource, start: int = 0) -> list[JSON]:
+        """The watch events of `resource` from the `start`-th on, copies: ADDED, MODIFIED
+        and DELETED, each with the object as it then was (a DELETED one's at a
+        resourceVersion of its own, as a watch brings it)."""
+        return copy.deepcopy(self._events.get(self._plural(resource), [])[start:])
 
     def writes(self) -> list[Call]:
         return [c for c in self.calls if c[0] not in ("get", "list")]
@@ -118,8 +160,10 @@ class FakeKube:
     # -- the Kube interface -------------------------------------------------------------
 
     async def get(self, resource: Resource, namespace: str | None, name: str) -> JSON:
-        self._call("get", resource, name)
-        return copy.deepcopy(self._existing(resource, namespace, name))
+        call = self._call("get", resource, name)
+        found = copy.deepcopy(self._existing(resource, namespace, name))
+        self._after(call)
+        return found
 
     async def get_or_none(self, resource: Resource, namespace: str | None,
                           name: str) -> JSON | None:
@@ -131,12 +175,15 @@ class FakeKube:
             raise
 
     async def list(self, resource: Resource, namespace: str | None, **query: str | int) -> JSON:
-        if query.keys() & {"labelSelector", "fieldSelector"}:
+        if "fieldSelector" in query:
             # Not a filter to pass over silently: a test would see objects it should not.
-            raise NotImplementedError(f"FakeKube.list does not select: {query}")
-        self._call("list", resource, "")
+            raise NotImplementedError(f"FakeKube.list does not select by fields: {query}")
+        selected = _selector(str(query.get("labelSelector") or ""))
+        call = self._call("list", resource, "")
         items = [copy.deepcopy(o) for (plural, ns, _), o in self.objects.items()
-                 if plural == self._plural(resource) and namespace in (None, ns)]
+                 if plural == self._plural(resource) and namespace in (None, ns)
+                 and selected(o["metadata"].get("labels") or {})]
+        self._after(call)
         return {"items": items, "metadata": {"resourceVersion": str(next(self._revision))}}
 
     async def create(self, resource: Resource, namespace: str | None, body: JSON) -> JSON:
@@ -145,18 +192,21 @@ class FakeKube:
         if not meta.get("name") and meta.get("generateName"):
             meta["name"] = meta["generateName"] + "".join(
                 self._random.choice(_SUFFIX_ALPHABET) for _ in range(5))
-        self._call("create", resource, meta["name"])
+        call = self._call("create", resource, meta["name"])
         if self._key(resource, namespace, meta["name"]) in self.objects:
             raise ApiError(409, "AlreadyExists",
                            f'{resource.plural} "{meta["name"]}" already exists')
         for field in ("resourceVersion", "uid", "creationTimestamp", "generation"):
             meta.pop(field, None)  # the server's to set
         body.pop("status", None)  # status is written through its subresource only
-        return self.add(resource, body, namespace)
+        self._admit(resource, "create", None, body)
+        created = self.add(resource, body, namespace)
+        self._after(call)
+        return created
 
     async def put(self, resource: Resource, namespace: str | None, name: str, body: JSON, *,
                   subresource: str = "") -> JSON:
-        self._call("put", resource, name, subresource)
+        call = self._call("put", resource, name, subresource)
         current = self._existing(resource, namespace, name)
         self._check_version(current, body.get("metadata") or {})
         if subresource == "status":  # only status changes, whatever else the body says
@@ -165,7 +215,10 @@ class FakeKube:
             new = copy.deepcopy(body)
             new["metadata"] = {**current["metadata"], **new.get("metadata", {})}
             new["status"] = current.get("status")
-        return self._store(resource, current, new)
+        self._admit(resource, "put", current, new)
+        stored = self._store(resource, current, new)
+        self._after(call)
+        return stored
 
     def with_field_manager(self, name: str) -> FakeKube:
         """A view writing as `name` (Kube.with_field_manager): the same objects and log."""
@@ -178,7 +231,7 @@ class FakeKube:
                     force: bool = False) -> JSON:
         """A merge patch; a strategic one merges lists by key; an apply (APPLY_PATCH) is
         taken as a merge patch of its fields (one manager here, so nothing conflicts)."""
-        self._call("patch", resource, name, subresource)
+        call = self._call("patch", resource, name, subresource)
         current = self._existing(resource, namespace, name)
         if isinstance(body, dict):
             self._check_version(current, body.get("metadata") or {})
@@ -187,29 +240,48 @@ class FakeKube:
             new = {**copy.deepcopy(current), "status": new.get("status")}
         else:
             new["status"] = copy.deepcopy(current.get("status"))
-        return self._store(resource, current, new)
+        self._admit(resource, "patch", current, new)
+        stored = self._store(resource, current, new)
+        self._after(call)
+        return stored
 
     async def delete(self, resource: Resource, namespace: str | None, name: str, *,
                      preconditions: JSON | None = None) -> JSON:
-        self._call("delete", resource, name)
+        call = self._call("delete", resource, name)
+        self.remove(resource, name, namespace, preconditions=preconditions)
+        self._after(call)
+        return {"kind": "Status", "status": "Success"}
+
+    def remove(self, resource: Resource, name: str, namespace: str | None = "ns", *,
+               preconditions: JSON | None = None) -> None:
+        """Deletes the object (the test's own delete, not logged; `delete` is the client's):
+        gone at once, its name free, a DELETED watch event."""
         current = self._existing(resource, namespace, name)
         self._check_version(current, preconditions or {})
         del self.objects[self._key(resource, namespace, name)]
-        return {"kind": "Status", "status": "Success"}
+        gone = copy.deepcopy(current)
+        gone["metadata"]["resourceVersion"] = str(next(self._revision))
+        self._event(resource, "DELETED", gone)
 
     # -- the rules ----------------------------------------------------------------------
 
-    def _call(self, verb: str, resource: Resource, name: str, subresource: str = "") -> None:
+    def _call(self, verb: str, resource: Resource, name: str, subresource: str = "") -> Call:
         call = (verb, resource.plural, name, subresource)
         self.calls.append(call)
         self.managers.append((call, self.field_manager))
-        for hook in list(self._hooks):
-            if (hook.verb, hook.plural) != (verb, resource.plural) or hook.times == 0 or (
-                    hook.subresource is not None and hook.subresource != subresource):
-                continue
-            if hook.times is not None:
-                hook.times -= 1
-            hook.hook(call)
+        _run_hooks(self._hooks, call)
+        return call
+
+    def _after(self, call: Call) -> None:
+        _run_hooks(self._after_hooks, call)
+
+    def _admit(self, resource: Resource, verb: str, current: JSON | None, new: JSON) -> None:
+        for check in self._admissions.get(resource.plural, []):
+            check(verb, copy.deepcopy(current), copy.deepcopy(new))
+
+    def _event(self, resource: Resource, kind: str, obj: JSON) -> None:
+        self._events.setdefault(self._plural(resource), []).append(
+            {"type": kind, "object": copy.deepcopy(obj)})
 
     @staticmethod
     def _plural(resource: Resource) -> str:
@@ -242,7 +314,41 @@ class FakeKube:
         meta["generation"] = generation + (new.get("spec") != current.get("spec"))
         meta["resourceVersion"] = str(next(self._revision))
         self.objects[self._key(resource, meta.get("namespace"), meta["name"])] = new
+        self._event(resource, "MODIFIED", new)
         return copy.deepcopy(new)
+
+
+def _run_hooks(hooks: list[_Hook], call: Call) -> None:
+    verb, plural, _, subresource = call
+    for hook in list(hooks):
+        if (hook.verb, hook.plural) != (verb, plural) or hook.times == 0 or (
+                hook.subresource is not None and hook.subresource != subresource):
+            continue
+        if hook.times is not None:
+            hook.times -= 1
+        hook.hook(call)
+
+
+def _selector(text: str) -> Callable[[dict[str, str]], bool]:
+    """A label selector's equality and existence requirements (`key`, `!key`, `key=value`,
+    `key==value`, `key!=value`, comma-separated, all of them to hold); the set-based
+    ones (`in`, `notin`) are refused rather than ignored."""
+    requirements = [_requirement(r.strip()) for r in text.split(",") if r.strip()]
+    return lambda labels: all(holds(labels) for holds in requirements)
+
+
+def _requirement(text: str) -> Callable[[dict[str, str]], bool]:
+    if " in " in text or " notin " in text or "(" in text:
+        raise NotImplementedError(f"FakeKube.list does not select by sets: {text}")
+    if "!=" in text:
+        key, value = (p.strip() for p in text.split("!=", 1))
+        return lambda labels: labels.get(key) != value
+    if "=" in text:
+        key, value = (p.strip() for p in text.replace("==", "=").split("=", 1))
+        return lambda labels: labels.get(key) == value
+    if text.startswith("!"):
+        return lambda labels: text[1:].strip() not in labels
+    return lambda labels: text in labels
 
 
 def _merge(target: Any, patch: Any, *, strategic: bool) -> Any:

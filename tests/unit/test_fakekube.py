@@ -130,14 +130,116 @@ async def test_injected_errors_and_hooks_run_before_the_call_they_match() -> Non
         ("patch", "buildruns", "br", ""), ("delete", "buildruns", "br", "")]
 
 
-async def test_list_refuses_a_selector_it_would_ignore() -> None:
+async def test_list_selects_by_labels_as_the_informers_ask_and_refuses_the_rest() -> None:
     kube = FakeKube()
     kube.add(BUILDRUNS, {"metadata": {"name": "br"}})
+    kube.add(TASKRUNS, {"metadata": {"name": "mine", "labels": {"buildrun.shipwright.io/name":
+                                                                 "br", "tier": "a"}}})
+    kube.add(TASKRUNS, {"metadata": {"name": "theirs", "labels": {"tier": "b"}}})
     assert [o["metadata"]["name"] for o in (await kube.list(BUILDRUNS, "ns"))["items"]] == [
         "br"]
     assert (await kube.list(BUILDRUNS, "other"))["items"] == []
-    with pytest.raises(NotImplementedError):
-        await kube.list(BUILDRUNS, "ns", labelSelector="a=b")
+
+    async def names(selector: str) -> list[str]:
+        page = await kube.list(TASKRUNS, "ns", labelSelector=selector, limit=500)
+        return [o["metadata"]["name"] for o in page["items"]]
+
+    assert await names("buildrun.shipwright.io/name") == ["mine"]  # OWN_RUNS: existence
+    assert await names("!buildrun.shipwright.io/name") == ["theirs"]
+    assert await names("tier=b") == await names("tier==b") == ["theirs"]
+    assert await names("tier!=b") == ["mine"]
+    assert await names("tier=a,buildrun.shipwright.io/name=br") == ["mine"]
+    assert await names("tier=a,tier=b") == []
+    assert await names("") == ["mine", "theirs"]
+    for refused in ({"labelSelector": "tier in (a,b)"}, {"fieldSelector": "metadata.name=br"}):
+        with pytest.raises(NotImplementedError):  # not a filter to pass over silently
+            await kube.list(TASKRUNS, "ns", **refused)
+
+
+async def test_a_uid_in_a_write_is_a_precondition_as_on_the_api_server() -> None:
+    """The API server takes metadata.uid in a PUT's or a patch's body (and a delete's
+    preconditions) as a precondition: another uid is a 409 Conflict, so a write decided
+    on one object never lands on a namesake created since."""
+    kube = FakeKube()
+    old = kube.add(BUILDRUNS, {"metadata": {"name": "br"}, "spec": {}})
+    kube.remove(BUILDRUNS, "br")
+    new = await kube.create(BUILDRUNS, "ns", {"metadata": {"name": "br"}, "spec": {}})
+    assert new["metadata"]["uid"] != old["metadata"]["uid"]  # the name free, a new uid
+    stale_uid = {"metadata": {"uid": old["metadata"]["uid"]}}
+    put = {**new, "metadata": {**new["metadata"], "uid": old["metadata"]["uid"]},
+           "status": {"s": 1}}
+    assert is_conflict(await raised(kube.put(BUILDRUNS, "ns", "br", put, subresource="status")))
+    assert is_conflict(await raised(kube.patch(BUILDRUNS, "ns", "br",
+                                               {**stale_uid, "spec": {"a": 1}})))
+    assert is_conflict(await raised(kube.delete(BUILDRUNS, "ns", "br",
+                                                preconditions=stale_uid["metadata"])))
+    assert kube.stored(BUILDRUNS, "br") == new  # nothing landed
+    await kube.patch(BUILDRUNS, "ns", "br", {"metadata": {"uid": new["metadata"]["uid"]},
+                                              "spec": {"a": 1}})
+    assert kube.stored(BUILDRUNS, "br")["spec"] == {"a": 1}  # type: ignore[index]
+
+
+async def test_every_change_is_a_watch_event_in_resource_version_order() -> None:
+    kube = FakeKube()
+    added = kube.add(BUILDRUNS, {"metadata": {"name": "br"}})
+    kube.modify(BUILDRUNS, "br", lambda obj: obj.update(spec={"a": 1}))  # the test's own
+    current = await kube.get(BUILDRUNS, "ns", "br")
+    await kube.put(BUILDRUNS, "ns", "br", {**current, "status": {"s": 1}},
+                   subresource="status")
+    await kube.delete(BUILDRUNS, "ns", "br")
+    again = await kube.create(BUILDRUNS, "ns", {"metadata": {"name": "br"}})
+    kube.add(TASKRUNS, {"metadata": {"name": "tr"}})
+    events = kube.events(BUILDRUNS)
+    assert [e["type"] for e in events] == ["ADDED", "MODIFIED", "MODIFIED", "DELETED", "ADDED"]
+    versions = [int(e["object"]["metadata"]["resourceVersion"]) for e in events]
+    assert versions == sorted(versions) and len(set(versions)) == len(versions)
+    assert events[0]["object"] == added and events[2]["object"]["status"] == {"s": 1}
+    assert events[3]["object"]["status"] == {"s": 1}  # the last state, at a version of its own
+    assert events[4]["object"]["metadata"]["uid"] == again["metadata"]["uid"]
+    assert kube.events(BUILDRUNS, 3) == events[3:]
+    assert [e["type"] for e in kube.events(TASKRUNS)] == ["ADDED"]
+    events[0]["object"]["spec"] = "changed"  # a copy: the history stays as it was
+    assert kube.events(BUILDRUNS)[0]["object"] == added
+
+
+async def test_a_landed_failure_takes_effect_and_still_raises() -> None:
+    kube = FakeKube()
+    read = kube.add(BUILDRUNS, {"metadata": {"name": "br"}})
+    kube.fail("put", BUILDRUNS, status=504, reason="Timeout", landed=True, subresource="status")
+    error = await raised(kube.put(BUILDRUNS, "ns", "br", {**read, "status": {"s": 1}},
+                                  subresource="status"))
+    assert (error.status, error.reason) == (504, "Timeout")
+    assert kube.stored(BUILDRUNS, "br")["status"] == {"s": 1}  # type: ignore[index]
+    seen: list[Call] = []
+    kube.after("create", TASKRUNS, seen.append)
+    await kube.create(TASKRUNS, "ns", {"metadata": {"name": "tr"}})
+    assert seen == [("create", "taskruns", "tr", "")]
+    kube.fail("get", BUILDRUNS, times=None)
+    kube.fail("get", BUILDRUNS, times=None, landed=True)
+    kube.clear_hooks()  # the faults stop
+    assert (await kube.get(BUILDRUNS, "ns", "br"))["status"] == {"s": 1}
+
+
+async def test_admission_checks_every_client_write_as_a_webhook_would() -> None:
+    kube = FakeKube()
+    checked: list[tuple[str, JSON | None, JSON]] = []
+
+    def no_updates_once_done(verb: str, stored: JSON | None, new: JSON) -> None:
+        checked.append((verb, stored, new))
+        if stored is not None and stored.get("status") == "done" and \
+                stored.get("spec") != new.get("spec"):
+            raise ApiError(400, "BadRequest", "no updates are allowed")
+
+    kube.admit(TASKRUNS, no_updates_once_done)
+    await kube.create(TASKRUNS, "ns", {"metadata": {"name": "tr"}, "spec": {}})
+    await kube.patch(TASKRUNS, "ns", "tr", {"spec": {"a": 1}})
+    kube.modify(TASKRUNS, "tr", lambda obj: obj.update(status="done"))  # not checked
+    refused = await raised(kube.patch(TASKRUNS, "ns", "tr", {"spec": {"a": 2}}))
+    assert refused.status == 400
+    assert kube.stored(TASKRUNS, "tr")["spec"] == {"a": 1}  # type: ignore[index]
+    await kube.patch(TASKRUNS, "ns", "tr", {"metadata": {"labels": {"x": "y"}}})
+    assert [verb for verb, _, _ in checked] == ["create", "patch", "patch", "patch"]
+    assert checked[0][1] is None
 
 
 async def test_another_writers_write_makes_ours_conflict() -> None:
