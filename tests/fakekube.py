@@ -3,7 +3,8 @@ the rules they rely on, in microseconds.
 
 It keeps, per object: a resourceVersion bumped on every write (one counter for the
 whole store, as etcd's revision), uid, creationTimestamp, generation (bumped when a
-write changes the spec) and a name made from generateName on create. It answers as the
+write changes the spec) and a name made from generateName on create (uids and names
+drawn from seeded generators: the same objects in every run of a test). It answers as the
 API server does, with the same `ApiError` the real `Kube` raises, so
 controller/runtime/errors.py classifies it the same way: 404 NotFound, 409
 AlreadyExists on create, 409 Conflict when a write or a delete precondition carries a
@@ -73,8 +74,10 @@ class FakeKube:
         # Each resource's watch events ({"type", "object"}) in resourceVersion order.
         self._events: dict[str, list[JSON]] = {}
         self._random = random.Random(0)  # generateName suffixes, the same in every run
-        # The creationTimestamp of what is created or added from now on.
-        self.created = CREATED
+        self._uids = random.Random(1)  # uids too, so a test replays the same objects
+        # The creationTimestamp of what is created or added from now on (`created`), in a
+        # box the views (`with_field_manager`) share.
+        self._created = [CREATED]
         # Who wrote: each logged call with the field manager it named (a view's,
         # `with_field_manager`); shared by the views.
         self.field_manager: str | None = None
@@ -82,13 +85,23 @@ class FakeKube:
 
     # -- for the test -----------------------------------------------------------------
 
+    @property
+    def created(self) -> str:
+        """The creationTimestamp of what is created or added from now on; set it to move
+        the fake's clock (its views' too)."""
+        return self._created[0]
+
+    @created.setter
+    def created(self, value: str) -> None:
+        self._created[0] = value
+
     def add(self, resource: Resource, obj: JSON, namespace: str | None = "ns") -> JSON:
         """Stores `obj` as if created (not logged as a call); returns the stored copy."""
         obj = copy.deepcopy(obj)
         meta = obj.setdefault("metadata", {})
         if resource.namespaced:
             meta.setdefault("namespace", namespace)
-        meta.setdefault("uid", str(uuid.uuid4()))
+        meta.setdefault("uid", str(uuid.UUID(int=self._uids.getrandbits(128), version=4)))
         meta.setdefault("creationTimestamp", self.created)
         meta.setdefault("generation", 1)
         meta["resourceVersion"] = str(next(self._revision))
@@ -148,11 +161,15 @@ class FakeKube:
         webhook: raising ApiError refuses the write."""
         self._admissions.setdefault(resource.plural, []).append(check)
 
-    def events(self, resource: Resource, start: int = 0) -> list[JSON]:
-        """The watch events of `resource` from the `start`-th on, copies: ADDED, MODIFIED
-        and DELETED, each with the object as it then was (a DELETED one's at a
-        resourceVersion of its own, as a watch brings it)."""
-        return copy.deepcopy(self._events.get(self._plural(resource), [])[start:])
+    def events(self, resource: Resource, start: int = 0, stop: int | None = None) -> list[JSON]:
+        """The watch events of `resource` (the `start`-th to before the `stop`-th), copies:
+        ADDED, MODIFIED and DELETED, each with the object as it then was (a DELETED one's
+        at a resourceVersion of its own, as a watch brings it)."""
+        return copy.deepcopy(self._events.get(self._plural(resource), [])[start:stop])
+
+    def event_count(self, resource: Resource) -> int:
+        """How many watch events of `resource` there have been."""
+        return len(self._events.get(self._plural(resource), []))
 
     def writes(self) -> list[Call]:
         return [c for c in self.calls if c[0] not in ("get", "list")]

@@ -103,6 +103,18 @@ async def test_a_strategic_merge_patch_merges_secrets_by_name() -> None:
     assert kube.stored(SERVICEACCOUNTS, "sa")["secrets"] == [{"name": "b"}]  # type: ignore[index]
 
 
+async def test_a_view_writes_as_its_manager_into_the_same_store_at_the_same_time() -> None:
+    kube = FakeKube()
+    view = kube.with_field_manager("them")
+    kube.created = "2026-12-04T01:02:03Z"  # set after the view was made
+    created = await view.create(TASKRUNS, "ns", {"metadata": {"name": "tr"}})
+    assert created["metadata"]["creationTimestamp"] == "2026-12-04T01:02:03Z"
+    assert kube.stored(TASKRUNS, "tr") == created
+    assert kube.managers == [(("create", "taskruns", "tr", ""), "them")]
+    assert FakeKube().add(TASKRUNS, {"metadata": {"name": "x"}})["metadata"]["uid"] == \
+        FakeKube().add(TASKRUNS, {"metadata": {"name": "x"}})["metadata"]["uid"]  # replayed
+
+
 async def test_generate_name_makes_a_fresh_name_each_time() -> None:
     kube = FakeKube()
     body: JSON = {"metadata": {"generateName": "br-"}}
@@ -196,7 +208,8 @@ async def test_every_change_is_a_watch_event_in_resource_version_order() -> None
     assert events[0]["object"] == added and events[2]["object"]["status"] == {"s": 1}
     assert events[3]["object"]["status"] == {"s": 1}  # the last state, at a version of its own
     assert events[4]["object"]["metadata"]["uid"] == again["metadata"]["uid"]
-    assert kube.events(BUILDRUNS, 3) == events[3:]
+    assert kube.events(BUILDRUNS, 3) == events[3:] and kube.events(BUILDRUNS, 1, 2) == [events[1]]
+    assert kube.event_count(BUILDRUNS) == 5
     assert [e["type"] for e in kube.events(TASKRUNS)] == ["ADDED"]
     events[0]["object"]["spec"] = "changed"  # a copy: the history stays as it was
     assert kube.events(BUILDRUNS)[0]["object"] == added
