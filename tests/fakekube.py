@@ -14,8 +14,8 @@ status. A deleted object leaves nothing behind: its name is free at once, and a
 namesake created under it gets a new uid. Every change, the test's own included, is
 also a watch event in its resource's history (`events`), in resourceVersion order, for
 a test that plays the informers. List selects by labels (equality and existence, as
-the informers ask: `key`, `!key`, `key=value`, `key!=value`). `admit` adds a validating
-webhook's check. tests/unit/test_fakekube.py holds it to these.
+the informers ask: `key`, `!key`, `key=value`, `key!=value`). `admit` adds an admission
+webhook (validating or mutating). tests/unit/test_fakekube.py holds it to these.
 
 It is no API server: no schema, no field selectors, and create drops status. The real
 one is what tests/cluster runs on; this one lets a unit test drive a reconciler
@@ -46,8 +46,9 @@ CREATED = "2026-12-04T00:00:00Z"
 
 Call = tuple[str, str, str, str]  # (verb, plural, name, subresource)
 Hook = Callable[[Call], None]  # runs before (or after) the call it matches; may raise or write
-# A validating webhook's check of a write: (verb, the object stored or None, the object
-# the write would store); raising ApiError refuses the write.
+# An admission webhook's look at a write: (verb, the object stored or None, the object the
+# write would store); raising ApiError refuses the write (a validating webhook), changing
+# the new object changes what is stored (a mutating one).
 Admission = Callable[[str, JSON | None, JSON], None]
 
 # The API server's generateName suffix: five of these (k8s.io/apimachinery's utilrand).
@@ -122,8 +123,14 @@ class FakeKube:
         return self._store(resource, current, new)
 
     def stored(self, resource: Resource, name: str, namespace: str | None = "ns") -> JSON | None:
-        obj = self.objects.get(self._key(resource, namespace, name))
+        obj = self.peek(resource, name, namespace)
         return copy.deepcopy(obj) if obj is not None else None
+
+    def peek(self, resource: Resource, name: str, namespace: str | None = "ns") -> JSON | None:
+        """The stored object itself, not a copy (`stored`'s), for a test that looks often:
+        read it, never change it. A write never changes a stored object either: it
+        stores a new one."""
+        return self.objects.get(self._key(resource, namespace, name))
 
     def before(self, verb: str, resource: Resource, hook: Hook, *, times: int | None = 1,
                subresource: str | None = None) -> None:
@@ -157,8 +164,9 @@ class FakeKube:
 
     def admit(self, resource: Resource, check: Admission) -> None:
         """`check(verb, stored, new)` runs before every create, put and patch of `resource`
-        is stored (not before `add` or `modify`, the test's own writes), as a validating
-        webhook: raising ApiError refuses the write."""
+        is stored (not before `add` or `modify`, the test's own writes), as an admission
+        webhook: raising ApiError refuses the write; a change to `new` is stored (a
+        mutating webhook's defaults)."""
         self._admissions.setdefault(resource.plural, []).append(check)
 
     def events(self, resource: Resource, start: int = 0, stop: int | None = None) -> list[JSON]:
@@ -294,11 +302,11 @@ class FakeKube:
 
     def _admit(self, resource: Resource, verb: str, current: JSON | None, new: JSON) -> None:
         for check in self._admissions.get(resource.plural, []):
-            check(verb, copy.deepcopy(current), copy.deepcopy(new))
+            check(verb, copy.deepcopy(current), new)
 
     def _event(self, resource: Resource, kind: str, obj: JSON) -> None:
-        self._events.setdefault(self._plural(resource), []).append(
-            {"type": kind, "object": copy.deepcopy(obj)})
+        # The object as stored, shared: never changed in place (`peek`); `events` copies.
+        self._events.setdefault(self._plural(resource), []).append({"type": kind, "object": obj})
 
     @staticmethod
     def _plural(resource: Resource) -> str:

@@ -213,6 +213,10 @@ async def test_every_change_is_a_watch_event_in_resource_version_order() -> None
     assert [e["type"] for e in kube.events(TASKRUNS)] == ["ADDED"]
     events[0]["object"]["spec"] = "changed"  # a copy: the history stays as it was
     assert kube.events(BUILDRUNS)[0]["object"] == added
+    peeked = kube.peek(BUILDRUNS, "br")
+    assert peeked == again and peeked is kube.peek(BUILDRUNS, "br")  # itself, no copy
+    await kube.patch(BUILDRUNS, "ns", "br", {"metadata": {"labels": {"a": "b"}}})
+    assert kube.peek(BUILDRUNS, "br") is not peeked and peeked == again  # a new one stored
 
 
 async def test_a_landed_failure_takes_effect_and_still_raises() -> None:
@@ -233,25 +237,30 @@ async def test_a_landed_failure_takes_effect_and_still_raises() -> None:
     assert (await kube.get(BUILDRUNS, "ns", "br"))["status"] == {"s": 1}
 
 
-async def test_admission_checks_every_client_write_as_a_webhook_would() -> None:
+async def test_admission_sees_every_client_write_as_a_webhook_would() -> None:
     kube = FakeKube()
-    checked: list[tuple[str, JSON | None, JSON]] = []
+    checked: list[tuple[str, JSON | None]] = []
 
     def no_updates_once_done(verb: str, stored: JSON | None, new: JSON) -> None:
-        checked.append((verb, stored, new))
+        checked.append((verb, stored))
         if stored is not None and stored.get("status") == "done" and \
                 stored.get("spec") != new.get("spec"):
             raise ApiError(400, "BadRequest", "no updates are allowed")
 
+    def default_timeout(verb: str, stored: JSON | None, new: JSON) -> None:
+        new["spec"].setdefault("timeout", "1h0m0s")
+
     kube.admit(TASKRUNS, no_updates_once_done)
-    await kube.create(TASKRUNS, "ns", {"metadata": {"name": "tr"}, "spec": {}})
+    kube.admit(TASKRUNS, default_timeout)
+    created = await kube.create(TASKRUNS, "ns", {"metadata": {"name": "tr"}, "spec": {}})
+    assert created["spec"] == {"timeout": "1h0m0s"}  # mutated, and answered so
     await kube.patch(TASKRUNS, "ns", "tr", {"spec": {"a": 1}})
     kube.modify(TASKRUNS, "tr", lambda obj: obj.update(status="done"))  # not checked
     refused = await raised(kube.patch(TASKRUNS, "ns", "tr", {"spec": {"a": 2}}))
     assert refused.status == 400
-    assert kube.stored(TASKRUNS, "tr")["spec"] == {"a": 1}  # type: ignore[index]
+    assert kube.stored(TASKRUNS, "tr")["spec"] == {"a": 1, "timeout": "1h0m0s"}  # type: ignore[index]
     await kube.patch(TASKRUNS, "ns", "tr", {"metadata": {"labels": {"x": "y"}}})
-    assert [verb for verb, _, _ in checked] == ["create", "patch", "patch", "patch"]
+    assert [verb for verb, _ in checked] == ["create", "patch", "patch", "patch"]
     assert checked[0][1] is None
 
 
