@@ -1076,3 +1076,47 @@ def replay(steps: Callable[[Interleavings], None]) -> None:
         finally:
             machine.teardown()
 
+
+# -- the counterexamples hypothesis found, shrunk (then cut by hand to what matters) ----------
+
+APP = fixtures.BUILD
+
+
+def test_part_2_a_start_decided_on_a_deleted_buildrun_lands_on_its_namesake() -> None:
+    """The leader's cache still holds BuildRun a (uid A) when a is deleted and created again
+    (uid B). Its START for A labels the BuildRun named a (B: no uid precondition), creates
+    A's TaskRun, and its status write meets a conflict (A's resourceVersion); write_status
+    reads a again, finds B, NEW, and records A's TaskRun on B. (d), (c)."""
+    def steps(state: Interleavings) -> None:
+        state.create_buildrun(name="a", build=APP, timeout=None)
+        state.watch(resource="buildruns", how="stall")
+        state.user(act="recreate", name="a")
+        state.work(calls=100)
+
+    replay(steps)
+
+
+def test_part_2_a_user_error_decided_on_a_deleted_buildrun_ends_its_namesake() -> None:
+    """The same, for a verdict: A's Build does not exist, the namesake B's does; the
+    BuildNotFound decided on A lands on B after the conflict's re-read. (d), (b)."""
+    def steps(state: Interleavings) -> None:
+        state.create_buildrun(name="a", build=GHOST, timeout=None)
+        state.watch(resource="buildruns", how="stall")
+        state.user(act="delete", name="a")
+        state.create_buildrun(name="a", build=APP, timeout=None)
+        state.work(calls=100)
+
+    replay(steps)
+
+
+def test_part_2_the_old_leader_finishes_a_start_on_the_namesake() -> None:
+    """A lost lease: the old leader's reconcile of A is parked at its first call when A is
+    deleted and B created; it then labels B and records A's TaskRun on B. (d), (c)."""
+    def steps(state: Interleavings) -> None:
+        state.create_buildrun(name="a", build=APP, timeout=None)
+        state.work(calls=1)
+        state.process_dies(how="lose lease")
+        state.user(act="recreate", name="a")
+        state.old_leader_works(calls=100)
+
+    replay(steps)
