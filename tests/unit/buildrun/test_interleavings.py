@@ -1120,3 +1120,34 @@ def test_part_2_the_old_leader_finishes_a_start_on_the_namesake() -> None:
         state.old_leader_works(calls=100)
 
     replay(steps)
+
+
+def test_part_3_a_cancel_seen_before_the_success_reports_canceled() -> None:
+    """The TaskRun succeeded (its image pushed) but the cache still says Running when the
+    user's cancel arrives: row 14 finishes BuildRunCanceled at once and its cancel meets a
+    finished TaskRun. (b): a run that succeeded reported canceled."""
+    def steps(state: Interleavings) -> None:
+        state.create_buildrun(name="a", build=APP, timeout=None)
+        state.work(calls=100)
+        state.tekton_progresses(i=0, to=RUNNING)
+        state.watch(resource="taskruns", how="stall")
+        state.tekton_progresses(i=0, to=SUCCEEDED)
+        state.user(act="cancel", name="a")
+        state.work(calls=100)
+
+    replay(steps)
+
+
+def test_part_3_the_run_succeeds_between_the_canceled_verdict_and_the_cancel() -> None:
+    """No stale cache: row 14 writes BuildRunCanceled, and Tekton completes the TaskRun
+    before the cancel patch reaches it (Tekton's webhook then refuses the patch). (b)."""
+    def steps(state: Interleavings) -> None:
+        state.create_buildrun(name="a", build=APP, timeout=None)
+        state.work(calls=100)
+        state.tekton_progresses(i=0, to=RUNNING)
+        state.user(act="cancel", name="a")
+        state.work(calls=2)  # the status write made, the cancel not yet
+        state.tekton_progresses(i=0, to=SUCCEEDED)
+        state.work(calls=100)
+
+    replay(steps)
