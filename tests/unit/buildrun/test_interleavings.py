@@ -1151,3 +1151,20 @@ def test_part_3_the_run_succeeds_between_the_canceled_verdict_and_the_cancel() -
         state.work(calls=100)
 
     replay(steps)
+
+
+def test_part_4_the_backstop_from_a_snapshot_the_run_was_not_made_from() -> None:
+    """A try creates the TaskRun (Tekton's default timeout, an hour) and dies before
+    recording it; the Build's timeout is then set to 1m; the next try adopts the TaskRun
+    and snapshots 1m, and the backstop ends the BuildRun BuildRunTimeout two minutes
+    later, while its run has 58 minutes to go. (b)."""
+    def steps(state: Interleavings) -> None:
+        state.create_buildrun(name="a", build=APP, timeout=None)
+        state.work(calls=3)  # labelled, TaskRun created, its status write not made
+        state.process_dies(how="restart")
+        state.build_timeout(timeout="1m")
+        state.work(calls=100)
+        state.time_passes(seconds=125.0)
+        state.work(calls=100)
+
+    replay(steps)
