@@ -1168,3 +1168,16 @@ def test_part_4_the_backstop_from_a_snapshot_the_run_was_not_made_from() -> None
         state.work(calls=100)
 
     replay(steps)
+
+
+def test_part_5_a_finish_the_run_decided_keeps_the_runs_completion_time() -> None:
+    """The TaskRun failed a second before the controller looked: the BuildRun's
+    completionTime is the controller's clock, not the run's. (b)."""
+    def steps(state: Interleavings) -> None:
+        state.create_buildrun(name="a", build=APP, timeout=None)
+        state.work(calls=100)
+        state.tekton_progresses(i=0, to=FAILED)
+        state.time_passes(seconds=1.0)
+        state.work(calls=100)
+
+    replay(steps)
