@@ -1196,3 +1196,16 @@ def test_a_namesake_a_relist_brings_is_never_reconciled() -> None:
         state.user(act="recreate", name="a")
 
     replay(steps)
+
+
+def test_a_taskrun_deleted_before_it_was_recorded_is_made_again() -> None:
+    """A try creates the TaskRun and dies before recording it; the user deletes the
+    TaskRun; the next try finds none and creates a second. (c): two runs for one uid."""
+    def steps(state: Interleavings) -> None:
+        state.create_buildrun(name="a", build=APP, timeout=None)
+        state.work(calls=3)
+        state.process_dies(how="restart")
+        state.user(act="delete its TaskRun", name="a")
+        state.work(calls=100)
+
+    replay(steps)
