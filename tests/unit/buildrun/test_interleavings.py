@@ -1209,3 +1209,16 @@ def test_a_taskrun_deleted_before_it_was_recorded_is_made_again() -> None:
         state.work(calls=100)
 
     replay(steps)
+
+
+def test_a_buildrun_deleted_during_its_start_is_a_panic() -> None:
+    """BuildRun a is deleted while its START is in flight: the label patch's 404 is no
+    error the reconciler expects, so it is logged with a traceback and counted as a panic
+    (Controller._invoke). (f)."""
+    def steps(state: Interleavings) -> None:
+        state.create_buildrun(name="a", build=APP, timeout=None)
+        state.work(calls=1)
+        state.user(act="delete", name="a")
+        state.work(calls=100)
+
+    replay(steps)
