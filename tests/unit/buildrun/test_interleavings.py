@@ -1222,3 +1222,19 @@ def test_a_buildrun_deleted_during_its_start_is_a_panic() -> None:
         state.work(calls=100)
 
     replay(steps)
+
+
+def test_a_cancel_before_the_start_was_recorded_ignores_the_run_that_succeeded() -> None:
+    """A try creates the TaskRun but loses the answer (the status never records it); the
+    TaskRun succeeds; the user cancels: row 7 (NEW, canceled) ends the BuildRun
+    BuildRunCanceled without looking at the unrecorded run's outcome, which only giving up
+    does (row 5), and its cancel meets a finished TaskRun. (b)."""
+    def steps(state: Interleavings) -> None:
+        state.create_buildrun(name="a", build=APP, timeout=None)
+        state.fault(call="create taskruns", fault="disconnect landed", times=1)
+        state.work(calls=100)
+        state.tekton_progresses(i=0, to=SUCCEEDED)
+        state.user(act="cancel", name="a")
+        state.work(calls=100)
+
+    replay(steps)
