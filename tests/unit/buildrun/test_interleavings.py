@@ -1238,3 +1238,37 @@ def test_a_cancel_before_the_start_was_recorded_ignores_the_run_that_succeeded()
         state.work(calls=100)
 
     replay(steps)
+
+
+def test_the_run_succeeds_between_the_backstops_verdict_and_its_cancel() -> None:
+    """Tekton never started the TaskRun; two minutes on, the backstop (row 15, counting from
+    its creation) writes BuildRunTimeout; Tekton, back, starts the run and it succeeds
+    before the cancel reaches it. (b): a run that succeeded reported timed out."""
+    def steps(state: Interleavings) -> None:
+        state.create_buildrun(name="a", build=APP, timeout="1m")
+        state.work(calls=100)
+        state.time_passes(seconds=125.0)
+        state.work(calls=1)  # the backstop's status write, not made yet
+        state.tekton_progresses(i=0, to=SUCCEEDED)
+        state.work(calls=100)
+
+    replay(steps)
+
+
+def test_the_run_succeeds_between_giving_up_and_its_cancel() -> None:
+    """Two status writes of a running BuildRun fail: the retry budget (one retry here) is
+    spent and give_up finishes it ReconcilerRetriesExhausted (row 12); the TaskRun
+    succeeds before the cancel reaches it. (b)."""
+    def steps(state: Interleavings) -> None:
+        state.create_buildrun(name="a", build=APP, timeout=None)
+        state.work(calls=100)
+        state.fault(call="put buildruns/status", fault="5xx", times=2)
+        state.tekton_progresses(i=0, to=RUNNING)
+        state.work(calls=100)
+        state.time_passes(seconds=1.0)
+        state.work(calls=100)  # the second failure: the budget is spent
+        state.work(calls=2)  # give_up's read, and its status write, not made yet
+        state.tekton_progresses(i=0, to=SUCCEEDED)
+        state.work(calls=100)
+
+    replay(steps)
