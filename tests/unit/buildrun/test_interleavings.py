@@ -1272,3 +1272,24 @@ def test_the_run_succeeds_between_giving_up_and_its_cancel() -> None:
         state.work(calls=100)
 
     replay(steps)
+
+
+def test_giving_up_on_a_buildrun_finished_meanwhile_leaves_its_service_account() -> None:
+    """The finish's status write lands but its answer is lost (a failure), and the next
+    try's deletion of the generated ServiceAccount (row 3) fails: the budget is spent,
+    and give_up leaves a DONE BuildRun alone, so rows 1-3 never run again for it and
+    nothing else queues it: the ServiceAccount stays (had its TaskRun still been
+    running, it would never be cancelled). (e)."""
+    def steps(state: Interleavings) -> None:
+        state.create_buildrun(name="a", build=APP, timeout=None,
+                              service_account=serviceaccounts.GENERATE)
+        state.work(calls=100)
+        state.tekton_progresses(i=0, to=FAILED)
+        state.fault(call="put buildruns/status", fault="504 landed", times=1)
+        state.work(calls=100)
+        state.fault(call="delete serviceaccounts", fault="5xx", times=1)
+        state.time_passes(seconds=0.01)
+        state.work(calls=100)  # the second failure: the budget is spent
+        state.work(calls=100)  # give_up
+
+    replay(steps)
