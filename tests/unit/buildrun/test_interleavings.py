@@ -1293,3 +1293,24 @@ def test_giving_up_on_a_buildrun_finished_meanwhile_leaves_its_service_account()
         state.work(calls=100)  # give_up
 
     replay(steps)
+
+
+def test_giving_up_on_a_buildrun_finished_meanwhile_never_cancels_its_run() -> None:
+    """The same path, on main, with a TaskRun: the canceled BuildRun's BuildRunCanceled
+    lands unanswered (row 14), the next try's cancel of the still running TaskRun (row 1)
+    fails, the budget is spent, give_up leaves the DONE BuildRun alone, and the TaskRun,
+    never asked to stop, succeeds. (b)."""
+    def steps(state: Interleavings) -> None:
+        state.create_buildrun(name="a", build=APP, timeout=None)
+        state.work(calls=100)
+        state.tekton_progresses(i=0, to=RUNNING)
+        state.fault(call="put buildruns/status", fault="504 landed", times=1)
+        state.user(act="cancel", name="a")
+        state.work(calls=100)
+        state.fault(call="patch taskruns", fault="5xx", times=1)
+        state.time_passes(seconds=0.01)
+        state.work(calls=100)  # the second failure: the budget is spent
+        state.work(calls=100)  # give_up
+        state.tekton_progresses(i=0, to=SUCCEEDED)
+
+    replay(steps)
