@@ -817,6 +817,7 @@ class Interleavings(RuleBasedStateMachine):
     @rule(i=st.integers(0, 3))
     @stepped
     def tekton_times_out(self, i: int) -> None:
+        """Tekton ends a run its own timeout has passed for: TaskRunTimeout."""
         run = _pick(self.can_time_out(), i)
         if run is not None:
             self.tekton(run, TIMED_OUT)
@@ -829,6 +830,7 @@ class Interleavings(RuleBasedStateMachine):
     @rule(i=st.integers(0, 3))
     @stepped
     def tekton_cancels(self, i: int) -> None:
+        """Tekton carries out a cancel the controller asked for: TaskRunCancelled."""
         run = _pick(self.can_cancel(), i)
         if run is not None:
             self.tekton(run, CANCELLED)
@@ -884,6 +886,7 @@ class Interleavings(RuleBasedStateMachine):
     @rule(seconds=st.sampled_from((0.01, 1.0, 30.0, 61.0, 125.0, 3601.0)))
     @stepped
     def time_passes(self, seconds: float) -> None:
+        """Virtual time moves on: due backoffs and requeues come out of the queue."""
         self.step()
         self.clock.step(seconds)
         self.fake.created = self.stamp()
@@ -986,6 +989,7 @@ class Interleavings(RuleBasedStateMachine):
             self.tekton(run, TIMED_OUT)
 
     def liveness(self) -> None:
+        """(e), once the controller is quiet (`settle`)."""
         problems = []
         for name, obj in self.stored(BUILDRUNS).items():
             truth = self.buildruns[obj["metadata"]["uid"]]
