@@ -481,14 +481,20 @@ class Replica:
             self.informers.get(resource)._on_event(event)
 
     def relist(self, resource: Resource) -> None:
-        self.cursor[resource.plural] = self.machine.fake.event_count(resource)
+        self.caught_up(resource)
         self.machine.loop.run_until_complete(self.informers.get(resource)._list())
+
+    def caught_up(self, resource: Resource) -> None:
+        """A relist: the watch goes on from now, and what it delivered before is older than
+        what the store now holds (a duplicate of it would go back in time, which no
+        informer does)."""
+        self.cursor[resource.plural] = self.machine.fake.event_count(resource)
+        self.last.pop(resource.plural, None)
 
     def relist_all(self) -> None:
         """What a start does before any worker runs: every informer lists and syncs."""
         for informer in self.informers.all():
-            self.cursor[informer.resource.plural] = self.machine.fake.event_count(
-                informer.resource)
+            self.caught_up(informer.resource)
 
         async def lists() -> None:
             for informer in self.informers.all():
