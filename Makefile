@@ -14,7 +14,7 @@ $(STAMP): pyproject.toml
 # Starts fetching the Go modules every build below requires (hack/prefetch) and returns
 # at once: with an empty module cache the downloads then overlap the compiles before
 # them instead of each build waiting for its own (406-682 s of downloads measured here,
-# BENCHMARKS.md "Sharing the cold builds"); with a warm one it finds them all there and
+# BENCHMARKS-journal.md "Sharing the cold builds"); with a warm one it finds them all there and
 # ends in seconds. The first prerequisite of `make test`, so it starts before anything
 # else.
 prefetch:

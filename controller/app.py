@@ -66,11 +66,7 @@ class App:
             await crds.check(kube)
             recorder = EventRecorder(kube, "buildrun-controller", identity)
             informers = InformerFactory(kube, settings.namespace, settings.resync_period)
-            controllers = (
-                buildrun_setup.setup(kube, settings, recorder, informers),
-                build_setup.setup(kube, settings, informers),
-                buildlimit_setup.setup(kube, settings, recorder, informers),
-            )
+            controllers = wire(kube, settings, recorder, informers)
             # Events wait while reconciles wait: a burst's status writes go first.
             recorder.hold_while(lambda: any(len(c.queue) for c in controllers))
         except BaseException:
@@ -137,6 +133,17 @@ class App:
             await elector.hold()  # returns only by raising LeadershipLost
         else:
             await asyncio.Event().wait()
+
+
+def wire(kube: Kube, settings: Settings, recorder: EventRecorder,
+         informers: InformerFactory) -> tuple[Controller, ...]:
+    """The process's controllers, each on the informers it asks `informers` for: what
+    `App.create` runs, and what tests/unit/test_informer_path.py feeds arbitrary objects."""
+    return (
+        buildrun_setup.setup(kube, settings, recorder, informers),
+        build_setup.setup(kube, settings, informers),
+        buildlimit_setup.setup(kube, settings, recorder, informers),
+    )
 
 
 async def run(settings: Settings, identity: str) -> int:

@@ -54,8 +54,8 @@ def parser() -> argparse.ArgumentParser:
     run.add_argument("--resync-period", type=_optional_seconds, default=None, metavar="SECONDS",
                      help="replay every cached object this often; 0 (default) disables")
     run.add_argument("--timeout-grace", type=float, default=d.timeout_grace, metavar="SECONDS",
-                     help="seconds past a run's timeout (which Tekton enforces) before the "
-                     "BuildRun ends BuildRunTimeout without Tekton")
+                     help="seconds Tekton gets to end a run past its timeout, or after a "
+                     "cancel, before the BuildRun ends without it")
     run.add_argument("--shutdown-grace-period", type=float, default=d.shutdown_grace,
                      metavar="SECONDS")
 

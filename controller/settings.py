@@ -26,7 +26,8 @@ class Settings:
     metrics_address: str = ":8080"
     probe_address: str = ":8081"
     shutdown_grace: float = 30.0
-    # Seconds past Tekton's own timeout before the BuildRun gives up on a run Tekton never
+    # Seconds past Tekton's own timeout (or after a cancel was asked: the same wait for the
+    # same Tekton) before the BuildRun gives up on a run Tekton never
     # ended (its controller down or stuck): Tekton ends a timed-out run itself
     # (TaskRunTimeout), 0 s after it in whole seconds on the stack (test_tekton's timeout
     # test), so a minute is room for a Tekton controller that restarts.

@@ -10,7 +10,8 @@ from typing import Any, TypeVar
 
 import aiohttp
 
-from devtools.cluster.polling import transient
+from controller.runtime.kube import ApiError, Kube
+from devtools.cluster.polling import transient, wait_until
 
 T = TypeVar("T")
 
@@ -50,3 +51,16 @@ async def get_text(session: aiohttp.ClientSession, url: str, *, timeout: float,
             return await resp.text()
     except (TimeoutError, aiohttp.ClientError, OSError):
         return None
+
+
+async def default_service_account(kube: Kube, namespace: str, timeout: float = 60.0) -> None:
+    """Waits for the `default` ServiceAccount kube-controller-manager makes in a new
+    namespace (Tekton's pods need it); TimeoutError after `timeout` seconds."""
+    async def exists() -> bool:
+        try:
+            await kube.request("GET", f"/api/v1/namespaces/{namespace}/serviceaccounts/default")
+        except ApiError:
+            return False
+        return True
+    if not await wait_until(exists, timeout, 0.1):
+        raise TimeoutError(f"no default ServiceAccount in {namespace} after {timeout:.0f}s")

@@ -13,11 +13,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 import random
 import signal
 import sys
 import time
 from collections import Counter
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -194,9 +196,13 @@ class ReplicaSet:
     """`size` slots of the controller; a slot whose process ends is started again."""
 
     def __init__(self, kubeconfigs: list[Path], workdir: Path, *, max_retries: int,
-                 rng: random.Random, restart_delay: tuple[float, float] = (0.5, 3.0)) -> None:
-        """One slot per kubeconfig in `kubeconfigs`."""
+                 rng: random.Random, restart_delay: tuple[float, float] = (0.5, 3.0),
+                 env: Mapping[str, str] | None = None) -> None:
+        """One slot per kubeconfig in `kubeconfigs`; `env` adds to each process's
+        environment (ours), e.g. the step images a real node names
+        (RealNode.images.shipwright_env())."""
         self.kubeconfigs = kubeconfigs
+        self.env = {**os.environ, **env} if env else None
         size = len(kubeconfigs)
         self.workdir = workdir
         self.size = size
@@ -236,7 +242,7 @@ class ReplicaSet:
             inc.process = await asyncio.create_subprocess_exec(
                 *self.argv(slot, inc.metrics_port, inc.probe_port),
                 stdin=asyncio.subprocess.DEVNULL, stdout=log, stderr=asyncio.subprocess.STDOUT,
-                cwd=REPO, preexec_fn=die_with_parent,
+                cwd=REPO, env=self.env, preexec_fn=die_with_parent,
             )
         self.incarnations.append(inc)
         self.current[slot] = inc

@@ -75,7 +75,7 @@ from devtools.cluster.stack import TektonStack
 from devtools.cluster.webhook import Verdict
 from soak import accounting
 from soak.actors import OUTCOMES, AttributedWebhook, Outcome, SecondWriter, poisson
-from soak.api import get_text, persist
+from soak.api import default_service_account, get_text, persist
 from soak.replicas import (
     TEKTON_WEBHOOK_MARKER,
     LogSummary,
@@ -409,14 +409,7 @@ class Soak:
 
     async def _setup(self, kube: Kube) -> None:
         await fixtures.setup_namespace(kube, NS)
-
-        async def has_default_sa() -> bool:  # Tekton's pods need it
-            try:
-                await kube.request("GET", f"/api/v1/namespaces/{NS}/serviceaccounts/default")
-            except ApiError:
-                return False
-            return True
-        await wait_until(has_default_sa, 60, 0.1)
+        await default_service_account(kube, NS)
 
     async def _create(self, kube: Kube, p: Planned) -> None:
         try:

@@ -18,6 +18,9 @@ log = logging.getLogger(__name__)
 
 Seen = Literal["LISTED", "ADDED", "MODIFIED", "DELETED"]
 OnObject = Callable[[Seen, JSON], None]
+# Every object of a (re)list, after each was handed to OnObject: what was there before
+# and is not now was deleted while no watch ran (a relist sends no DELETED).
+OnList = Callable[[list[JSON]], None]
 
 
 class _Gone(Exception):
@@ -27,14 +30,16 @@ class _Gone(Exception):
 class Follower:
     """Lists, then watches from the list's resourceVersion; after a broken stream it
     resumes from the last resourceVersion seen (so nothing is skipped), and after
-    410 Gone it lists again. `on_object` gets every object state in order."""
+    410 Gone it lists again. `on_object` gets every object state in order; `on_list`,
+    if given, each whole list (deletions during a gap show only there)."""
 
     def __init__(self, kube: Kube, resource: Resource, namespace: str | None,
-                 on_object: OnObject) -> None:
+                 on_object: OnObject, on_list: OnList | None = None) -> None:
         self.kube = kube
         self.resource = resource
         self.namespace = namespace
         self.on_object = on_object
+        self.on_list = on_list
         self.rv: str | None = None
         self.lists = 0
         self.watch_errors = 0
@@ -57,7 +62,9 @@ class Follower:
                 await asyncio.sleep(delay)
                 delay = min(delay * 2, 1.0)
 
-    async def _list(self) -> None:
+    async def list_all(self) -> list[JSON]:
+        """Every object, page by page, each handed to on_object, then all to on_list;
+        the list's resourceVersion kept to watch from."""
         query: dict[str, str | int] = {"limit": 500}
         items: list[JSON] = []
         while True:
@@ -70,7 +77,13 @@ class Follower:
         self.lists += 1
         for obj in items:
             self.on_object("LISTED", obj)
+        if self.on_list is not None:
+            self.on_list(items)
         self.rv = page["metadata"]["resourceVersion"]
+        return items
+
+    async def _list(self) -> None:
+        await self.list_all()
         self.synced.set()
 
     async def _watch(self) -> None:

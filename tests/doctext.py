@@ -28,6 +28,11 @@ def _headings(lines: list[str]) -> list[tuple[int, int, str]]:
     return found
 
 
+def titles(doc: str) -> list[str]:
+    """The title of every heading of `doc` (a path relative to the repo), in order."""
+    return [text for _, _, text in _headings((REPO / doc).read_text().splitlines())]
+
+
 def section(doc: str, title: str, *, subsections: bool = True) -> str:
     """The text under the heading `title` (of any level) in `doc`, a path relative to the
     repo (or absolute), up to the next heading of the same or a higher level, so with its

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import copy
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, replace
@@ -21,8 +22,12 @@ import aiohttp
 from prometheus_client import REGISTRY
 
 from controller.app import App
+from controller.buildrun.caches import Caches
+from controller.buildrun.executors import TASKRUN
+from controller.buildrun.reconciler import BuildRunReconciler
 from controller.buildrun.status import run_finished
 from controller.runtime.controller import Result
+from controller.runtime.events import EventRecorder
 from controller.runtime.kube import JSON, PODS, ApiError, Kube
 from controller.settings import QueueSettings, RetryBudget, Settings
 from controller.shipwright.labels import LABEL_BUILDRUN
@@ -212,6 +217,16 @@ class Interval:
     key: str
     start: float
     end: float
+
+
+def in_flight(kube: Kube, *cached: tuple[Any, JSON]) -> BuildRunReconciler:
+    """A BuildRun reconciler whose caches hold `cached` ((resource, object) pairs), as a
+    reconcile that began when they were so saw them: the product's reconciler on real
+    objects, without the informers' timing."""
+    caches = Caches()
+    for resource, obj in cached:
+        caches.store(resource).upsert(copy.deepcopy(obj))
+    return BuildRunReconciler(kube, caches, EventRecorder(kube, "t", "t"), executor=TASKRUN)
 
 
 def record_reconciles(app: App, who: str, into: list[Interval]) -> None:

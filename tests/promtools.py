@@ -83,12 +83,12 @@ def cache_root() -> Path:
     return Path(root)
 
 
-# `promtool check rules` / `test rules` and docs/render_dashboard.py's `prometheus` (one
+# `promtool check rules` / `test rules` and devtools/dashboard/render.py's `prometheus` (one
 # static scrape config) need no service discovery: Prometheus' `remove_all_sd` tag (its
 # README, "Service discovery plugins") keeps static, file and HTTP (and
 # the kubernetes one promtool imports itself) and leaves out the cloud SDKs (AWS, Azure,
-# GCE, Oracle's...): 4887 Go files to compile instead of 15530 (BENCHMARKS.md "Sharing
-# the cold builds").
+# GCE, Oracle's...): 4887 Go files to compile instead of 15530 (BENCHMARKS-journal.md
+# "Sharing the cold builds").
 _GO_INSTALL_FLAGS = ("-trimpath", "-ldflags=-s -w", "-tags=remove_all_sd")
 
 

@@ -1,13 +1,17 @@
 """What the end-to-end benchmarks share.
 
-- `machine()`: nproc, CPU model, Python, `date -u`, load average, for the record.
+- `machine()`: nproc, CPU model, Python, `date -u`, load average, for the record;
+  `summary()`, `per_buildrun_ms()`, `requests_text()`: the figures' latency percentiles,
+  CPU per BuildRun and requests per BuildRun as the tables print them.
 - `Controller`: `python -m controller ...` as a subprocess on loopback ports, with its
   CPU (utime+stime from /proc/<pid>/stat), RSS and peak RSS (VmRSS/VmHWM from
   /proc/<pid>/status), /healthz and /readyz timing, and /metrics scrapes.
+- `start_py_spy()`/`stop_py_spy()`: a py-spy profile of the controller over a phase.
 - `CpuMeter`: CPU seconds of the controller, kube-apiserver, etcd and this process.
 - `Observer`: the benchmark's own watch on BuildRuns, separate from the controller's,
   recording when each BuildRun first showed status.taskRunName and completionTime.
 - `bounded()`: a fixed number of coroutines working through a list, with a deadline.
+- `warm_up()`: one BuildRun (WARMUP) through the whole cycle before the measured ones.
 
 Every wait here is bounded by a deadline; every loop by its input's length.
 """
@@ -33,11 +37,15 @@ import orjson
 from prometheus_client.parser import text_string_to_metric_families
 
 from controller.runtime.kube import JSON, Kube
+from controller.shipwright.resources import BUILDRUNS
+from devtools.cluster import fixtures
 from devtools.cluster.localcluster import REPO, LocalCluster, free_port
 from devtools.cluster.polling import transient
 from devtools.cluster.processes import command_lines, die_with_parent
+from devtools.cluster.tekton import TektonSimulator
 
 NS = "bench"
+WARMUP = "warmup"  # the warm-up BuildRun's name (the measured ones are br-NNNNNN)
 RESULTS = REPO / "bench" / "results"
 CLK_TCK = os.sysconf("SC_CLK_TCK")
 
@@ -110,6 +118,22 @@ async def wait_quiet(busy_below: float = 0.10, max_wait: float = 300.0) -> dict[
 
 def log(msg: str) -> None:
     print(f"[{time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
+
+
+def summary(latencies: list[float]) -> dict[str, float]:
+    return {"p50": round(percentile(latencies, 50), 3), "p90": round(percentile(latencies, 90), 3),
+            "p99": round(percentile(latencies, 99), 3), "max": round(max(latencies), 3)}
+
+
+def per_buildrun_ms(cpu: dict[str, float], n: int) -> dict[str, float]:
+    """CPU ms per BuildRun of each process measured (not wall, not cores busy)."""
+    return {k: round(1000 * v / n, 3) for k, v in cpu.items()
+            if k not in ("wall", "cores_busy", "others", "steal")}
+
+
+def requests_text(requests: dict[str, float]) -> str:
+    """"POST taskruns 1, PUT buildruns/status 1, ...", largest first."""
+    return ", ".join(f"{k} {v:g}" for k, v in sorted(requests.items(), key=lambda kv: -kv[1]))
 
 
 # -- processes ---------------------------------------------------------------------------
@@ -322,6 +346,35 @@ class Controller:
         return self.process.returncode if self.process else None
 
 
+async def start_py_spy(pid: int, label: str, *,
+                       timeline: bool = False) -> tuple[asyncio.subprocess.Process, Path]:
+    """py-spy record on the controller (sampling, non-blocking) until stop_py_spy: collapsed
+    stacks, or with `timeline` every sample in order, idle ones too (speedscope JSON:
+    each sample's stack and weight, so where a moment's time went can be read off)."""
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    suffix = ".speedscope.json" if timeline else ".txt"
+    path = RESULTS / f"e2e-py-spy-{label}-{time.strftime('%Y%m%dT%H%M%S')}{suffix}"
+    proc = await asyncio.create_subprocess_exec(
+        str(Path(sys.executable).parent / "py-spy"), "record", "--pid", str(pid),
+        "--format", "speedscope" if timeline else "raw", *(["--idle"] if timeline else []),
+        "--rate", "200", "--nonblocking", "--output", str(path),
+        "--duration", "600", stdout=asyncio.subprocess.DEVNULL,
+        stderr=path.with_suffix(".log").open("wb"))
+    await asyncio.sleep(0.5)  # attached
+    return proc, path
+
+
+async def stop_py_spy(spy: tuple[asyncio.subprocess.Process, Path]) -> str:
+    proc, path = spy
+    proc.send_signal(signal.SIGINT)  # py-spy writes its output on SIGINT
+    try:
+        await asyncio.wait_for(proc.wait(), 30)
+    except TimeoutError:
+        proc.kill()
+        await proc.wait()
+    return str(path)
+
+
 # -- API work ----------------------------------------------------------------------------
 
 @dataclass
@@ -496,3 +549,17 @@ def per_object(before: dict[str, int], after: dict[str, int], n: int) -> dict[st
 async def load_kube(cluster: LocalCluster) -> Kube:
     from controller.runtime.kube import load_api_client
     return Kube(await load_api_client(str(cluster.kubeconfig)))
+
+
+
+async def warm_up(kube: Kube, observer: Observer, deadline: float, *,
+                  simulate: bool = True) -> float:
+    """One BuildRun ("warmup") through the whole cycle, its TaskRun finished by
+    TektonSimulator (`simulate`) or by real Tekton; seconds it took."""
+    t = time.monotonic()
+    await kube.create(BUILDRUNS, NS, fixtures.buildrun(WARMUP))
+    await observer.wait("taskrun", [WARMUP], deadline)
+    if simulate:
+        await TektonSimulator(kube).finish(NS, observer.taskrun_name[WARMUP])
+    await observer.wait("done", [WARMUP], deadline)
+    return time.monotonic() - t

@@ -5,7 +5,7 @@
 One etcd + kube-apiserver (LocalCluster, loopback). For each size, in order, the
 namespace is filled up to that many *finished* BuildRuns, made directly by this
 process in the shape the controller leaves them (bodies from the controller's own
-functions, via bench.e2e.throughput): create; the controller's label PATCH (the
+functions, via bench.e2e.bodies): create; the controller's label PATCH (the
 Build's name and generation labels); one status patch with what the controller has
 written by the end: every field Shipwright's status carries for a successful build of
 a git source (startTime, taskRunName, executor, buildSpec, the Succeeded condition,
@@ -41,7 +41,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import datetime
 import gc
 import sys
 import tempfile
@@ -54,10 +53,10 @@ from typing import Any
 
 import orjson
 
+from bench.e2e.bodies import populate
 from bench.e2e.common import (
     NS,
     Controller,
-    bounded,
     command_line,
     load_kube,
     log,
@@ -66,74 +65,16 @@ from bench.e2e.common import (
     write_results,
 )
 from bench.e2e.peer import add_service_account
-from bench.e2e.throughput import controller_taskrun, finished_status, label_patch, started_status
 from controller.buildrun.caches import EXECUTOR_INDEXERS, finished_buildrun
 from controller.buildrun.executors import TASKRUN
 from controller.buildrun.status import run_finished
 from controller.runtime.informers import strip_noise
 from controller.runtime.kube import JSON, Kube, Resource
 from controller.runtime.store import Freeze, Indexer, Store
-from controller.runtime.timestamps import format_time
 from controller.shipwright.indexes import BUILDRUN_INDEXERS
 from controller.shipwright.resources import BUILDRUNS, TASKRUNS
 from devtools.cluster import fixtures
 from devtools.cluster.localcluster import LocalCluster
-from devtools.cluster.tekton import TektonSimulator
-
-# What a build of a git source reports besides its digest (Shipwright's result names):
-# with them the BuildRun's status carries output.size and status.source.
-SOURCE_RESULTS = [{"name": name, "type": "string", "value": value} for name, value in (
-    ("shp-image-size", "48213443"),
-    ("shp-source-default-commit-sha", "3f858c1d4e2b6a7c9e0f1a2b3c4d5e6f7a8b9c0d"),
-    ("shp-source-default-commit-author", "Jane Developer"),
-    ("shp-source-default-branch-name", "main"),
-    ("shp-source-default-source-timestamp", "1796425200"))]
-
-
-def finished_taskrun(taskrun: JSON) -> JSON:
-    """`taskrun` as TektonSimulator.finish leaves it (success, the image digest), with
-    SOURCE_RESULTS."""
-    done = format_time(datetime.datetime.now(datetime.UTC))
-    return {**taskrun, "status": {
-        "podName": f"{taskrun['metadata']['name']}-pod", "completionTime": done,
-        "conditions": [{"type": "Succeeded", "status": "True", "reason": "Succeeded",
-                        "message": "All Steps have completed executing",
-                        "lastTransitionTime": done}],
-        "results": [{"name": "shp-image-digest", "type": "string",
-                     "value": "sha256:" + "ab" * 32}, *SOURCE_RESULTS],
-        "steps": [{"name": "build", "container": "step-build",
-                   "terminated": {"exitCode": 0, "reason": "Completed", "startedAt": done,
-                                  "finishedAt": done}}]}}
-
-
-async def populate(kube: Kube, start: int, stop: int, concurrency: int, deadline: float,
-                   build: JSON, strategy: JSON, taskruns: bool) -> float:
-    """Finished BuildRuns in the shape the controller leaves them (its label PATCH, its
-    started then finished status, one status write here), and with `taskruns` each
-    one's TaskRun, the controller's body, finished as the simulator finishes it."""
-    sim = TektonSimulator(kube)
-
-    async def one(name: str) -> None:
-        created = await kube.create(BUILDRUNS, NS, fixtures.buildrun(name))
-        taskrun = controller_taskrun(created, build, strategy)
-        labelled = await kube.patch(BUILDRUNS, NS, name, label_patch(created, build))
-        if taskruns:
-            taskrun = await kube.create(TASKRUNS, NS, taskrun)
-            done = await sim.finish(NS, taskrun["metadata"]["name"])
-            done = await kube.patch(TASKRUNS, NS, done["metadata"]["name"], {"status": {
-                "results": [*done["status"]["results"], *SOURCE_RESULTS]}},
-                subresource="status")
-        else:
-            done = finished_taskrun(taskrun)
-        await kube.patch(BUILDRUNS, NS, name, {
-            "metadata": {"resourceVersion": labelled["metadata"]["resourceVersion"]},
-            "status": finished_status(started_status(created, build, taskrun), done)},
-            subresource="status")
-
-    names = [f"br-{i:06d}" for i in range(start, stop)]
-    t0 = time.monotonic()
-    await bounded(names, one, concurrency=concurrency, deadline=deadline)
-    return time.monotonic() - t0
 
 
 async def measure(cluster: LocalCluster, size: int, args: argparse.Namespace,

@@ -8,7 +8,7 @@ TaskRun, ours and Shipwright's controller side by side on the same objects.
 One etcd + kube-apiserver (LocalCluster, loopback) with Shipwright's CRDs (conversion
 None) and the TaskRun CRD at v1 and v1beta1 (bench.e2e.peer): both controllers run on
 them, on the same objects. For each size, in order, the namespace is filled up to that
-many finished BuildRuns, each with its finished TaskRun (bench.e2e.memory.populate: the
+many finished BuildRuns, each with its finished TaskRun (bench.e2e.bodies.populate: the
 controller's bodies, labels and statuses, the TaskRun as TektonSimulator finishes it),
 and with --foreign N (once, before the first size) N finished TaskRuns that belong to no
 BuildRun (the same body without Shipwright's labels and owner: another team's CI
@@ -51,6 +51,7 @@ from typing import Any
 import orjson
 
 from bench.e2e import peer
+from bench.e2e.bodies import controller_taskrun, populate
 from bench.e2e.common import (
     NS,
     Controller,
@@ -60,11 +61,11 @@ from bench.e2e.common import (
     load_kube,
     log,
     machine,
+    start_py_spy,
+    stop_py_spy,
     wait_quiet,
     write_results,
 )
-from bench.e2e.memory import populate
-from bench.e2e.throughput import controller_taskrun, start_py_spy, stop_py_spy
 from controller.runtime.errors import is_not_found
 from controller.runtime.kube import JSON, LEASES, ApiError, Kube
 from controller.shipwright.resources import BUILDRUNS, TASKRUNS

@@ -24,11 +24,11 @@ each BuildRun's Succeeded condition).
 
 --mode bare is the ceiling of that path: no controller; this process makes, per
 BuildRun, the writes ours makes, with the bodies ours sends, --concurrency at a time:
-create the BuildRun, the label PATCH (throughput.label_patch), create its TaskRun
-(throughput.controller_taskrun: the controller's own generate_taskrun), update the
-BuildRun's status (status_writes.status_update of throughput.started_status: taskRunName,
+create the BuildRun, the label PATCH (bodies.label_patch), create its TaskRun
+(bodies.controller_taskrun: the controller's own generate_taskrun), update the
+BuildRun's status (status_writes.status_update of bodies.started_status: taskRunName,
 executor, buildSpec, Pending); and, from its own watch on TaskRuns, when Tekton has
-finished one, the BuildRun's terminal status update (throughput.finished_status, from
+finished one, the BuildRun's terminal status update (bodies.finished_status, from
 the TaskRun Tekton finished;
 no Event, no Pending/Running progress writes, no GET of the pod). Tekton, kwok and the
 rest do what they do for a controller. Its latency to the TaskRun counts
@@ -46,8 +46,10 @@ from pathlib import Path
 from typing import Any
 
 from bench.e2e import peer
+from bench.e2e.bodies import controller_taskrun, finished_status, label_patch, started_status
 from bench.e2e.common import (
     NS,
+    WARMUP,
     Controller,
     CpuMeter,
     Observer,
@@ -57,20 +59,13 @@ from bench.e2e.common import (
     load_kube,
     log,
     machine,
-    per_object,
-    wait_quiet,
-    write_results,
-)
-from bench.e2e.throughput import (
-    WARMUP,
-    controller_taskrun,
-    finished_status,
-    label_patch,
     per_buildrun_ms,
+    per_object,
     requests_text,
-    started_status,
     summary,
+    wait_quiet,
     warm_up,
+    write_results,
 )
 from controller.buildrun.status_writes import status_update
 from controller.runtime.kube import JSON, PODS, Kube

@@ -6,7 +6,7 @@
     .venv/bin/python -m bench.e2e.throughput --mode controller peer --repeat 2 --n 10000
 
 (`make peer` builds Shipwright's controller first; the last command is what
-BENCHMARKS.md's "Peer" section runs.)
+BENCHMARKS-journal.md's "Peer" section runs.)
 
 Each run gets a fresh etcd + kube-apiserver (LocalCluster, loopback), a namespace
 with one BuildStrategy and one Build, and the benchmark's own watch on BuildRuns
@@ -73,8 +73,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
-import signal
-import sys
 import tempfile
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -85,6 +83,13 @@ import aiohttp
 from kubernetes_asyncio import client as k8s
 
 from bench.e2e import peer
+from bench.e2e.bodies import (
+    controller_taskrun,
+    finished_status,
+    label_patch,
+    now_text,
+    started_status,
+)
 from bench.e2e.common import (
     NS,
     RESULTS,
@@ -97,21 +102,19 @@ from bench.e2e.common import (
     load_kube,
     log,
     machine,
+    per_buildrun_ms,
     per_object,
-    percentile,
+    requests_text,
     server_pids,
+    start_py_spy,
+    stop_py_spy,
+    summary,
     wait_quiet,
+    warm_up,
     write_results,
 )
-from controller.buildrun import serviceaccounts
-from controller.buildrun.buildruns import build_link
-from controller.buildrun.resources.config import ShipwrightConfig
-from controller.buildrun.resources.taskrun import generate_taskrun
-from controller.buildrun.spec import effective_build
-from controller.buildrun.status import outcome_from_taskrun, running_reason, with_condition
 from controller.buildrun.status_writes import status_update
 from controller.runtime.kube import EVENTS, JSON, PODS, Kube
-from controller.runtime.timestamps import format_time, now
 from controller.shipwright.resources import BUILDRUNS, TASKRUNS
 from devtools.cluster import fixtures
 from devtools.cluster.fixtures import API
@@ -119,56 +122,6 @@ from devtools.cluster.localcluster import LocalCluster
 from devtools.cluster.tekton import TektonSimulator
 
 MERGE = "application/merge-patch+json"
-WARMUP = "warmup"  # the warm-up BuildRun's name (the measured ones are br-NNNNNN)
-
-
-def now_text() -> str:
-    return format_time(now())
-
-
-CONFIG = ShipwrightConfig.from_env()  # the controller's, read the same way
-
-
-def label_patch(buildrun: JSON, build: JSON) -> JSON:
-    """The metadata merge patch the controller sends before it starts a BuildRun of a
-    validated Build (reconciler.build_link: the Build's name and generation labels)."""
-    return {"metadata": build_link(buildrun, build)}
-
-
-def controller_taskrun(buildrun: JSON, build: JSON, strategy: JSON) -> JSON:
-    """The TaskRun the controller creates for `buildrun` (generate_taskrun, the same
-    function; the ServiceAccount it picks when the namespace has only `default`)."""
-    return generate_taskrun(buildrun, build, strategy, serviceaccounts.choose(buildrun).name,
-                            CONFIG)
-
-
-def started_status(buildrun: JSON, build: JSON, taskrun: JSON) -> JSON:
-    """The status the controller writes once the TaskRun is created (reconciler._start):
-    startTime, taskRunName, executor, the buildSpec snapshot, the Pending condition."""
-    effective = effective_build(buildrun, build.get("spec") or {})
-    snapshot = dict(effective.spec)
-    if effective.retention:
-        snapshot["retention"] = effective.retention
-    at = now_text()
-    name = taskrun["metadata"]["name"]
-    status = {"startTime": at, "taskRunName": name,
-              "executor": {"kind": TASKRUNS.kind, "name": name}, "buildSpec": snapshot}
-    return with_condition(status, "Unknown", *running_reason(taskrun), at)
-
-
-def finished_status(status: JSON, taskrun: JSON) -> JSON:
-    """The whole status the controller writes when the TaskRun finished (reconciler._finish
-    sends the old status with the outcome applied: one status update)."""
-    outcome = outcome_from_taskrun(taskrun)
-    assert outcome is not None, "the TaskRun has finished"
-    at = now_text()
-    status = with_condition(status, outcome.status, outcome.reason, outcome.message, at)
-    status["completionTime"] = at
-    for key, value in (("failureDetails", outcome.failure_details),
-                       ("output", outcome.output), ("source", outcome.source)):
-        if value:
-            status[key] = value
-    return status
 
 
 def event_body(buildrun: JSON, reason: str, message: str) -> JSON:
@@ -252,35 +205,6 @@ class Client:
             await self.core.create_namespaced_event(NS, body)  # type: ignore[arg-type]
 
 
-async def start_py_spy(pid: int, label: str, *,
-                       timeline: bool = False) -> tuple[asyncio.subprocess.Process, Path]:
-    """py-spy record on the controller (sampling, non-blocking) until stop_py_spy: collapsed
-    stacks, or with `timeline` every sample in order, idle ones too (speedscope JSON:
-    each sample's stack and weight, so where a moment's time went can be read off)."""
-    RESULTS.mkdir(parents=True, exist_ok=True)
-    suffix = ".speedscope.json" if timeline else ".txt"
-    path = RESULTS / f"e2e-py-spy-{label}-{time.strftime('%Y%m%dT%H%M%S')}{suffix}"
-    proc = await asyncio.create_subprocess_exec(
-        str(Path(sys.executable).parent / "py-spy"), "record", "--pid", str(pid),
-        "--format", "speedscope" if timeline else "raw", *(["--idle"] if timeline else []),
-        "--rate", "200", "--nonblocking", "--output", str(path),
-        "--duration", "600", stdout=asyncio.subprocess.DEVNULL,
-        stderr=path.with_suffix(".log").open("wb"))
-    await asyncio.sleep(0.5)  # attached
-    return proc, path
-
-
-async def stop_py_spy(spy: tuple[asyncio.subprocess.Process, Path]) -> str:
-    proc, path = spy
-    proc.send_signal(signal.SIGINT)  # py-spy writes its output on SIGINT
-    try:
-        await asyncio.wait_for(proc.wait(), 30)
-    except TimeoutError:
-        proc.kill()
-        await proc.wait()
-    return str(path)
-
-
 async def apiserver_pprof(cluster: LocalCluster, seconds: int, label: str) -> str:
     """A CPU profile of kube-apiserver (Go pprof) over the first `seconds` of the phase.
     Read it with: go tool pprof -top <file>."""
@@ -293,11 +217,6 @@ async def apiserver_pprof(cluster: LocalCluster, seconds: int, label: str) -> st
     ) as resp:
         path.write_bytes(await resp.read())
     return str(path)
-
-
-def summary(latencies: list[float]) -> dict[str, float]:
-    return {"p50": round(percentile(latencies, 50), 3), "p90": round(percentile(latencies, 90), 3),
-            "p99": round(percentile(latencies, 99), 3), "max": round(max(latencies), 3)}
 
 
 @contextlib.asynccontextmanager
@@ -314,25 +233,6 @@ async def cluster_for(mode: str, workdir: Path, apiserver_args: list[str],
         yield cluster
     finally:
         cluster.stop()
-
-
-async def warm_up(kube: Kube, observer: Observer, deadline: float, *,
-                  simulate: bool = True) -> float:
-    """One BuildRun ("warmup") through the whole cycle, its TaskRun finished by
-    TektonSimulator (`simulate`) or by real Tekton; seconds it took."""
-    t = time.monotonic()
-    await kube.create(BUILDRUNS, NS, fixtures.buildrun(WARMUP))
-    await observer.wait("taskrun", [WARMUP], deadline)
-    if simulate:
-        await TektonSimulator(kube).finish(NS, observer.taskrun_name[WARMUP])
-    await observer.wait("done", [WARMUP], deadline)
-    return time.monotonic() - t
-
-
-def per_buildrun_ms(cpu: dict[str, float], n: int) -> dict[str, float]:
-    """CPU ms per BuildRun of each process measured (not wall, not cores busy)."""
-    return {k: round(1000 * v / n, 3) for k, v in cpu.items()
-            if k not in ("wall", "cores_busy", "others", "steal")}
 
 
 async def one_run(mode: str, n: int, workers: int, args: argparse.Namespace,
@@ -556,11 +456,6 @@ def table(runs: list[dict[str, Any]]) -> str:
             f"| {cpu.get('controller', '-')} / {cpu.get('apiserver')} / {cpu.get('etcd')} / "
             f"{cpu.get('bench')} | {r['load_before'][0]} | {r['quiet_before']['busy_2s']} |")
     return "\n".join(rows)
-
-
-def requests_text(requests: dict[str, float]) -> str:
-    """"POST taskruns 1, PUT buildruns/status 1, ...", largest first."""
-    return ", ".join(f"{k} {v:g}" for k, v in sorted(requests.items(), key=lambda kv: -kv[1]))
 
 
 def phase_table(runs: list[dict[str, Any]]) -> str:

@@ -14,6 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from controller.runtime.shapes import at, mapping
 from controller.shipwright.conditions import succeeded_condition
 
 Kind = Literal["succeeded", "failed"]
@@ -40,7 +41,7 @@ def limits_of(build: dict[str, Any]) -> Limits:
     """A Build's limits. The CRD admits only integers from 1; anything else the schema
     could not stop (a CRD without that rule, an old stored object) means no limit,
     never "delete everything"."""
-    retention = (build.get("spec") or {}).get("retention") or {}
+    retention = mapping(at(build, "spec", "retention"))
     return Limits(_limit(retention.get("succeededLimit")), _limit(retention.get("failedLimit")))
 
 

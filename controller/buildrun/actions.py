@@ -11,16 +11,31 @@ from dataclasses import replace
 from typing import assert_never
 
 from controller.buildrun import metrics, reasons, serviceaccounts
-from controller.buildrun.buildruns import build_link, deadline_left, run_start, ttl_left
+from controller.buildrun.buildruns import (
+    build_link,
+    cancel_left,
+    deadline_left,
+    owned_by,
+    pod_wait_left,
+    run_start,
+    ttl_left,
+)
 from controller.buildrun.executors import Executor
 from controller.buildrun.observe import Seen
 from controller.buildrun.plan import Plan
 from controller.buildrun.states import Action, Decision, decide
 from controller.buildrun.status import run_finished, running_reason
-from controller.buildrun.status_writes import finished, progressed, started, write_status
-from controller.runtime.conflict import retry_on_conflict
+from controller.buildrun.status_writes import (
+    cancel_asked,
+    finished,
+    progressed,
+    started,
+    write_status,
+)
+from controller.runtime.conflict import patch_pinned, reread, retry_on_conflict
 from controller.runtime.controller import DONE, Result
 from controller.runtime.errors import (
+    RetryableError,
     UserError,
     is_already_exists,
     is_conflict,
@@ -91,11 +106,32 @@ class Actions:
                 assert seen.service_account is not None
                 await self._delete_service_account(seen.service_account)
                 return _requeue_at(ttl_left(buildrun, self.clock()))
+            case Action.ADOPT:
+                assert run is not None
+                if seen.build is not None:
+                    buildrun = await self.link_to_build(buildrun, seen.build)
+                await write_status(self.kube, buildrun, started(
+                    executor, run, seen.plan.snapshot if seen.plan else None,
+                    format_time(self.clock())))
+                # Its status write (a change of phase) wakes it too; the RUNNING rows go on.
+                return _requeue_at(0.0)
+            case Action.AWAIT_POD:
+                assert run is not None
+                return _requeue_at(pod_wait_left(run, self.clock(), self.timeout_grace))
+            case Action.CANCEL:
+                assert run is not None
+                written = await write_status(self.kube, buildrun,
+                                             cancel_asked(executor, format_time(self.clock())))
+                if seen.observation.pod_outcome is None:
+                    await self.cancel(executor, run)
+                # Tekton's end of the run wakes it; this is for a run that never ends.
+                return _requeue_at(cancel_left(written or buildrun, self.clock(),
+                                               self.timeout_grace))
             case Action.PROGRESS:
                 assert run is not None
                 written = await self._progress(buildrun, run)
-                deadline = deadline_left(written or buildrun, run, self.clock(),
-                                         self.timeout_grace)
+                deadline = deadline_left(written or buildrun, run, executor.timeout(run),
+                                         self.clock(), self.timeout_grace)
                 if seen.poll is not None:  # nothing else would wake it
                     deadline = min(deadline, seen.poll) if deadline is not None else seen.poll
                 return _requeue_at(deadline)
@@ -148,7 +184,8 @@ class Actions:
                     written, max((self.clock() - created_at).total_seconds(), 0.0))
             self._established(buildrun, written)
         # Tekton's events wake it before; this is for a run Tekton never starts or ends.
-        return _requeue_at(deadline_left(written or buildrun, created, self.clock(),
+        return _requeue_at(deadline_left(written or buildrun, created,
+                                         executor.timeout(created), self.clock(),
                                          self.timeout_grace))
 
     async def link_to_build(self, buildrun: JSON, build: JSON) -> JSON:
@@ -161,15 +198,14 @@ class Actions:
         The Build controller sets the same owner reference on a Build's BuildRuns
         (Shipwright's ownerreferences step), so the two may race: on a conflict the
         BuildRun is read again and the change worked out anew, as `write_status` does."""
-        namespace, name = buildrun["metadata"]["namespace"], buildrun["metadata"]["name"]
-
         async def link(current: JSON | None) -> JSON:
             if current is None:
-                return buildrun  # deleted: the status write will find it gone
+                return buildrun  # deleted or replaced: the status write will find it gone
             change = build_link(current, build)
             if not change:
                 return current
-            return await self.kube.patch(BUILDRUNS, namespace, name, {"metadata": change})
+            linked = await patch_pinned(self.kube, BUILDRUNS, current, {"metadata": change})
+            return buildrun if linked is None else linked
 
         return await retry_on_conflict(self.kube, BUILDRUNS, buildrun, link)
 
@@ -185,16 +221,21 @@ class Actions:
             return
         if not plan.add_secrets:
             return
-        try:
-            await self.kube.patch(SERVICEACCOUNTS, namespace, plan.service_account,
-                                  serviceaccounts.secrets_patch(plan.add_secrets),
-                                  content_type=STRATEGIC_MERGE_PATCH)
-        except ApiError as exc:
-            if not is_not_found(exc):
-                raise
+        # Pinned to the ServiceAccount the plan read: one recreated meanwhile may lack
+        # other secrets, so the start is planned again (a conflict, retried).
+        read = {"metadata": {"namespace": namespace, "name": plan.service_account,
+                             "uid": plan.service_account_uid}}
+        patched = await patch_pinned(self.kube, SERVICEACCOUNTS, read,
+                                     serviceaccounts.secrets_patch(plan.add_secrets),
+                                     content_type=STRATEGIC_MERGE_PATCH)
+        if patched is None:
+            if await self.kube.get_or_none(SERVICEACCOUNTS, namespace,
+                                           plan.service_account) is not None:
+                raise RetryableError("conflict", f"ServiceAccount {plan.service_account!r} "
+                                     "was replaced while the BuildRun started")
             raise UserError(reasons.SERVICE_ACCOUNT_NOT_FOUND,
                             f"ServiceAccount {plan.service_account!r} not found in namespace "
-                            f"{namespace!r}") from exc
+                            f"{namespace!r}")
         log.info("added the Build's secrets to the ServiceAccount",
                  extra={"key": f"{namespace}/{plan.service_account}",
                         "secrets": plan.add_secrets})
@@ -205,8 +246,7 @@ class Actions:
         someone else's."""
         existing = await self.kube.get(executor.resource, buildrun["metadata"]["namespace"],
                                        name)
-        owners = existing["metadata"].get("ownerReferences") or []
-        if not any(o.get("uid") == buildrun["metadata"]["uid"] for o in owners):
+        if not owned_by(existing, buildrun):
             raise UserError(reasons.TASK_RUN_GENERATION_FAILED,
                             f"{executor.kind} {name!r} exists but belongs to another object")
         return existing
@@ -282,14 +322,18 @@ class Actions:
         if decision.reason == reasons.RECONCILER_RETRIES_EXHAUSTED:
             metrics.RETRY_EXHAUSTED.inc()
         created_at = parse_time(meta.get("creationTimestamp"))
+        # From the completionTime written (the run's, when it decided), as Shipwright.
+        ended = parse_time(written["status"].get("completionTime")) or now_t
         if created_at is not None:
             metrics.buildrun_finished(written, label,
-                                      max((now_t - created_at).total_seconds(), 0.0))
+                                      max((ended - created_at).total_seconds(), 0.0))
         self.recorder.record(
             buildrun, "Normal" if decision.succeeded == "True" else "Warning",
             decision.reason, decision.message or decision.reason,
         )
-        if run is not None and not run_finished(run):
+        if run is not None and not run_finished(run) and decision.outcome is None:
+            # Our verdict (a backstop, a spent budget): the run must not go on to build.
+            # An outcome the run's own pod shows (it completed) needs no cancel.
             await self.cancel(executor, run)
         if run is not None and seen.rampup_pod is not None and run_finished(run):
             # Shipwright's pod ramp-up metrics, from a finished TaskRun's pod (a
@@ -312,19 +356,17 @@ class Actions:
                   "metadata": {"name": meta["name"], "namespace": meta["namespace"]},
                   **copy.deepcopy(executor.cancel_patch)}
         try:
-            await self.kube.with_field_manager(field_managers.BUILD_CONTROLLER).patch(
-                executor.resource, meta["namespace"], meta["name"], intent,
-                content_type=APPLY_PATCH, force=True)
+            # Pinned to the run it was decided on: a namesake is never cancelled.
+            await patch_pinned(self.kube.with_field_manager(field_managers.BUILD_CONTROLLER),
+                               executor.resource, run, intent, content_type=APPLY_PATCH,
+                               force=True)
         except ApiError as exc:
-            if is_not_found(exc):
-                return
             # Tekton's webhook refuses any change to a finished TaskRun (400, "Once the
             # TaskRun is complete, no updates are allowed"): when Tekton finished it after
             # our read, there is nothing left to cancel. 51 such refusals in the 5,000
             # soak were retried as system errors before this check (RELIABILITY.md).
             if is_invalid(exc):
-                current = await self.kube.get_or_none(executor.resource, meta["namespace"],
-                                                      meta["name"])
+                current = await reread(self.kube, executor.resource, run)
                 if current is None or run_finished(current):
                     return
             raise

@@ -7,10 +7,12 @@ from __future__ import annotations
 import datetime
 import re
 
+from controller.buildrun.reasons import BUILD_RUN_CANCELED
 from controller.buildrun.resources.phases import run_name
 from controller.buildrun.spec import parse_duration
 from controller.buildrun.states import Phase
 from controller.runtime.kube import JSON
+from controller.runtime.shapes import at, mapping, objects, text
 from controller.runtime.timestamps import parse_time
 from controller.shipwright.conditions import succeeded_condition
 from controller.shipwright.labels import LABEL_BUILD, LABEL_BUILD_GENERATION
@@ -23,12 +25,16 @@ _LABEL_VALUE = re.compile(r"(?:[A-Za-z0-9](?:[-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?)?
 
 def spec_of(buildrun: JSON) -> JSON:
     """The spec, or {}: the schema admits a BuildRun without one (or `spec: null`)."""
-    spec: JSON = buildrun.get("spec") or {}
-    return spec
+    return mapping(buildrun.get("spec"))
+
+
+def status_of(buildrun: JSON) -> JSON:
+    """The status, or {} (none yet, or not an object)."""
+    return mapping(buildrun.get("status"))
 
 
 def phase_of(buildrun: JSON) -> Phase:
-    status = buildrun.get("status") or {}
+    status = status_of(buildrun)
     if status.get("completionTime"):
         return Phase.DONE
     return Phase.RUNNING if recorded_executor(status) else Phase.NEW
@@ -37,8 +43,7 @@ def phase_of(buildrun: JSON) -> Phase:
 def recorded_executor(status: JSON) -> str | None:
     """The executor's name the status records: executor.name, else the deprecated
     taskRunName (Shipwright writes it for a TaskRun only; older versions only it)."""
-    name = (status.get("executor") or {}).get("name") or status.get("taskRunName")
-    return str(name) if name else None
+    return text(at(status, "executor", "name")) or text(status.get("taskRunName")) or None
 
 
 def canceled(buildrun: JSON) -> bool:
@@ -48,13 +53,7 @@ def canceled(buildrun: JSON) -> bool:
 def recorded_executor_name(buildrun: JSON) -> str:
     """The executor's recorded name, else the deterministic name (a TaskRun or PipelineRun
     created by a try whose status write was lost)."""
-    return recorded_executor(buildrun.get("status") or {}) or run_name(buildrun)
-
-
-def run_timeout(buildrun: JSON) -> float | None:
-    """The effective timeout, from the snapshot taken when the TaskRun was created."""
-    text = ((buildrun.get("status") or {}).get("buildSpec") or {}).get("timeout")
-    return parse_duration(text) if text else None
+    return recorded_executor(status_of(buildrun)) or run_name(buildrun)
 
 
 def retention_ttl(buildrun: JSON) -> float | None:
@@ -64,15 +63,15 @@ def retention_ttl(buildrun: JSON) -> float | None:
     over Build), which a BuildRun that failed before it had one lacks. None when neither
     sets it, or when the one found does not parse (reported as InvalidRetention had the
     run not started yet; set later, it keeps the BuildRun rather than delete on a guess)."""
-    status = buildrun.get("status") or {}
+    status = status_of(buildrun)
     succeeded = (succeeded_condition(status) or {}).get("status") == "True"
     key = "ttlAfterSucceeded" if succeeded else "ttlAfterFailed"
-    for retention in (spec_of(buildrun).get("retention"),
-                      (status.get("buildSpec") or {}).get("retention")):
-        text = (retention or {}).get(key)
-        if text:
+    for retention in (spec_of(buildrun).get("retention"), at(status, "buildSpec",
+                                                                 "retention")):
+        ttl = mapping(retention).get(key)
+        if ttl:
             try:
-                return parse_duration(text)
+                return parse_duration(text(ttl))
             except ValueError:
                 return None
     return None
@@ -80,33 +79,61 @@ def retention_ttl(buildrun: JSON) -> float | None:
 
 def run_start(run: JSON | None) -> str | None:
     """When Tekton started the run (its status.startTime, a TaskRun's or PipelineRun's),
-    which Shipwright copies into the BuildRun's; None until Tekton has."""
-    start = ((run or {}).get("status") or {}).get("startTime")
-    return str(start) if start else None
+    which Shipwright copies into the BuildRun's; None until Tekton has (or when what it
+    holds is no time)."""
+    start = text(at(run, "status", "startTime"))
+    return start if parse_time(start) is not None else None
 
 
-def deadline_left(buildrun: JSON, run: JSON | None, now: datetime.datetime,
-                  grace: float) -> float | None:
+def run_completion(run: JSON | None) -> str | None:
+    """When Tekton ended the run (its status.completionTime), which Shipwright copies into
+    the BuildRun's when the run decides the outcome; None until it has."""
+    end = text(at(run, "status", "completionTime"))
+    return end if parse_time(end) is not None else None
+
+
+def deadline_left(buildrun: JSON, run: JSON | None, timeout: float | None,
+                  now: datetime.datetime, grace: float) -> float | None:
     """Seconds until the timeout backstop (0.0 once passed), None without a timeout.
 
-    Tekton ends a run at its own timeout (the TaskRun's spec.timeout, the PipelineRun's
-    timeouts.pipeline: the BuildRun's), counted from the run's status.startTime, which the
-    BuildRun's startTime copies; the BuildRun then ends BuildRunTimeout from the run's
-    outcome. This deadline is only for a run Tekton never ends (its controller down or
-    stuck): `grace` seconds after Tekton's, counted from the same start, or from the run's
-    creation while Tekton has not started it."""
-    timeout = run_timeout(buildrun)
+    Tekton ends a run at its own timeout (`timeout`: the TaskRun's spec.timeout, the
+    PipelineRun's timeouts.pipeline, as Executor.timeout reads it), counted from the run's
+    status.startTime, which the BuildRun's startTime copies; the BuildRun then ends
+    BuildRunTimeout from the run's outcome. This deadline is only for a run Tekton never
+    ends (its controller down or stuck): `grace` seconds after Tekton's, counted from the
+    same start, or from the run's creation while Tekton has not started it."""
     if timeout is None:
         return None
-    start = ((buildrun.get("status") or {}).get("startTime") or run_start(run)
-             or ((run or {}).get("metadata") or {}).get("creationTimestamp"))
+    start = (text(status_of(buildrun).get("startTime")) or run_start(run)
+             or text(at(run, "metadata", "creationTimestamp")))
     return _left(start, timeout + grace, now)
+
+
+def cancel_asked_at(buildrun: JSON) -> str | None:
+    """When the controller asked the run to stop for a cancel: the lastTransitionTime of
+    the Unknown/BuildRunCanceled condition it showed then (status_writes.cancel_asked);
+    None before it has."""
+    condition = succeeded_condition(status_of(buildrun)) or {}
+    if condition.get("status") != "Unknown" or condition.get("reason") != BUILD_RUN_CANCELED:
+        return None
+    return text(condition.get("lastTransitionTime")) or None
+
+
+def cancel_left(buildrun: JSON, now: datetime.datetime, grace: float) -> float | None:
+    """Seconds until the cancel backstop (0.0 once passed): `grace` after the cancel was
+    asked, the time Tekton has to confirm it; None before it was asked."""
+    return _left(cancel_asked_at(buildrun), grace, now)
+
+
+def pod_wait_left(run: JSON, now: datetime.datetime, grace: float) -> float | None:
+    """Seconds the end of a cancelled run's pod is still awaited (0.0 once not): `grace`
+    after the run ended (its pod's grace period is Kubernetes' 30 s by default)."""
+    return _left(run_completion(run), grace, now)
 
 
 def ttl_left(buildrun: JSON, now: datetime.datetime) -> float | None:
     """Seconds until the retention TTL deletes the BuildRun (0.0 once due), or None."""
-    return _left((buildrun.get("status") or {}).get("completionTime"),
-                 retention_ttl(buildrun), now)
+    return _left(text(status_of(buildrun).get("completionTime")), retention_ttl(buildrun), now)
 
 
 def _left(since: str | None, seconds: float | None, now: datetime.datetime) -> float | None:
@@ -155,3 +182,12 @@ def build_link(buildrun: JSON, build: JSON) -> JSON:
         change["ownerReferences"] = refs
         change["resourceVersion"] = meta["resourceVersion"]
     return change
+
+
+def owned_by(obj: JSON, buildrun: JSON) -> bool:
+    """Whether the BuildRun (its uid, not its name: a namesake is another object) owns
+    `obj`: a TaskRun or PipelineRun it runs as, the ServiceAccount `.generate` made for it.
+    Only such an object is adopted or deleted, never one that happens to share a name."""
+    uid = buildrun["metadata"].get("uid")
+    return any(ref.get("uid") == uid and ref.get("kind") == "BuildRun"
+               for ref in objects(at(obj, "metadata", "ownerReferences")))

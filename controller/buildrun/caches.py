@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from dataclasses import dataclass, field
 
 from controller.buildrun.buildruns import phase_of
 from controller.buildrun.states import Phase
-from controller.runtime.kube import JSON, PODS, SERVICEACCOUNTS, Kube, Resource
+from controller.runtime.kube import JSON, PODS, SERVICEACCOUNTS, Kube, Resource, key_of
+from controller.runtime.shapes import at, mapping, objects, text
 from controller.runtime.store import Indexer, Store
 from controller.shipwright.indexes import build_names
 from controller.shipwright.labels import LABEL_BUILDRUN
@@ -28,10 +30,11 @@ def owner_buildrun(obj: JSON) -> str | None:
     controller ownerReference, else its label (which Tekton copies from a PipelineRun to
     its TaskRuns, so a PipelineRun's TaskRuns map to its BuildRun too)."""
     meta = obj["metadata"]
-    for ref in meta.get("ownerReferences") or []:
-        if ref.get("kind") == "BuildRun" and ref.get("controller"):
+    for ref in objects(meta.get("ownerReferences")):
+        if ref.get("kind") == "BuildRun" and ref.get("controller") is True and text(
+                ref.get("name")):
             return f"{meta['namespace']}/{ref['name']}"
-    name = (meta.get("labels") or {}).get(LABEL_BUILDRUN)
+    name = text(mapping(meta.get("labels")).get(LABEL_BUILDRUN))
     return f"{meta['namespace']}/{name}" if name else None
 
 
@@ -51,17 +54,68 @@ def slim_pod(pod: JSON) -> JSON:
     """The Pod informer's transform: what Shipwright's ramp-up metrics read of a run's
     pod (`shipwright.metrics.taskrun_pod_seen`: its creation time and its last init
     container's finish), and what the cache needs (name, namespace, resourceVersion).
-    A few hundred bytes, where a whole pod of a build is ten to twenty KB."""
-    meta = pod.get("metadata") or {}
+    A few hundred bytes, where a whole pod of a build is ten to twenty KB.
+
+    A pod on its way out (deletionTimestamp: Tekton deletes the pod of a run it cancels,
+    and its containers run on for the grace period) keeps more while it goes: its
+    BuildRun label, phase and each container's end (exit code, and the termination
+    message that holds its results), so that what it ends as can be told when it is
+    gone (`EndedPods`): a build that ends then has pushed its image."""
+    meta = pod["metadata"]
     slim: JSON = {"metadata": {k: meta[k] for k in ("name", "namespace", "resourceVersion",
                                                      "creationTimestamp") if k in meta}}
-    inits = (pod.get("status") or {}).get("initContainerStatuses") or []
-    finished = ((inits[-1].get("state") or {}).get("terminated") or {}).get(
-        "finishedAt") if inits else None
+    inits = objects(at(pod, "status", "initContainerStatuses"))
+    finished = text(at(inits[-1], "state", "terminated", "finishedAt")) if inits else None
+    status: JSON = {}
     if finished:
-        slim["status"] = {"initContainerStatuses": [
-            {"state": {"terminated": {"finishedAt": finished}}}]}
+        status["initContainerStatuses"] = [{"state": {"terminated": {"finishedAt": finished}}}]
+    if meta.get("deletionTimestamp"):
+        slim["metadata"]["deletionTimestamp"] = meta["deletionTimestamp"]
+        owner = text(mapping(meta.get("labels")).get(LABEL_BUILDRUN))
+        if owner:
+            slim["metadata"]["labels"] = {LABEL_BUILDRUN: owner}
+        status["phase"] = at(pod, "status", "phase")
+        status["containerStatuses"] = [_container_end(c) for c in objects(
+            at(pod, "status", "containerStatuses"))]
+    if status:
+        slim["status"] = status
     return slim
+
+
+def _container_end(container: JSON) -> JSON:
+    """A container's name and, once it terminated, its exit code and message."""
+    terminated = mapping(at(container, "state", "terminated"))
+    end = {k: terminated[k] for k in ("exitCode", "message") if k in terminated}
+    return {"name": container.get("name"),
+            "state": {"terminated": end} if terminated else {"running": {}}}
+
+
+def ending(pod: JSON | None) -> bool:
+    """Whether a pod is on its way out with a container still running: what it ends as
+    is not known yet."""
+    return (pod is not None and bool(at(pod, "metadata", "deletionTimestamp"))
+            and at(pod, "status", "phase") not in ("Succeeded", "Failed"))
+
+
+class EndedPods:
+    """The last state of the runs' pods deleted while they ended (a cancel's), for a
+    while: the pod informer's store forgets a pod at its deletion, and a build that ended
+    in the grace period (its image pushed) is known only by that last state. Bounded: the
+    oldest go first; a controller that restarts knows none (README says so)."""
+
+    LIMIT = 1024
+
+    def __init__(self) -> None:
+        self._pods: OrderedDict[str, JSON] = OrderedDict()
+
+    def record(self, pod: JSON) -> None:
+        self._pods[key_of(pod)] = pod
+        self._pods.move_to_end(key_of(pod))
+        while len(self._pods) > self.LIMIT:
+            self._pods.popitem(last=False)
+
+    def get(self, key: str) -> JSON | None:
+        return self._pods.get(key)
 
 
 def finished_buildrun(buildrun: JSON) -> bool:
@@ -105,8 +159,11 @@ class Caches:
     strategies: Store = field(default_factory=Store)
     cluster_strategies: Store = field(default_factory=Store)
     service_accounts: Store = field(default_factory=Store)
-    # The pods of BuildRuns' runs, as `slim_pod` keeps them: read for metrics only.
+    # The pods of BuildRuns' runs, as `slim_pod` keeps them: read for metrics, and for a
+    # cancelled run's pod on its way out.
     pods: Store = field(default_factory=Store)
+    # Those pods' last state at their deletion while they ended (setup.py records them).
+    ended_pods: EndedPods = field(default_factory=EndedPods)
     # Kinds with no informer (PipelineRuns with BUILDRUN_EXECUTOR=TaskRun): their store
     # stays empty and no event of theirs wakes a BuildRun, so one that runs as such a
     # kind is read with a GET and looked at again every UNWATCHED_POLL seconds.

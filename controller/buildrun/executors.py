@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from controller.buildrun.resources.config import ShipwrightConfig
 from controller.buildrun.resources.pipelinerun import generate_pipelinerun
 from controller.buildrun.resources.taskrun import generate_taskrun
+from controller.buildrun.spec import parse_duration
 from controller.buildrun.status import (
     Outcome,
     child_taskrun_names,
@@ -29,6 +30,7 @@ from controller.buildrun.status import (
     pipelinerun_pod_name,
 )
 from controller.runtime.kube import JSON, Resource
+from controller.runtime.shapes import at, mapping, text
 from controller.shipwright.conditions import succeeded_condition
 from controller.shipwright.resources import PIPELINERUNS, TASKRUNS
 
@@ -65,6 +67,11 @@ class Executor:
     # Whether it runs a multi-arch build (spec.output.platforms): Shipwright builds one
     # only as a PipelineRun, a task per platform (ValidateMultiArchPreflight).
     multi_arch: bool
+    # The timeout Tekton enforces on it, in seconds (its spec says: a TaskRun's
+    # spec.timeout, a PipelineRun's spec.timeouts.pipeline); None for none ("0s") or none
+    # readable. The timeout backstop counts from it, whoever made the run (issue 39: a run
+    # Shipwright started with the BuildRun's own timeout, longer than its Build's).
+    timeout: Callable[[JSON], float | None]
 
     @property
     def kind(self) -> str:
@@ -73,7 +80,7 @@ class Executor:
 
     def cancelled(self, obj: JSON) -> bool:
         """Whether the cancel was asked for already (spec.status)."""
-        return bool((obj.get("spec") or {}).get("status") == self.cancel_patch["spec"]["status"])
+        return bool(at(obj, "spec", "status") == self.cancel_patch["spec"]["status"])
 
 
 # What the controller reads of a cached TaskRun (reconciler.py, status.py, metrics.py):
@@ -118,10 +125,19 @@ def _slim(obj: JSON, spec_read: tuple[str, ...], status_unread: tuple[str, ...])
     return obj
 
 
+def _seconds(duration: object) -> float | None:
+    """A run's timeout as Tekton reads it: a Go duration, "0s" (or 0) for none."""
+    try:
+        seconds = parse_duration(text(duration))
+    except ValueError:
+        return None
+    return seconds or None
+
+
 def _pod_of_failed(taskrun: JSON | None) -> str | None:
-    status = (taskrun or {}).get("status") or {}
+    status = mapping(at(taskrun, "status"))
     failed = (succeeded_condition(status) or {}).get("status") == "False"
-    return str(status["podName"]) if failed and status.get("podName") else None
+    return text(status.get("podName")) or None if failed else None
 
 
 TASKRUN = Executor(
@@ -134,9 +150,10 @@ TASKRUN = Executor(
     failed_pod=lambda taskrun, _: _pod_of_failed(taskrun),
     outcome=lambda taskrun, _, pod, canceled: outcome_from_taskrun(taskrun, pod,
                                                                     canceled=canceled),
-    pod_name=lambda taskrun, _: str((taskrun.get("status") or {}).get("podName") or ""),
+    pod_name=lambda taskrun, _: text(at(taskrun, "status", "podName")),
     slim=_slim_taskrun,
     multi_arch=False,
+    timeout=lambda taskrun: _seconds(at(taskrun, "spec", "timeout")),
 )
 
 PIPELINERUN = Executor(
@@ -152,6 +169,7 @@ PIPELINERUN = Executor(
     pod_name=lambda _, children: pipelinerun_pod_name(children),
     slim=_slim_pipelinerun,
     multi_arch=True,
+    timeout=lambda pipelinerun: _seconds(at(pipelinerun, "spec", "timeouts", "pipeline")),
 )
 
 EXECUTORS: dict[str, Executor] = {e.kind: e for e in (TASKRUN, PIPELINERUN)}
@@ -161,8 +179,8 @@ def executor_of(buildrun: JSON, configured: Executor) -> Executor:
     """The executor a BuildRun runs as: the kind its status.executor names, a TaskRun for
     one that records only taskRunName (older versions, Shipwright's TaskRun mode), else
     (not started, or a kind we do not know) the configured one."""
-    status = buildrun.get("status") or {}
-    kind = (status.get("executor") or {}).get("kind")
+    status = mapping(buildrun.get("status"))
+    kind = text(at(status, "executor", "kind"))
     if kind in EXECUTORS:
         return EXECUTORS[kind]
     if status.get("taskRunName"):

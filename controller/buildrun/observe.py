@@ -12,21 +12,32 @@ from dataclasses import dataclass, replace
 
 from controller.buildrun import serviceaccounts
 from controller.buildrun.buildruns import (
+    cancel_left,
     canceled,
     deadline_left,
+    owned_by,
     phase_of,
+    pod_wait_left,
     recorded_executor_name,
-    run_timeout,
     ttl_left,
 )
-from controller.buildrun.caches import BY_BUILDRUN, UNWATCHED_POLL, Caches
+from controller.buildrun.caches import BY_BUILDRUN, UNWATCHED_POLL, Caches, ending
 from controller.buildrun.executors import TASKRUN, Executor, executor_of
 from controller.buildrun.plan import Plan, Planner
+from controller.buildrun.reasons import TASK_RUN_CANCELLED
 from controller.buildrun.states import Observation, Phase
-from controller.buildrun.status import Outcome, run_finished, timeout_message
+from controller.buildrun.status import (
+    Outcome,
+    completed_pod_outcome,
+    run_finished,
+    timeout_message,
+)
+from controller.runtime.conflict import reread
 from controller.runtime.errors import UserError
 from controller.runtime.kube import JSON, PODS, Kube
+from controller.runtime.shapes import at, text
 from controller.runtime.timestamps import Clock
+from controller.shipwright.conditions import succeeded_condition
 from controller.shipwright.resources import BUILDRUNS, TASKRUNS
 
 
@@ -65,7 +76,8 @@ class Observer:
         self.clock = clock
         # What a new BuildRun runs as (BUILDRUN_EXECUTOR).
         self.executor = executor
-        # Row 15 is a backstop: this long past the timeout Tekton enforces itself.
+        # Rows 14 and 16 are backstops: this long past the timeout Tekton enforces itself,
+        # or after a cancel it confirms itself.
         self.timeout_grace = timeout_grace
 
     def executor_of(self, buildrun: JSON) -> Executor:
@@ -80,19 +92,45 @@ class Observer:
         if phase is Phase.DONE:
             return self.observe_done(buildrun)
         seen = await self.observe_run(buildrun)
-        deadline_passed = deadline_left(buildrun, seen.run, self.clock(),
+        run, executor = seen.run, seen.executor
+        timeout = executor.timeout(run) if run is not None else None
+        now = self.clock()
+        deadline_passed = deadline_left(buildrun, run, timeout, now,
                                         self.timeout_grace) == 0.0
+        running = run is not None and not run_finished(run)
+        is_canceled = canceled(buildrun)
+        cancel_overdue = cancel_left(buildrun, now, self.timeout_grace) == 0.0
+        # The pod is read only when it can change the decision: a cancel about to be sent
+        # on, a backstop due.
+        pod_matters = run is not None and running and (
+            (is_canceled and not executor.cancelled(run)) or deadline_passed or cancel_overdue)
         observation = replace(
             seen.observation,
-            canceled=canceled(buildrun),
+            canceled=is_canceled,
+            cancel_unconfirmed=cancel_overdue,
+            pod_outcome=(await self._completed_pod(executor, run, is_canceled)
+                         if pod_matters else None),
             deadline_passed=deadline_passed,
-            timeout_message=timeout_message(buildrun["metadata"]["name"],
-                                            run_timeout(buildrun) or 0.0)
+            timeout_message=timeout_message(buildrun["metadata"]["name"], timeout or 0.0)
             if deadline_passed else "",
-            run_missing=seen.run is None,
-            run_running=seen.run is not None and not run_finished(seen.run),
+            run_missing=run is None,
+            run_running=running,
         )
         return replace(seen, observation=observation)
+
+    async def _completed_pod(self, executor: Executor, run: JSON | None,
+                             canceled: bool) -> Outcome | None:
+        """What the pod of a run Tekton has not ended shows, if it has completed
+        (Observation.pod_outcome), read live: asked when a cancel is about to be sent on
+        (Tekton would report a build that is done, its image pushed, as cancelled) and
+        when a backstop is due (the build may have ended while Tekton could not say so).
+        A PipelineRun's pods are its TaskRuns' and not read."""
+        pod_name = executor.pod_name(run, []) if run is not None and executor is TASKRUN else ""
+        if not pod_name:
+            return None
+        assert run is not None
+        return completed_pod_outcome(await self.kube.get_or_none(
+            PODS, run["metadata"]["namespace"], pod_name), canceled=canceled)
 
     def observe_done(self, buildrun: JSON) -> Seen:
         """A finished BuildRun, from the caches only: it costs no API call unless there is
@@ -112,15 +150,12 @@ class Observer:
                     executor=executor)
 
     async def _observe_new(self, buildrun: JSON) -> Seen | None:
-        namespace = buildrun["metadata"]["namespace"]
         executor = self.executor_of(buildrun)
-        existing = (self._cached_run(buildrun, executor)
-                    or self._unrecorded_run(buildrun, executor))
+        existing = self._existing_run(buildrun, executor)
         if existing is not None:
             # A TaskRun of it exists, so the cached BuildRun may predate the status write
             # that records it (ours, or Shipwright's, if it stopped in between).
-            fresh = await self.kube.get_or_none(BUILDRUNS, namespace,
-                                                buildrun["metadata"]["name"])
+            fresh = await reread(self.kube, BUILDRUNS, buildrun)
             if fresh is None:
                 return None
             if phase_of(fresh) is not Phase.NEW:
@@ -137,15 +172,29 @@ class Observer:
                     plan = await self.planner.prepare(buildrun, build, executor)
             except UserError as exc:
                 user_error = exc
-        if plan is not None and existing is not None:
-            # START adopts it (its create meets AlreadyExists, and the owner is checked)
-            # rather than making a second one under our own name.
-            plan = plan.adopting(existing["metadata"]["name"])
-        observation = Observation(Phase.NEW, canceled=is_canceled, user_error=user_error,
+        observation = Observation(Phase.NEW, canceled=is_canceled,
+                                  unrecorded_run=existing is not None, user_error=user_error,
                                   build_unregistered=unregistered, executor_kind=executor.kind)
-        # `existing` is one an earlier try created but never recorded: a FINISH stops it too.
+        # `existing`: one an earlier try created but never recorded, which row 5 records.
         return Seen(buildrun, observation, existing, plan,
                     build=None if unregistered else build, executor=executor)
+
+    async def observe_unrecorded(self, buildrun: JSON) -> Seen:
+        """A NEW BuildRun given up on: whether a run of it exists (row 5 records it), read
+        live where the caches lack it, since the verdict that follows otherwise
+        (ReconcilerRetriesExhausted) cannot be taken back. No planning: that is what kept
+        failing."""
+        executor = self.executor_of(buildrun)
+        existing = self._existing_run(buildrun, executor)
+        if existing is None:
+            run = await self.caches.read(self.kube, executor.resource,
+                                         buildrun["metadata"]["namespace"],
+                                         recorded_executor_name(buildrun))
+            existing = run if run is not None and owned_by(run, buildrun) else None
+        observation = Observation(Phase.NEW, canceled=canceled(buildrun),
+                                  unrecorded_run=existing is not None,
+                                  executor_kind=executor.kind)
+        return Seen(buildrun, observation, existing, executor=executor)
 
     async def observe_run(self, buildrun: JSON) -> Seen:
         """What the BuildRun runs as, if it exists, with its outcome if it finished
@@ -165,26 +214,39 @@ class Observer:
                                                         name)) is not None]
         pod_name = executor.failed_pod(run, children)
         # Live: a failure verdict cannot be taken back, and the pod cache may lag its
-        # eviction. The ramp-up pod is only a metric: the cache's copy serves.
-        pod = await self.kube.get_or_none(PODS, namespace, pod_name) if pod_name else None
-        outcome: Outcome | None = executor.outcome(run, children, pod, canceled(buildrun))
+        # eviction; one gone is known by its last state if it went while it ended (a
+        # cancel's). The ramp-up pod is only a metric: the cache's copy serves.
+        live = await self.kube.get_or_none(PODS, namespace, pod_name) if pod_name else None
+        pod = live or (self.caches.ended_pods.get(f"{namespace}/{pod_name}")
+                       if pod_name else None)
+        is_canceled = canceled(buildrun)
+        outcome: Outcome | None = executor.outcome(run, children, pod, is_canceled)
+        # Only a pod that is still there can still be ending: one gone has ended, as its
+        # last state says (a pod deleted with a container running was killed).
+        observation = replace(observation, pod_ending=(
+            is_canceled and text(at(succeeded_condition(run.get("status")), "reason"))
+            == TASK_RUN_CANCELLED and ending(live)
+            and (pod_wait_left(run, self.clock(), self.timeout_grace) or 0.0) > 0.0))
         rampup = executor.pod_name(run, children)
         return Seen(buildrun, replace(observation, outcome=outcome), run, executor=executor,
                     children=tuple(children),
                     rampup_pod=self.caches.pods.get(f"{namespace}/{rampup}") if rampup else None)
 
-    def _unrecorded_run(self, buildrun: JSON, executor: Executor) -> JSON | None:
-        """A TaskRun (PipelineRun) the BuildRun owns under another name than ours, not
-        recorded in its status: Shipwright names them with generateName and records the
-        name in a second write, so a switch from Shipwright's controller between the two
-        leaves one (its own buildrun.go warns of the same window across its restarts).
-        A PipelineRun's own TaskRuns are owned by it, not the BuildRun, so never match."""
+    def _existing_run(self, buildrun: JSON, executor: Executor) -> JSON | None:
+        """A TaskRun (PipelineRun) of a NEW BuildRun, from the caches: one under the name an
+        earlier try of ours gave it, or the oldest it owns under another (Shipwright names
+        them with generateName and records the name in a second write, so a switch from
+        Shipwright's controller between the two leaves one; its own buildrun.go warns of
+        the same window across its restarts). Only one the BuildRun owns (its uid): a
+        PipelineRun's own TaskRuns are owned by it, not the BuildRun, so never match."""
+        ours = self._cached_run(buildrun, executor)
+        if ours is not None and owned_by(ours, buildrun):
+            return ours
         meta = buildrun["metadata"]
         store = self.caches.store(executor.resource)
         owned = [run for run in store.by_index(BY_BUILDRUN, f"{meta['namespace']}/{meta['name']}")
-                 if any(o.get("uid") == meta.get("uid")
-                        for o in run["metadata"].get("ownerReferences") or [])]
-        return min(owned, key=lambda run: run["metadata"].get("creationTimestamp") or "",
+                 if owned_by(run, buildrun)]
+        return min(owned, key=lambda run: text(run["metadata"].get("creationTimestamp")),
                    default=None)
 
     def _cached_run(self, buildrun: JSON, executor: Executor) -> JSON | None:
@@ -201,4 +263,5 @@ class Observer:
         sa = self.caches.service_accounts.get(f"{buildrun['metadata']['namespace']}/{name}")
         if sa is None or sa["metadata"].get("deletionTimestamp"):
             return None
-        return sa if serviceaccounts.owned_by(sa, buildrun) else None
+        return sa if owned_by(sa, buildrun) else None
+

@@ -8,6 +8,7 @@ Nothing here writes.
 
 from __future__ import annotations
 
+import copy
 from dataclasses import dataclass, replace
 
 from controller.buildrun import reasons, serviceaccounts
@@ -41,18 +42,32 @@ class Plan:
 
     # The TaskRun or PipelineRun to create (its kind is the observed Executor's).
     run: JSON
-    snapshot: JSON  # status.buildSpec: the effective Build spec, with its retention
+    # status.buildSpec, as snapshot_of makes it: what Shipwright's TTL cleanup falls back
+    # to when a finished BuildRun's own retention is removed.
+    snapshot: JSON
     # The ServiceAccount to create (`.generate`), or the existing one's name and the
     # secrets it lacks (serviceaccounts.py).
     create_service_account: JSON | None
     service_account: str
     add_secrets: list[str]
+    # The uid of the ServiceAccount read, to which adding `add_secrets` is pinned.
+    service_account_uid: str = ""
 
-    def adopting(self, name: str) -> Plan:
-        """The same plan for a run (TaskRun, PipelineRun) of the BuildRun that exists as
-        `name`."""
-        run = {**self.run, "metadata": {**self.run["metadata"], "name": name}}
-        return replace(self, run=run)
+
+def build_spec_of(buildrun: JSON, build: JSON | None) -> JSON:
+    """The Build's spec as read: the referenced Build's (`build`), or for None the spec
+    the BuildRun embeds (spec.build.spec), as Shipwright's GetBuildObject reads it."""
+    if build is None:
+        embedded: JSON = spec_of(buildrun)["build"]["spec"]
+        return embedded
+    return build.get("spec") or {}
+
+
+def snapshot_of(buildrun: JSON, build: JSON | None) -> JSON:
+    """status.buildSpec (Plan.snapshot): a copy of the Build's spec as read, no override
+    of the BuildRun merged in, as Shipwright writes it (buildrun.go:
+    `buildRun.Status.BuildSpec = &build.Spec`)."""
+    return copy.deepcopy(build_spec_of(buildrun, build))
 
 
 class Planner:
@@ -124,15 +139,12 @@ class Planner:
         ServiceAccount is checked before the strategy, in Shipwright's order.
         """
         namespace = buildrun["metadata"]["namespace"]
-        if build is None:
-            build_spec = spec_of(buildrun)["build"]["spec"]
-        else:
-            build_spec = build.get("spec") or {}
+        build_spec = build_spec_of(buildrun, build)
         choice = serviceaccounts.choose(buildrun)
         # ".generate" is no object name: the choice is made here, not by spec.py.
         effective = effective_build(
             without_service_account(buildrun) if choice.generated else buildrun, build_spec)
-        create_sa, sa_name, add_secrets = await self._plan_service_account(
+        create_sa, sa_name, add_secrets, sa_uid = await self._plan_service_account(
             buildrun, choice, effective.push_secret)
         effective = replace(effective, service_account=sa_name)
         strategy = await self._strategy(namespace, effective.spec.get("strategy") or {},
@@ -147,11 +159,9 @@ class Planner:
             # As Shipwright: listed at each multi-arch start, only after the preflight.
             nodes = (await self.kube.list(NODES, None)).get("items") or []
             check_nodes(platforms, nodes)
-        snapshot = dict(effective.spec)
-        if effective.retention:
-            snapshot["retention"] = effective.retention
+        snapshot = snapshot_of(buildrun, build)
         run = executor.generate(buildrun, build_obj, strategy, sa_name, self.config)
-        return Plan(run, snapshot, create_sa, sa_name, add_secrets)
+        return Plan(run, snapshot, create_sa, sa_name, add_secrets, sa_uid)
 
     async def _embedded_verdict(self, namespace: str,
                                 spec: JSON) -> build_validation.Verdict | None:
@@ -199,32 +209,34 @@ class Planner:
 
     async def _plan_service_account(
         self, buildrun: JSON, choice: serviceaccounts.Choice, push_secret: str | None
-    ) -> tuple[JSON | None, str, list[str]]:
+    ) -> tuple[JSON | None, str, list[str], str]:
         """(the ServiceAccount to create, the name the TaskRun runs as, the secrets to add
-        to it), as Shipwright chooses: serviceaccounts.py."""
+        to it, the uid of the one read), as Shipwright chooses: serviceaccounts.py."""
         namespace = buildrun["metadata"]["namespace"]
         store = self.caches.service_accounts
         if choice.generated:
             existing = store.get(f"{namespace}/{choice.name}")
             if existing is None:
                 return (serviceaccounts.generated_service_account(buildrun, push_secret),
-                        choice.name, [])
+                        choice.name, [], "")
             # Made by an earlier try (or a namesake, which Shipwright uses as it is).
-            return None, choice.name, []
+            return None, choice.name, [], ""
         if choice.explicit:
             sa = await self.caches.read(self.kube, SERVICEACCOUNTS, namespace, choice.name)
             if sa is None:
                 raise UserError(reasons.SERVICE_ACCOUNT_NOT_FOUND,
                                 f"ServiceAccount {choice.name!r} not found in namespace "
                                 f"{namespace!r}")
-            return None, choice.name, serviceaccounts.missing_secrets(sa, push_secret)
+            return (None, choice.name, serviceaccounts.missing_secrets(sa, push_secret),
+                    str(sa["metadata"].get("uid") or ""))
         # The namespace's own: from the cache alone, since "pipeline" is absent from most
         # clusters and a GET per start to confirm that would double a start's reads.
         for name in choice.candidates:
             sa = store.get(f"{namespace}/{name}")
             if sa is not None:
-                return None, name, serviceaccounts.missing_secrets(sa, push_secret)
+                return (None, name, serviceaccounts.missing_secrets(sa, push_secret),
+                        str(sa["metadata"].get("uid") or ""))
         # Neither exists (yet: kube-controller-manager makes "default" with the
         # namespace). Shipwright would wait; the TaskRun runs as "default", as Tekton's own
         # default would have it, and Tekton reports a pod that cannot be made.
-        return None, choice.name, []
+        return None, choice.name, [], ""

@@ -51,7 +51,8 @@ class BuildRunReconciler:
     ) -> None:
         """`executor` is what a new BuildRun runs as (setup.py resolves BUILDRUN_EXECUTOR
         to it once); `config` the generators' settings, read from the environment
-        when not given; `timeout_grace` how long past Tekton's timeout row 15 waits."""
+        when not given; `timeout_grace` how long Tekton gets to end a run past its
+        timeout (row 16) or after a cancel (row 14) before the backstops do."""
         self.kube = kube
         self.caches = caches
         self.planner = Planner(kube, caches, config or ShipwrightConfig.from_env())
@@ -88,7 +89,8 @@ class BuildRunReconciler:
 
     async def give_up(self, key: str, error: RetryableError) -> None:
         """The retry budget is spent: observe once more with the last error, and act on
-        the table's decision (a finished TaskRun's outcome, else ReconcilerRetriesExhausted).
+        the table's decision (a run of it recorded, a finished one's outcome, else
+        ReconcilerRetriesExhausted).
 
         A DONE BuildRun is left alone: its outcome is written already, and another try
         at cancelling or deleting would only fail the way the spent budget did.
@@ -100,7 +102,8 @@ class BuildRunReconciler:
         phase = phase_of(buildrun)
         if phase is Phase.DONE:
             return
-        # Also in NEW: a try may have created the TaskRun and then failed to say so.
-        seen = await self.observer.observe_run(buildrun)
+        # In NEW, a try may have created the TaskRun and then failed to say so (row 5).
+        seen = await (self.observer.observe_unrecorded(buildrun) if phase is Phase.NEW
+                      else self.observer.observe_run(buildrun))
         observation = replace(seen.observation, retries_exhausted=error)
         await self.actions.act(replace(seen, observation=observation), decide(observation))

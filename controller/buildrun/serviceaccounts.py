@@ -18,6 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from controller.runtime.shapes import at, text
 from controller.shipwright.labels import LABEL_BUILDRUN
 
 JSON = dict[str, Any]
@@ -42,8 +43,7 @@ class Choice:
 
 def requested(buildrun: JSON) -> str | None:
     """spec.serviceAccount as written, or None."""
-    value = (buildrun.get("spec") or {}).get("serviceAccount")
-    return str(value) if value else None
+    return text(at(buildrun, "spec", "serviceAccount")) or None
 
 
 def is_generated(buildrun: JSON) -> bool:
@@ -105,11 +105,3 @@ def generated_service_account(buildrun: JSON, push_secret: str | None) -> JSON:
     if secrets:
         body["secrets"] = [{"name": name} for name in secrets]
     return body
-
-
-def owned_by(service_account: JSON, buildrun: JSON) -> bool:
-    """Whether the BuildRun owns it: only such a ServiceAccount is ever deleted, never a
-    user's that happens to share the BuildRun's name."""
-    uid = buildrun["metadata"].get("uid")
-    return any(ref.get("uid") == uid and ref.get("kind") == "BuildRun"
-               for ref in service_account["metadata"].get("ownerReferences") or [])

@@ -28,6 +28,7 @@ from controller.runtime.errors import ERROR_CLASSES, RetryableError
 from controller.runtime.events import EventRecorder
 from controller.runtime.informers import EventType, Informer, InformerFactory
 from controller.runtime.kube import JSON, PODS, SERVICEACCOUNTS, Kube, key_of
+from controller.runtime.shapes import at, mapping
 from controller.runtime.store import Store
 from controller.settings import Settings
 from controller.shipwright import field_managers
@@ -101,7 +102,7 @@ def run_wakes(kind: EventType, obj: JSON, old: JSON | None, initial: bool = Fals
         return not run_finished(obj)
     if kind == "ADDED" or old is None:
         return True
-    status, old_status = obj.get("status") or {}, old.get("status") or {}
+    status, old_status = mapping(obj.get("status")), mapping(old.get("status"))
     if status.get("startTime") and not old_status.get("startTime"):
         return True
     cond, old_cond = succeeded_condition(status), succeeded_condition(old_status)
@@ -113,7 +114,7 @@ def run_wakes(kind: EventType, obj: JSON, old: JSON | None, initial: bool = Fals
 
 
 def _completion(obj: JSON) -> object:
-    return (obj.get("status") or {}).get("completionTime")
+    return at(obj, "status", "completionTime")
 
 
 def setup(kube: Kube, settings: Settings, recorder: EventRecorder,
@@ -148,17 +149,19 @@ def setup(kube: Kube, settings: Settings, recorder: EventRecorder,
     # Which ServiceAccount a BuildRun runs as, and whether its generated one is left.
     service_accounts = informers.informer(SERVICEACCOUNTS)
     # The runs' pods, for Shipwright's ramp-up metrics at a finish: read from this cache,
-    # as Shipwright reads them, not with a GET per finish. No handler: a pod wakes nothing.
+    # as Shipwright reads them, not with a GET per finish. A pod wakes its BuildRun only on
+    # its way out (a cancelled run's: row 11 awaits its end).
     pods = informers.informer(PODS, transform=slim_pod, label_selector=OWN_RUNS)
     queue = controller_queue(NAME, settings.queue)
+    caches = Caches(buildruns=buildruns.store, taskruns=runs[TASKRUNS].store,
+                    builds=builds.store, strategies=strategies.store,
+                    cluster_strategies=cluster_strategies.store,
+                    service_accounts=service_accounts.store, pods=pods.store,
+                    pipelineruns=(runs[PIPELINERUNS].store if PIPELINERUNS in runs
+                                  else Store(EXECUTOR_INDEXERS)),
+                    unwatched=frozenset(e.resource for e in EXECUTORS.values()) - runs.keys())
     reconciler = BuildRunReconciler(
-        kube.with_field_manager(field_managers.BUILDRUN_CONTROLLER),
-        Caches(buildruns=buildruns.store, taskruns=runs[TASKRUNS].store, builds=builds.store,
-               strategies=strategies.store, cluster_strategies=cluster_strategies.store,
-               service_accounts=service_accounts.store, pods=pods.store,
-               pipelineruns=(runs[PIPELINERUNS].store if PIPELINERUNS in runs
-                             else Store(EXECUTOR_INDEXERS)),
-               unwatched=frozenset(e.resource for e in EXECUTORS.values()) - runs.keys()),
+        kube.with_field_manager(field_managers.BUILDRUN_CONTROLLER), caches,
         recorder,
         executor=executor,
         config=config,
@@ -172,12 +175,14 @@ def setup(kube: Kube, settings: Settings, recorder: EventRecorder,
         on_retry=_count_retry,
     )
     _zero_retry_series()
-    _wire(controller, reconciler, buildruns, builds, list(runs.values()), service_accounts)
+    _wire(controller, reconciler, buildruns, builds, list(runs.values()), service_accounts,
+          pods)
     return controller
 
 
 def _wire(controller: Controller, reconciler: BuildRunReconciler, buildruns: Informer,
-          builds: Informer, runs: list[Informer], service_accounts: Informer) -> None:
+          builds: Informer, runs: list[Informer], service_accounts: Informer,
+          pods: Informer) -> None:
     """Event handlers: each maps an event to the BuildRun it concerns, at the priority
     `event_priority` gives it (after a restart, the initial list's backlog waits behind
     new work, as in controller-runtime)."""
@@ -205,9 +210,19 @@ def _wire(controller: Controller, reconciler: BuildRunReconciler, buildruns: Inf
         for key in sorted(buildruns.store.index_keys(NEW_BY_BUILD, key_of(obj))):
             enqueue(key, event_priority(obj, old, initial))
 
+    def on_pod(kind: EventType, obj: JSON, old: JSON | None, initial: bool) -> None:
+        # Only a pod on its way out (a cancelled run's): its end is what a BuildRun
+        # awaits (row 11), and once it is gone only its last state tells it.
+        if not at(obj, "metadata", "deletionTimestamp"):
+            return
+        if kind == "DELETED":
+            reconciler.caches.ended_pods.record(obj)
+        on_owned(kind, obj, old, initial)
+
     buildruns.add_handler(on_buildrun)
     for informer in runs:
         informer.add_handler(on_run)
+    pods.add_handler(on_pod)
     # A generated ServiceAccount's arrival in the cache may come after its BuildRun is
     # done: the BuildRun is looked at again then (state table row 3 deletes it).
     service_accounts.add_handler(on_owned)

@@ -18,16 +18,26 @@ System errors (timeouts, 5xx, conflicts, webhooks) raise out of the
 reconciler before any status is written and the queue retries with
 exponential backoff. When the retry budget is spent the reconciler observes
 once more, with `retries_exhausted` set to the last error, and the table
-decides as for any other observation: in NEW and RUNNING a finished TaskRun's
-own outcome comes first (rows 5 and 11), so a built image is never reported as
-a failure; otherwise rows 6 and 12 finish with ReconcilerRetriesExhausted.
+decides as for any other observation: a run that exists comes first (row 5
+records an unrecorded one; row 11 reports a finished one's outcome), so a built
+image is never reported as a failure; otherwise rows 6 and 12 finish with
+ReconcilerRetriesExhausted.
 
-Whenever a BuildRun finishes while its TaskRun still runs, the TaskRun is
-cancelled after the status is written; DONE row 1 repeats that until it
-sticks, so no image is built for a BuildRun that says Failed. Once the TaskRun
-has stopped, a ServiceAccount generated for the BuildRun is deleted (row 3). The
-only other thing that happens to a DONE BuildRun is its deletion when its
-retention TTL runs out (row 2); the reconciler wakes exactly then (requeue-after).
+A run's own end decides the outcome whenever a run exists. A NEW BuildRun of which a
+run exists that its status does not record (an earlier try made it and died before
+saying so, or Shipwright's controller did) first records it (row 5), and the RUNNING
+rows follow it from there. A cancel of a running BuildRun asks the run to stop and
+shows Unknown/BuildRunCanceled (row 15) until the run reports: cancelled, or, when it
+completed before the request could be processed, its success and image (row 11), as
+Shipwright does; only a run that never confirms the cancel is ended by a backstop
+(row 14), like the timeout's (row 16).
+
+Whenever a BuildRun finishes while its TaskRun still runs (the backstops, a spent
+retry budget), the TaskRun is cancelled after the status is written; DONE row 1
+repeats that until it sticks. Once the TaskRun has stopped, a ServiceAccount
+generated for the BuildRun is deleted (row 3). The only other thing that happens to
+a DONE BuildRun is its deletion when its retention TTL runs out (row 2); the
+reconciler wakes exactly then (requeue-after).
 
 A NEW BuildRun of a Build that Shipwright's Build controller has not validated
 yet waits (row 9): nothing is written, nothing is retried, and the Build's
@@ -66,6 +76,13 @@ class Action(enum.Enum):
                 "at the timeout backstop")
     DELETE_SERVICE_ACCOUNT = ("delete the ServiceAccount generated for the BuildRun "
                               "(preconditioned on its uid)")
+    ADOPT = ("record the run in the status (with the build spec snapshot, when the BuildRun "
+             "resolves) and its progress; the RUNNING rows follow it from there")
+    CANCEL = ("show the cancel (Unknown/BuildRunCanceled) and ask the run to stop, unless "
+              "its pod has completed already; wake at the cancel backstop")
+    AWAIT_POD = ("nothing yet: the pod of a TaskRun cancelled as asked is still ending (a "
+                 "build that ends now has pushed its image); its events wake the BuildRun, "
+                 "--timeout-grace after the TaskRun ended at the latest")
 
 
 @dataclass(frozen=True)
@@ -77,8 +94,18 @@ class Observation:
 
     phase: Phase
     canceled: bool = False
-    # RUNNING: the timeout backstop passed (buildruns.deadline_left: the timeout plus
-    # --timeout-grace, from the TaskRun's start).
+    # NEW: a run of the BuildRun exists that its status does not record (row 5).
+    unrecorded_run: bool = False
+    # RUNNING, canceled: the cancel was asked --timeout-grace ago and the run has not
+    # ended (buildruns.cancel_left: from the cancel condition's lastTransitionTime).
+    cancel_unconfirmed: bool = False
+    # RUNNING, canceled or past a backstop: the outcome the run's pod shows when it has
+    # completed (every container exited 0) though Tekton has not said so
+    # (status.completed_pod_outcome): the build is done, its image pushed, so a cancel is
+    # not sent on, and a backstop reports this, not a failure.
+    pod_outcome: Outcome | None = None
+    # RUNNING: the timeout backstop passed (buildruns.deadline_left: the run's timeout
+    # plus --timeout-grace, from its start).
     deadline_passed: bool = False
     # RUNNING, when the deadline passed: BuildRunTimeout's message (status.timeout_message).
     timeout_message: str = ""
@@ -87,10 +114,12 @@ class Observation:
     # NEW only: the referenced Build has no status.registered yet (its validation has not
     # run); the Build informer wakes the BuildRun when the Build's status changes.
     build_unregistered: bool = False
-    # The TaskRun's terminal outcome, if it finished: in RUNNING that of the recorded
-    # TaskRun; in NEW that of a TaskRun an earlier try created but never recorded
-    # (the reconciler looks for one only when giving up).
+    # RUNNING: the recorded TaskRun's terminal outcome, if it finished.
     outcome: Outcome | None = None
+    # RUNNING, the TaskRun ended cancelled as asked: its pod is still on its way out, a
+    # container running (caches.ending), within --timeout-grace of the TaskRun's end. Its
+    # end tells whether the build finished meanwhile (status.completed_pod_outcome).
+    pod_ending: bool = False
     run_missing: bool = False
     run_running: bool = False
     # DONE: the retention TTL (ttlAfterSucceeded/ttlAfterFailed) has run out.
@@ -144,8 +173,28 @@ def _finish_with_user_error(o: Observation) -> Decision:
 
 def _finish_with_outcome(o: Observation) -> Decision:
     assert o.outcome is not None
-    return Decision(Action.FINISH, o.outcome.reason, o.outcome.message, o.outcome.status,
-                    outcome=o.outcome)
+    if o.pod_ending:
+        return Decision(Action.AWAIT_POD)
+    return _with_outcome(o.outcome)
+
+
+def _with_outcome(outcome: Outcome) -> Decision:
+    return Decision(Action.FINISH, outcome.reason, outcome.message, outcome.status,
+                    outcome=outcome)
+
+
+def _cancel_unconfirmed(o: Observation) -> Decision:
+    if o.pod_outcome is not None:
+        return _with_outcome(o.pod_outcome)
+    return Decision(Action.FINISH, reasons.BUILD_RUN_CANCELED,
+                    f"the BuildRun was canceled; its {o.executor_kind} did not confirm the "
+                    "cancel within --timeout-grace")
+
+
+def _timed_out(o: Observation) -> Decision:
+    if o.pod_outcome is not None:
+        return _with_outcome(o.pod_outcome)
+    return Decision(Action.FINISH, reasons.BUILD_RUN_TIMEOUT, o.timeout_message)
 
 
 def _executor_missing(o: Observation) -> Decision:
@@ -178,10 +227,9 @@ TABLE: tuple[Row, ...] = (
         _just(Action.DELETE_SERVICE_ACCOUNT)),
     Row(4, Phase.DONE, "anything else (wake again at the TTL, if any)", lambda _: True,
         _just(Action.NOTHING)),
-    # In NEW and RUNNING alike: a finished TaskRun's outcome first (its work is done,
-    # report it), then the spent retry budget, then the rest.
-    Row(5, Phase.NEW, "TaskRun of an earlier, unrecorded try finished (looked for when "
-        "giving up)", _finished, _finish_with_outcome),
+    # A run that exists decides, whatever else is true: recorded first, then followed.
+    Row(5, Phase.NEW, "a TaskRun of it exists that its status does not record",
+        lambda o: o.unrecorded_run, _just(Action.ADOPT)),
     Row(6, Phase.NEW, "retry budget spent", _budget_spent, _give_up),
     Row(7, Phase.NEW, "spec.state is BuildRunCanceled", lambda o: o.canceled,
         _finish(reasons.BUILD_RUN_CANCELED, "the BuildRun was canceled before it started")),
@@ -193,19 +241,27 @@ TABLE: tuple[Row, ...] = (
         lambda o: o.build_unregistered, _just(Action.NOTHING)),
     Row(10, Phase.NEW, "everything resolves", lambda _: True,
         _just(Action.START)),
-    Row(11, Phase.RUNNING, "TaskRun finished", _finished, _finish_with_outcome),
+    # A finished TaskRun's outcome first (its work is done: report it), then the spent
+    # retry budget, then the rest.
+    # Tekton deletes the pod of a run it cancels, and its containers run on for the grace
+    # period: a build that ends then has pushed its image, so the pod's end is awaited.
+    Row(11, Phase.RUNNING, "TaskRun finished (cancelled as asked: once its pod has ended)",
+        _finished, _finish_with_outcome),
     Row(12, Phase.RUNNING, "retry budget spent", _budget_spent, _give_up),
     # TaskRunIsMissing for a PipelineRun too, as Shipwright (VerifyRequestName).
     Row(13, Phase.RUNNING, "TaskRun deleted before it finished", lambda o: o.run_missing,
         _executor_missing),
-    Row(14, Phase.RUNNING, "spec.state is BuildRunCanceled", lambda o: o.canceled,
-        _finish(reasons.BUILD_RUN_CANCELED, "the BuildRun was canceled")),
+    # A backstop: Tekton ends a cancelled run itself (TaskRunCancelled: row 11); this row
+    # only when it has not, --timeout-grace after the cancel was asked.
+    Row(14, Phase.RUNNING, "spec.state is BuildRunCanceled, the TaskRun never confirmed "
+        "the cancel", lambda o: o.canceled and o.cancel_unconfirmed, _cancel_unconfirmed),
+    Row(15, Phase.RUNNING, "spec.state is BuildRunCanceled", lambda o: o.canceled,
+        _just(Action.CANCEL)),
     # A backstop: Tekton ends a timed-out run itself (its TaskRunTimeout: row 11), with
-    # the timeout we gave it; this row only when it has not, --timeout-grace later.
-    Row(15, Phase.RUNNING, "timeout plus the grace passed, Tekton never ended the TaskRun",
-        lambda o: o.deadline_passed,
-        lambda o: Decision(Action.FINISH, reasons.BUILD_RUN_TIMEOUT, o.timeout_message)),
-    Row(16, Phase.RUNNING, "TaskRun in progress", lambda _: True,
+    # the timeout it holds; this row only when it has not, --timeout-grace later.
+    Row(16, Phase.RUNNING, "timeout plus the grace passed, Tekton never ended the TaskRun",
+        lambda o: o.deadline_passed, _timed_out),
+    Row(17, Phase.RUNNING, "TaskRun in progress", lambda _: True,
         _just(Action.PROGRESS)),
 )
 

@@ -28,6 +28,7 @@ from controller.buildrun.reasons import (
     VULNERABILITIES_FOUND,
 )
 from controller.buildrun.spec import go_duration, parse_duration
+from controller.runtime.shapes import at, items, mapping, objects, text
 from controller.runtime.text import truncate
 from controller.shipwright.conditions import CONDITION_SUCCEEDED, succeeded_condition
 from controller.shipwright.labels import LABEL_BUILDRUN
@@ -106,6 +107,34 @@ class Outcome:
     source: dict[str, Any] | None = None
 
 
+def cancel_requested_message(kind: str) -> str:
+    """Unknown/BuildRunCanceled's message while the run has not stopped yet: Shipwright's
+    words for a TaskRun (conditions.go, its two spaces and its typo kept: tools match on
+    them), the same for a PipelineRun (where Shipwright shows Tekton's Running)."""
+    return (f"The user requested the BuildRun to be canceled.  This BuildRun controller has "
+            f"requested the {kind} be canceled.  That request has not been process by "
+            f"Tekton's {kind} controller yet.")
+
+
+def pod_completed(pod: dict[str, Any] | None) -> bool:
+    """Whether the run's pod has completed: every container exited 0 (phase Succeeded),
+    so the build, its push included, is done whatever Tekton says of the run yet."""
+    return bool(at(pod, "status", "phase") == "Succeeded")
+
+
+def completed_pod_outcome(pod: dict[str, Any] | None, *, canceled: bool) -> Outcome | None:
+    """The outcome a TaskRun's pod shows once it has completed (`pod_completed`) where
+    Tekton has not said so, or has said cancelled: a success, with the results its steps
+    wrote in their termination messages (where Tekton reads them), in Tekton's words for a
+    success, or Shipwright's for a cancel that came too late. None while it has not."""
+    if not pod_completed(pod):
+        return None
+    results = _pod_results(pod)
+    return _succeeded("TaskRun", SUCCEEDED, "All Steps have completed executing", canceled,
+                      results, {"output": output_from_results(results),
+                                "source": source_from_results(results)})
+
+
 def timeout_message(buildrun_name: str, seconds: float) -> str:
     """BuildRunTimeout's message, Shipwright's words (its conditions.go): "BuildRun NAME
     failed to finish within 5m0s", the duration as Go prints it."""
@@ -126,36 +155,51 @@ def outcome_from_taskrun(
     off the pod (`failed_in_pod`): PodEvicted, StepOutOfMemory, VulnerabilitiesFound or
     Failed, with the failed container. `pod` is the TaskRun's pod, None when it is gone.
     """
-    status = taskrun.get("status") or {}
+    status = mapping(taskrun.get("status"))
     condition = succeeded_condition(status) or {}
     cond_status = condition.get("status")
     if cond_status not in ("True", "False"):
         return None
     results = _results(status)
     extra = {"output": output_from_results(results), "source": source_from_results(results)}
-    meta = taskrun.get("metadata") or {}
-    tekton_reason = str(condition.get("reason") or "")
-    reason, message = tekton_reason, str(condition.get("message") or "")
+    meta = mapping(taskrun.get("metadata"))
+    tekton_reason = text(condition.get("reason"))
+    reason, message = tekton_reason, text(condition.get("message"))
     if cond_status == "True":
         return _succeeded("TaskRun", reason, message, canceled, results, extra)
+    if _last_step_ended_well(status):
+        # Tekton failed a run after its last step ended well: a container status lost in a
+        # containerd restart ("exited with code 255: Unknown"), a sidecar, a result too
+        # large. Tekton starts a step only once the one before it ended well, so every
+        # step ran, the push included: the image is in the registry.
+        results = results or _step_results(status)
+        return _succeeded("TaskRun", SUCCEEDED, f"All Steps have completed executing (Tekton "
+                          f"ended the TaskRun {tekton_reason}: {message})", canceled, results,
+                          {"output": output_from_results(results),
+                           "source": source_from_results(results)})
 
     details: dict[str, Any] | None = None
     if tekton_reason == TASK_RUN_TIMEOUT:
-        timeout = (taskrun.get("spec") or {}).get("timeout")
-        buildrun = (meta.get("labels") or {}).get(LABEL_BUILDRUN, "")
+        timeout = _duration(at(taskrun, "spec", "timeout"))
         reason = BUILD_RUN_TIMEOUT
         # Tekton's webhook always sets spec.timeout; without one Shipwright quotes the
         # time since creation, ours Tekton's message (README, "Status from Tekton").
-        if timeout:
-            message = timeout_message(buildrun, parse_duration(timeout))
+        if timeout is not None:
+            message = timeout_message(_buildrun_label(meta), timeout)
     elif tekton_reason == TASK_RUN_CANCELLED and canceled:
+        # Tekton stops a run whose cancel it sees before its pod's end (its reconciler asks
+        # IsCancelled before it reads the pod): a pod that shows the build done, its image
+        # pushed, makes the truth a success, with the results the steps wrote.
+        completed = completed_pod_outcome(pod, canceled=True)
+        if completed is not None:
+            return completed
         reason = BUILD_RUN_CANCELED
         message = "The BuildRun and underlying TaskRun were canceled successfully."
     elif tekton_reason in TEKTON_FAILED_REASONS and status.get("completionTime"):
-        namespace = str(meta.get("namespace") or "")
+        namespace = text(meta.get("namespace"))
         if pod is None:
             reason = FAILED
-            message = f"buildrun failed, pod {namespace}/{status.get('podName') or ''} not found"
+            message = f"buildrun failed, pod {namespace}/{text(status.get('podName'))} not found"
         else:
             reason, message, details = failed_in_pod(pod, _STEP_WORDS)
     elif tekton_reason in TEKTON_FAILED_REASONS:
@@ -165,6 +209,18 @@ def outcome_from_taskrun(
         details = _strategy_failure(status, pod)
     return Outcome("False", truncate(reason, REASON_MAX), truncate(message, MESSAGE_MAX),
                    details, None, **extra)
+
+
+def _duration(value: object) -> float | None:
+    """A run's timeout in seconds, None when it holds none that reads as a Go duration."""
+    try:
+        return parse_duration(text(value)) if text(value) else None
+    except ValueError:
+        return None
+
+
+def _buildrun_label(meta: dict[str, Any]) -> str:
+    return text(mapping(meta.get("labels")).get(LABEL_BUILDRUN))
 
 
 def _succeeded(kind: str, reason: str, message: str, canceled: bool,
@@ -217,11 +273,10 @@ def failed_container(pod: dict[str, Any]) -> tuple[str, dict[str, Any]] | None:
     """The pod's first container, in spec order, that terminated with a non-zero exit
     code, and its status (Shipwright's extractFailedPodAndContainer: container statuses
     are not sorted)."""
-    statuses = {str(s.get("name")): s for s in (pod.get("status") or {}).get(
-        "containerStatuses") or []
-        if _exit_code((s.get("state") or {}).get("terminated")) not in (None, 0)}
-    for container in (pod.get("spec") or {}).get("containers") or []:
-        name = str(container.get("name") or "")
+    statuses = {text(s.get("name")): s for s in objects(at(pod, "status", "containerStatuses"))
+                if _exit_code(at(s, "state", "terminated")) not in (None, 0)}
+    for container in objects(at(pod, "spec", "containers")):
+        name = text(container.get("name"))
         if name in statuses:
             return name, statuses[name]
     return None
@@ -233,19 +288,19 @@ def failed_in_pod(pod: dict[str, Any], words: _Words = _STEP_WORDS, run: str = "
     is PodEvicted with the kubelet's message; else the failed container's OOMKilled is
     StepOutOfMemory, image-processing's exit code 22 VulnerabilitiesFound, any other
     failure Failed; a pod without a failed container Failed "unexpected error"."""
-    meta = pod.get("metadata") or {}
-    pod_name, namespace = str(meta.get("name") or ""), str(meta.get("namespace") or "")
+    meta = mapping(pod.get("metadata"))
+    pod_name, namespace = text(meta.get("name")), text(meta.get("namespace"))
     location: dict[str, Any] = {"pod": truncate(pod_name, NAME_MAX)}
     found = failed_container(pod)
-    pod_status = pod.get("status") or {}
+    pod_status = mapping(pod.get("status"))
     reason = FAILED
     if found is not None:
         location["container"] = truncate(found[0], NAME_MAX)
     if pod_status.get("reason") == "Evicted":
-        reason, message = POD_EVICTED, str(pod_status.get("message") or "")
+        reason, message = POD_EVICTED, text(pod_status.get("message"))
     elif found is not None:
         container, container_status = found
-        terminated = (container_status.get("state") or {}).get("terminated") or {}
+        terminated = mapping(at(container_status, "state", "terminated"))
         fill = {"run": run, "container": container, "namespace": namespace, "pod": pod_name}
         message = words.step.format(**fill)
         if terminated.get("reason") == "OOMKilled":
@@ -262,16 +317,15 @@ def _strategy_failure(status: dict[str, Any], pod: dict[str, Any] | None) -> dic
     """failureDetails as Shipwright's extractFailureDetails makes them: the reason and
     message a failed step wrote (shp-error-reason, shp-error-message, in its termination
     message), at the pod and the failed container, or the TaskRun's podName."""
-    errors = _termination_results(status.get("steps") or [])
+    errors = _termination_results(items(status.get("steps")))
     details: dict[str, Any] = {}
     for key, name in (("reason", RESULT_ERROR_REASON), ("message", RESULT_ERROR_MESSAGE)):
         if errors.get(name):
             details[key] = truncate(errors[name], REASON_MAX if key == "reason" else MESSAGE_MAX)
-    location = {"pod": truncate(str(status.get("podName") or ""), NAME_MAX)}
+    location = {"pod": truncate(text(status.get("podName")), NAME_MAX)}
     found = failed_container(pod) if pod is not None else None
     if pod is not None and found is not None:
-        location = {"pod": truncate(str((pod.get("metadata") or {}).get("name") or ""),
-                                    NAME_MAX),
+        location = {"pod": truncate(text(at(pod, "metadata", "name")), NAME_MAX),
                     "container": truncate(found[0], NAME_MAX)}
     location = {k: v for k, v in location.items() if v}
     if location:
@@ -330,14 +384,15 @@ def source_from_results(results: dict[str, str]) -> dict[str, Any] | None:
 def running_reason(run: dict[str, Any]) -> tuple[str, str]:
     """(reason, message) for a BuildRun whose TaskRun (or PipelineRun) has not finished yet."""
     condition = succeeded_condition(run.get("status"))
-    name = (run.get("metadata") or {}).get("name") or ""
-    kind = run.get("kind") or TASKRUNS.kind
+    name = text(at(run, "metadata", "name"))
+    kind = text(run.get("kind")) or TASKRUNS.kind
     if condition is None:
         return PENDING, f"{kind} {name} has not started yet"
+    message = truncate(text(condition.get("message")), MESSAGE_MAX)
     if condition.get("status") == "Unknown" and condition.get("reason") == "Running":
-        return RUNNING, condition.get("message") or f"{kind} {name} is running"
+        return RUNNING, message or f"{kind} {name} is running"
     # Tekton's message says what the pod waits for (image pull, scheduling, quota).
-    return PENDING, condition.get("message") or f"{kind} {name} is pending"
+    return PENDING, message or f"{kind} {name} is pending"
 
 
 def _exit_code(terminated: Any) -> int | None:
@@ -352,7 +407,7 @@ def _results(status: dict[str, Any]) -> dict[str, str]:
     """String results of a TaskRun (array and object results are not ours)."""
     return {
         result["name"]: result["value"].strip()
-        for result in status.get("results") or []
+        for result in objects(status.get("results"))
         if isinstance(result.get("name"), str) and isinstance(result.get("value"), str)
     }
 
@@ -367,19 +422,52 @@ def _termination_results(steps: list[dict[str, Any]]) -> dict[str, str]:
         terminated = step.get("terminated") if isinstance(step, dict) else None
         if _exit_code(terminated) in (None, 0):
             continue
-        assert isinstance(terminated, dict)
-        try:
-            entries = json.loads(terminated.get("message") or "")
-        except (TypeError, ValueError):
-            continue
-        if entries is None:
-            entries = []
-        if not isinstance(entries, list) or not all(_run_result(e) for e in entries):
-            continue
-        for entry in entries:
-            if entry and entry.get("key") in (RESULT_ERROR_REASON, RESULT_ERROR_MESSAGE):
-                found[entry["key"]] = (entry.get("value") or "").strip()
+        for key, value in _message_results(terminated).items():
+            if key in (RESULT_ERROR_REASON, RESULT_ERROR_MESSAGE):
+                found[key] = value
     return found
+
+
+def _last_step_ended_well(status: dict[str, Any]) -> bool:
+    """Whether the run's last step terminated with exit code 0 (as Tekton recorded it)."""
+    steps = objects(status.get("steps"))
+    code = at(steps[-1], "terminated", "exitCode") if steps else None
+    return type(code) is int and code == 0
+
+
+def _step_results(status: dict[str, Any]) -> dict[str, str]:
+    """The results in the steps' termination messages, a later step's winning: where
+    Tekton reads them, for a run whose status.results it has not published."""
+    found: dict[str, str] = {}
+    for step in objects(status.get("steps")):
+        found.update(_message_results(step.get("terminated")))
+    return found
+
+
+def _pod_results(pod: dict[str, Any] | None) -> dict[str, str]:
+    """The results a completed pod's containers wrote, from their termination messages
+    (where Tekton reads them, for a run it has not seen end), a later container's
+    winning; what `_results` gives for a finished TaskRun."""
+    found: dict[str, str] = {}
+    for container in objects(at(pod, "status", "containerStatuses")):
+        found.update(_message_results(at(container, "state", "terminated")))
+    return found
+
+
+def _message_results(terminated: Any) -> dict[str, str]:
+    """key -> value (trimmed) of the results in a terminated container's (or step's)
+    message, a JSON list of Tekton's RunResult; none for a message that is not such a
+    list, skipped whole as Go's decoding fails on it."""
+    try:
+        entries = json.loads(text(mapping(terminated).get("message")) or "null")
+    except ValueError:
+        return {}
+    if entries is None:
+        return {}
+    if not isinstance(entries, list) or not all(_run_result(e) for e in entries):
+        return {}
+    return {entry["key"]: (entry.get("value") or "").strip() for entry in entries
+            if entry and entry.get("key")}
 
 
 def _run_result(entry: Any) -> bool:
@@ -406,7 +494,7 @@ def _digest(results: dict[str, str]) -> str | None:
 def child_taskrun_names(pipelinerun: dict[str, Any]) -> list[str]:
     """The PipelineRun's TaskRuns, in Tekton's order (status.childReferences), as
     Shipwright's GetUnderlyingTaskRuns and GetResults read them."""
-    return [ref["name"] for ref in (pipelinerun.get("status") or {}).get("childReferences") or []
+    return [ref["name"] for ref in objects(at(pipelinerun, "status", "childReferences"))
             if ref.get("kind") == TASKRUNS.kind and isinstance(ref.get("name"), str)]
 
 
@@ -420,7 +508,7 @@ def failed_child(children: list[dict[str, Any]]) -> dict[str, Any] | None:
 
 def pipelinerun_pod_name(children: list[dict[str, Any]]) -> str:
     """The pod Shipwright's metrics read for a PipelineRun: its first TaskRun's."""
-    return str(((children[0].get("status") or {}).get("podName") or "") if children else "")
+    return text(at(children[0], "status", "podName")) if children else ""
 
 
 def outcome_from_pipelinerun(
@@ -441,30 +529,29 @@ def outcome_from_pipelinerun(
     TaskRun's pod (`failed_in_pod`) with Shipwright's PipelineRunFailed for a plain
     failure.
     """
-    status = pipelinerun.get("status") or {}
+    status = mapping(pipelinerun.get("status"))
     condition = succeeded_condition(status) or {}
     cond_status = condition.get("status")
     if cond_status not in ("True", "False"):
         return None
-    meta = pipelinerun.get("metadata") or {}
+    meta = mapping(pipelinerun.get("metadata"))
     results = _results(status)
     if not results:
         for child in children:
-            results.update(_results(child.get("status") or {}))
+            results.update(_results(mapping(child.get("status"))))
     extra = {"output": output_from_results(results), "source": source_from_results(results)}
-    tekton_reason = str(condition.get("reason") or "")
-    reason, message = tekton_reason, str(condition.get("message") or "")
+    tekton_reason = text(condition.get("reason"))
+    reason, message = tekton_reason, text(condition.get("message"))
     if cond_status == "True":
         # Tekton says Succeeded, or Completed when a task was skipped.
         return _succeeded("PipelineRun", reason, message, canceled, results, extra)
 
     details: dict[str, Any] | None = None
     if tekton_reason == PIPELINE_RUN_TIMEOUT:
-        timeout = ((pipelinerun.get("spec") or {}).get("timeouts") or {}).get("pipeline")
-        buildrun = (meta.get("labels") or {}).get(LABEL_BUILDRUN, "")
+        timeout = _duration(at(pipelinerun, "spec", "timeouts", "pipeline"))
         reason = BUILD_RUN_TIMEOUT
-        if timeout:
-            message = timeout_message(buildrun, parse_duration(timeout))
+        if timeout is not None:
+            message = timeout_message(_buildrun_label(meta), timeout)
     elif tekton_reason in (PIPELINE_RUN_CANCELLED, CANCELLED) and canceled:
         # Tekton v1 writes Cancelled; Shipwright's code looks for PipelineRunCancelled, a
         # reason Tekton does not write, and so ends a canceled BuildRun "Cancelled" (README,
@@ -482,16 +569,15 @@ def _pipelinerun_failure(pipelinerun: dict[str, Any], children: list[dict[str, A
                          ) -> tuple[str, str, dict[str, Any] | None]:
     """Shipwright's extractPipelineRunFailureDetails: the first failed TaskRun's pod says
     what went wrong, else PipelineRunFailed."""
-    meta = pipelinerun.get("metadata") or {}
-    name = str(meta.get("name") or "")
-    if not (pipelinerun.get("status") or {}).get("childReferences"):
+    name = text(at(pipelinerun, "metadata", "name"))
+    if not at(pipelinerun, "status", "childReferences"):
         return PIPELINE_RUN_FAILED, f"PipelineRun {name} failed with no child TaskRuns", None
     failed_run = failed_child(children)
     if failed_run is None:
         return PIPELINE_RUN_FAILED, f"PipelineRun {name} failed", None
     if pod is None:
-        pod_name = (failed_run.get("status") or {}).get("podName") or ""
-        namespace = (failed_run.get("metadata") or {}).get("namespace") or ""
+        pod_name = text(at(failed_run, "status", "podName"))
+        namespace = text(at(failed_run, "metadata", "namespace"))
         return (PIPELINE_RUN_FAILED,
                 f"PipelineRun {name} failed, pod {namespace}/{pod_name} not found", None)
     reason, message, details = failed_in_pod(pod, _PIPELINE_WORDS, name)

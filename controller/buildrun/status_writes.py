@@ -11,17 +11,21 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from controller.buildrun.buildruns import (
+    cancel_asked_at,
     phase_of,
     recorded_executor,
+    run_completion,
     run_start,
     with_executor,
 )
 from controller.buildrun.executors import Executor
+from controller.buildrun.reasons import BUILD_RUN_CANCELED
 from controller.buildrun.states import Decision, Phase
-from controller.buildrun.status import running_reason, with_condition
+from controller.buildrun.status import cancel_requested_message, running_reason, with_condition
 from controller.runtime.conflict import retry_on_conflict
 from controller.runtime.errors import is_not_found
 from controller.runtime.kube import JSON, ApiError, Kube
+from controller.shipwright.conditions import CONDITION_SUCCEEDED
 from controller.shipwright.resources import BUILDRUNS
 
 Change = Callable[[JSON], JSON]
@@ -73,10 +77,11 @@ def status_update(buildrun: JSON, status: JSON) -> JSON:
             "metadata": meta, "status": status}
 
 
-def started(executor: Executor, run: JSON, snapshot: JSON, now: str) -> Change:
-    """Row 10: the TaskRun (PipelineRun) created or adopted and the build spec snapshot,
-    with the condition the first reconcile of the running BuildRun would write, so it
-    finds nothing to change: one status write per start, not two.
+def started(executor: Executor, run: JSON, snapshot: JSON | None, now: str) -> Change:
+    """Rows 10 and 5: the TaskRun (PipelineRun) created or adopted and the build spec
+    snapshot (none for a run adopted by a BuildRun that does not resolve), with the
+    condition the first reconcile of the running BuildRun would write, so it finds
+    nothing to change: one status write per start, not two.
 
     status.executor names it; the deprecated status.taskRunName only a TaskRun, as
     Shipwright writes it. startTime is the run's own, as Shipwright copies it (an adopted
@@ -91,7 +96,8 @@ def started(executor: Executor, run: JSON, snapshot: JSON, now: str) -> Change:
         if executor.records_taskrun_name:
             status["taskRunName"] = name
         status["executor"] = {"kind": executor.kind, "name": name}
-        status.setdefault("buildSpec", snapshot)
+        if snapshot is not None:
+            status.setdefault("buildSpec", snapshot)
         return with_condition(status, "Unknown", *running_reason(run), now)
 
     return change
@@ -105,16 +111,40 @@ def progressed(run: JSON, now: str) -> Change:
                                          "Unknown", reason, message, now)
 
 
+def cancel_asked(executor: Executor, now: str) -> Change:
+    """Row 15: Unknown/BuildRunCanceled with Shipwright's words, its lastTransitionTime
+    the moment the run was asked to stop (from which the cancel backstop counts:
+    buildruns.cancel_left); unchanged once shown."""
+    def change(status: JSON) -> JSON:
+        if cancel_asked_at({"status": status}) is not None:
+            return status
+        status = with_condition(status, "Unknown", BUILD_RUN_CANCELED,
+                                cancel_requested_message(executor.kind), now)
+        # A new reason, not a new status value: moved all the same, to say when.
+        conditions = [{**c, "lastTransitionTime": now} if c.get("type") == CONDITION_SUCCEEDED
+                      else c for c in status["conditions"]]
+        return {**status, "conditions": conditions}
+
+    return change
+
+
 def finished(decision: Decision, run: JSON | None, now: str) -> Change:
     """A FINISH row: the decided condition, completionTime, the run's startTime if not
     copied yet, and what the outcome read from the TaskRun (failure details, image digest,
-    source results)."""
+    source results).
+
+    completionTime is the run's when the run decided the outcome, as Shipwright copies it
+    (buildrun.go, GetCompletionTime): it is when the build ended, whenever this controller
+    came to see it (after an outage or a backlog, minutes to hours later), and the
+    CompletionTime column, the duration metrics and the retention TTL all count from it.
+    Our own verdicts (a user error, a backstop, a cancel before start) take `now`."""
     outcome = decision.outcome
+    ended = (run_completion(run) if outcome is not None else None) or now
 
     def change(status: JSON) -> JSON:
         status = with_condition(with_start(with_executor(status), run_start(run)),
-                                decision.succeeded, decision.reason, decision.message, now)
-        status["completionTime"] = now
+                                decision.succeeded, decision.reason, decision.message, ended)
+        status["completionTime"] = ended
         if outcome is not None and outcome.failure_details:
             status["failureDetails"] = outcome.failure_details
         if outcome is not None and outcome.output:

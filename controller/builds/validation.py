@@ -28,6 +28,7 @@ from typing import Any
 
 from controller.builds import reasons
 from controller.runtime.errors import UserError
+from controller.runtime.shapes import at, mapping, text
 from controller.runtime.text import truncate
 from controller.shipwright.params import validate_params
 
@@ -107,8 +108,7 @@ class Lookups:
 
 
 def _spec(build: JSON) -> JSON:
-    spec: JSON = build.get("spec") or {}
-    return spec
+    return mapping(build.get("spec"))
 
 
 def strategy_ref(build: JSON) -> StrategyRef:
@@ -121,19 +121,17 @@ def strategy_ref(build: JSON) -> StrategyRef:
 def source_credentials(build: JSON) -> str | None:
     """The source's Secret: the OCI artifact's pullSecret, else Git's cloneSecret
     (Shipwright's Build.GetSourceCredentials)."""
-    source = _spec(build).get("source")
-    if not source:
-        return None
+    source = mapping(_spec(build).get("source"))
     if source.get("type") == "OCI":
-        return (source.get("ociArtifact") or {}).get("pullSecret") or None
-    return (source.get("git") or {}).get("cloneSecret") or None
+        return text(at(source, "ociArtifact", "pullSecret")) or None
+    return text(at(source, "git", "cloneSecret")) or None
 
 
 def secret_refs(build: JSON) -> dict[str, str]:
     """Each Secret the Build names, with the reason reported if it is missing. A Secret
     named twice is reported as the source's, as in Shipwright (the later map write wins)."""
     refs: dict[str, str] = {}
-    push = (_spec(build).get("output") or {}).get("pushSecret")
+    push = text(at(_spec(build), "output", "pushSecret"))
     if push:
         refs[push] = reasons.SPEC_OUTPUT_SECRET_REF_NOT_FOUND
     source = source_credentials(build)

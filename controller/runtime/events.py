@@ -14,7 +14,7 @@ Events also wait while reconciles wait (`hold_while`): each is an API write that
 changes no object, so while the controllers have a backlog the API server's time goes
 to their status writes first, and a burst's Events are posted once it is worked off
 (or `max_hold` seconds after each was recorded, whichever comes first). Measured:
-BENCHMARKS.md, "Issue 34".
+BENCHMARKS-journal.md, "Issue 34".
 """
 
 from __future__ import annotations

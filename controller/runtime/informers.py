@@ -9,6 +9,17 @@ inline with the watch stream. `initial` is client-go's isInInitialList (OnAdd): 
 the ADDED events of an informer's first list, False for every later event, a relist's
 included; with an unchanged resourceVersion (a resync) it tells a controller which
 events need no haste (`controller.runtime.controller.event_priority`).
+
+One object never stops the others. An object the informer cannot prepare for its cache
+(its owner's transform or freeze rule, an index, the packing raise on it) is
+quarantined: logged once with the error, counted (`informer_quarantines_total`,
+`informer_quarantined_objects`), and held out of the cache, which keeps the last version
+of it that it could prepare; the stream goes on past it, and the next version that can
+be prepared is taken as any other. Before this, such an object failed the watch, which
+resumed from before it and failed on it again, for ever: a TaskRun whose
+status.conditions was a string stopped every BuildRun of the namespace (issue 39).
+A handler that raises is logged and counted (`informer_handler_failures_total`) and the
+others still run.
 """
 
 from __future__ import annotations
@@ -20,7 +31,7 @@ import sys
 from collections.abc import Callable
 from typing import Any, Literal
 
-from prometheus_client import Counter
+from prometheus_client import Counter, Gauge
 from tenacity import AsyncRetrying, retry_if_exception, wait_exponential_jitter
 
 from controller.runtime.errors import is_gone, is_retryable
@@ -46,6 +57,20 @@ WATCH_RESTARTS = Counter(
     ["resource", "cause"],
 )
 EVENTS = Counter("informer_events_total", "Watch events received", ["resource", "type"])
+QUARANTINES = Counter(
+    "informer_quarantines_total",
+    "Objects held out of the informer's cache because they could not be prepared for it",
+    ["resource"],
+)
+QUARANTINED = Gauge(
+    "informer_quarantined_objects",
+    "Objects held out of the informer's cache now (their last version it could prepare, "
+    "if any, is what the cache holds)",
+    ["resource"],
+)
+HANDLER_FAILURES = Counter(
+    "informer_handler_failures_total", "Event handler calls that raised", ["resource"]
+)
 
 
 class _Gone(Exception):
@@ -65,10 +90,10 @@ def strip_noise(obj: JSON, *, frozen: bool = False, last_applied: bool = False) 
     - strings are interned unless `frozen`: the store keeps a frozen object as bytes, not
       its strings, and interning them only grew the interpreter's table of interned
       strings, by 190 bytes per finished BuildRun."""
-    meta = obj.get("metadata", {})
+    meta = obj["metadata"]
     meta.pop("managedFields", None)
     annotations = meta.get("annotations")
-    if annotations and not last_applied:
+    if isinstance(annotations, dict) and not last_applied:
         annotations.pop("kubectl.kubernetes.io/last-applied-configuration", None)
     return obj if frozen else intern_strings(obj)
 
@@ -149,6 +174,16 @@ class Informer:
         # informer_events_total's child per event type, looked up once (labels() per
         # event was about 1% of a busy controller's time).
         self._event_counters: dict[object, Any] = {}
+        # Key -> the error that holds it out of the cache (`_quarantine`). "" is the key
+        # of objects whose key could not be read at all.
+        self._quarantined: dict[str, str] = {}
+        self._quarantined_gauge = QUARANTINED.labels(resource.plural)
+        self._quarantined_gauge.set(0)
+
+    @property
+    def quarantined(self) -> dict[str, str]:
+        """The keys held out of the cache now, with the error that put each there."""
+        return dict(self._quarantined)
 
     def add_handler(self, handler: Handler) -> None:
         self._handlers.append(handler)
@@ -166,6 +201,7 @@ class Informer:
                 handler(kind, obj, old, initial)
             except Exception:
                 # A handler bug must not stop the cache from following the server.
+                HANDLER_FAILURES.labels(self.resource.plural).inc()
                 log.exception("event handler failed", extra={"resource": self.resource.plural})
 
     async def run(self) -> None:
@@ -224,12 +260,14 @@ class Informer:
             page = await lister(self.resource, self.namespace, **query)
             # An empty PartialObjectMetadataList (metadata_only) has "items": null.
             for obj in page.get("items") or []:
-                self._listed(self._prepare(obj), seen, initial)
+                self._listed(obj, seen, initial)
             token = page.get("metadata", {}).get("continue")
             if not token:
                 break
             query = {**query, "continue": token}
         RELISTS.labels(self.resource.plural).inc()
+        for key in set(self._quarantined) - seen:
+            self._release(key, "gone")
         for key in set(self.store.keys()) - seen:
             gone = self.store.remove(key)
             assert gone is not None
@@ -238,18 +276,67 @@ class Informer:
         self._synced.set()
 
     def _prepare(self, obj: JSON) -> JSON:
-        """What the cache keeps of a listed or watched object."""
+        """What the cache keeps of a listed or watched object. List items carry no kind;
+        handlers and the cache want whole objects."""
         if self.transform is not None:
             obj = self.transform(obj)
+        obj.setdefault("apiVersion", self.resource.api_version)
+        obj.setdefault("kind", self.resource.kind)
         frozen = self.store.freezes(obj)
         return strip_noise(obj, frozen=frozen, last_applied=self.updated and not frozen)
 
-    def _listed(self, obj: JSON, seen: set[str], initial: bool) -> None:
-        # List items carry no kind; handlers and the cache want whole objects.
-        obj.setdefault("apiVersion", self.resource.api_version)
-        obj.setdefault("kind", self.resource.kind)
-        seen.add(key_of(obj))
-        old = self.store.upsert(obj)
+    def _key(self, raw: JSON) -> str | None:
+        """The cache key of a listed or watched object; None (quarantined under "") when
+        it has none, which no API server sends."""
+        try:
+            return key_of(raw)
+        except Exception as exc:
+            self._quarantine("", raw, exc)
+            return None
+
+    def _admit(self, key: str, raw: JSON) -> tuple[JSON, JSON | None] | None:
+        """Prepares `raw` and stores it: (the prepared object, the one it replaced), or
+        None when it cannot be prepared, which quarantines it. Store.upsert changes
+        nothing when it raises, so the cache keeps the version it had."""
+        try:
+            obj = self._prepare(raw)
+            old = self.store.upsert(obj)
+        except Exception as exc:
+            self._quarantine(key, raw, exc)
+            return None
+        self._release(key, "cached")
+        return obj, old
+
+    def _quarantine(self, key: str, raw: JSON, exc: Exception) -> None:
+        """Holds `key` out of the cache; logged, with the error, when it first goes in."""
+        if key in self._quarantined:
+            return
+        self._quarantined[key] = f"{type(exc).__name__}: {exc}"
+        self._quarantined_gauge.set(len(self._quarantined))
+        QUARANTINES.labels(self.resource.plural).inc()
+        meta = raw.get("metadata") if isinstance(raw, dict) else None
+        log.warning("cannot cache this object: held out of the cache until a version of it "
+                    "can be", exc_info=exc, extra={
+                        "resource": self.resource.plural, "key": key,
+                        "resourceVersion": meta.get("resourceVersion")
+                        if isinstance(meta, dict) else None})
+
+    def _release(self, key: str, why: str) -> None:
+        if self._quarantined.pop(key, None) is None:
+            return
+        self._quarantined_gauge.set(len(self._quarantined))
+        log.info("object no longer held out of the cache",
+                 extra={"resource": self.resource.plural, "key": key, "why": why})
+
+    def _listed(self, raw: JSON, seen: set[str], initial: bool) -> None:
+        key = self._key(raw)
+        if key is None:
+            return
+        seen.add(key)
+        admitted = self._admit(key, raw)
+        if admitted is None:
+            return
+        obj, old = admitted
         if old is None:
             self._emit("ADDED", obj, None, initial)
         elif old["metadata"].get("resourceVersion") != obj["metadata"].get("resourceVersion"):
@@ -281,14 +368,27 @@ class Informer:
         if kind == "BOOKMARK":
             self._rv = rv
             return
-        obj = self._prepare(obj)
-        if kind == "DELETED":
-            old = self.store.remove(key_of(obj))
-            self._emit("DELETED", obj, old)
-        elif kind in ("ADDED", "MODIFIED"):
-            old = self.store.upsert(obj)
-            self._emit("ADDED" if old is None else "MODIFIED", obj, old)
+        key = self._key(obj) if kind in ("ADDED", "MODIFIED", "DELETED") else None
+        if key is not None and kind == "DELETED":
+            self._deleted(key, obj)
+        elif key is not None:
+            admitted = self._admit(key, obj)
+            if admitted is not None:
+                new, old = admitted
+                self._emit("ADDED" if old is None else "MODIFIED", new, old)
         self._rv = rv
+
+    def _deleted(self, key: str, raw: JSON) -> None:
+        """A deletion needs only the key: one the informer cannot prepare is told to the
+        handlers as the version the cache held, or as its metadata alone."""
+        old = self.store.remove(key)
+        self._release(key, "deleted")
+        try:
+            obj = self._prepare(raw)
+        except Exception:
+            obj = old or {"apiVersion": self.resource.api_version, "kind": self.resource.kind,
+                          "metadata": raw["metadata"]}
+        self._emit("DELETED", obj, old)
 
     async def _resync_loop(self, period: float) -> None:
         """Replays every cached object as MODIFIED, to heal anything a handler missed."""

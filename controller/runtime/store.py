@@ -80,13 +80,18 @@ class Store:
         return set(self._index[index].get(value, ()))
 
     def upsert(self, obj: JSON) -> JSON | None:
-        """Stores obj; returns the object it replaced, if any."""
+        """Stores obj; returns the object it replaced, if any. Everything that can raise
+        on the object (its key, its index values, the freeze rule, the packing) is worked
+        out before the store changes, so a raise leaves it as it was (the informer then
+        keeps the version it had: informers.Informer._admit)."""
         key = key_of(obj)
+        values = self._index_values(obj)
+        stored = self._packer.pack(obj) if self.freezes(obj) else obj
         old = self._objects.get(key)
         if old is not None:
             self._unindex(key)
-        self._objects[key] = self._packer.pack(obj) if self.freezes(obj) else obj
-        self._reindex(key, obj)
+        self._objects[key] = stored
+        self._add_index_entries(key, values)
         return None if old is None else self._thawed(old)
 
     def freezes(self, obj: JSON) -> bool:
@@ -100,12 +105,16 @@ class Store:
         return None if old is None else self._thawed(old)
 
     def _reindex(self, key: str, obj: JSON) -> None:
-        if not self._indexers:
+        self._add_index_entries(key, self._index_values(obj))
+
+    def _index_values(self, obj: JSON) -> dict[str, tuple[str, ...]]:
+        """What each indexer returns for obj."""
+        return {name: tuple(indexer(obj)) for name, indexer in self._indexers.items()}
+
+    def _add_index_entries(self, key: str, values: dict[str, tuple[str, ...]]) -> None:
+        if not values:
             return
-        values = {}
-        for name, indexer in self._indexers.items():
-            vals = tuple(indexer(obj))
-            values[name] = vals
+        for name, vals in values.items():
             for v in vals:
                 self._index[name].setdefault(v, set()).add(key)
         self._values[key] = values

@@ -23,8 +23,14 @@ def format_micro_time(t: datetime.datetime) -> str:
     return t.astimezone(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
-def parse_time(text: str | None) -> datetime.datetime | None:
-    """Either form back to an aware datetime; None or "" gives None."""
-    if not text:
+def parse_time(text: object) -> datetime.datetime | None:
+    """Either form back to an aware datetime (UTC when it names no zone). None for None,
+    "" or anything else that is no such time: a time a reader cannot read counts as
+    absent (a TaskRun's status is schemaless: `controller.runtime.shapes`)."""
+    if not isinstance(text, str) or not text:
         return None
-    return datetime.datetime.fromisoformat(text.replace("Z", "+00:00"))
+    try:
+        moment = datetime.datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    return moment if moment.tzinfo else moment.replace(tzinfo=datetime.UTC)

@@ -7,15 +7,18 @@ from __future__ import annotations
 
 from typing import Any
 
+from controller.runtime.shapes import mapping, objects
+
 # The condition's type (a successful BuildRun's reason is spelled the same, which is
 # controller.buildrun.reasons.SUCCEEDED).
 CONDITION_SUCCEEDED = "Succeeded"
 
 
-def succeeded_condition(status: dict[str, Any] | None) -> dict[str, Any] | None:
+def succeeded_condition(status: object) -> dict[str, Any] | None:
     """The Succeeded condition of a BuildRun's, TaskRun's or PipelineRun's status (a
-    copy), if there is one."""
-    for condition in (status or {}).get("conditions") or []:
+    copy), if there is one. Total: a status or a list of conditions that is not what it
+    should be (Tekton's status is schemaless) holds none."""
+    for condition in objects(mapping(status).get("conditions")):
         if condition.get("type") == CONDITION_SUCCEEDED:
             return dict(condition)
     return None

@@ -4,6 +4,7 @@ Build's BuildRuns (the Build, BuildRun and build-limit controllers)."""
 from __future__ import annotations
 
 from controller.runtime.kube import JSON
+from controller.runtime.shapes import at, objects, text
 from controller.runtime.store import Indexer
 
 # Store.by_index(BY_BUILD, "namespace/build") -> the BuildRuns naming that Build.
@@ -12,7 +13,7 @@ BY_BUILD = "build"
 
 def build_names(buildrun: JSON) -> list[str]:
     """Index function: the key of the Build a BuildRun names, if it names one."""
-    name = ((buildrun.get("spec") or {}).get("build") or {}).get("name")
+    name = text(at(buildrun, "spec", "build", "name"))
     return [f"{buildrun['metadata']['namespace']}/{name}"] if name else []
 
 
@@ -26,7 +27,7 @@ def build_owners(buildrun: JSON) -> list[str]:
     and name, as the owner sync compares them)."""
     namespace = buildrun["metadata"]["namespace"]
     return [f"{namespace}/{ref.get('name')}"
-            for ref in buildrun["metadata"].get("ownerReferences") or []
+            for ref in objects(buildrun["metadata"].get("ownerReferences"))
             if ref.get("kind") == "Build"]
 
 

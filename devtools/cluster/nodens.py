@@ -26,6 +26,20 @@ sends, and the kernel sends when that parent dies: PR_SET_PDEATHSIG) stops them 
 reverse order (SIGTERM, SIGKILL after `grace` seconds), then SIGKILLs every process left
 under it until none is, removes the cgroups, and exits; the mounts end with the
 namespace. A child that exits by itself ends it the same way, with exit code 1.
+
+One child can be restarted while the rest run on, as a node's service manager restarts
+containerd or the kubelet (devtools.cluster.realnode.RealNode.restart): a file
+`restart-<name>` in `spec["control"]` holding a signal's name (SIGTERM, as `systemctl
+restart` sends; SIGKILL, a crash). The supervisor takes the file away, sends that signal
+to the child alone (SIGKILL after `grace` seconds), removes the child's `wait_for` path
+(containerd leaves its socket behind when killed), starts it again with the same argv and
+waits for `wait_for`, then writes `restarted-<name>` (JSON, written whole: a Restart).
+Only the child is signalled: containerd-shim and the containers it runs are children of
+this supervisor, not of containerd, so they run on, as with containerd's own
+`KillMode=process`; a new containerd finds them through its state folder and the new
+kubelet its pods through containerd. The file counts the shims alive before the signal,
+those of them still alive once the new child is ready, and all alive then, so a caller can
+see they were kept (pods that start or end meanwhile move the two counts apart).
 """
 
 from __future__ import annotations
@@ -38,6 +52,7 @@ import signal
 import subprocess
 import sys
 import time
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
@@ -166,6 +181,32 @@ def kill_all_children(timeout: float = 30.0) -> None:
     log(f"processes still here after {timeout:.0f}s: {children_of(me)}")
 
 
+RESTART = "restart-"
+RESTARTED = "restarted-"
+
+
+@dataclass(frozen=True)
+class Restart:
+    """What one restart of a child did (the `restarted-<name>` file). Times are wall-clock
+    seconds (time.time()), so a caller compares them with the API server's timestamps."""
+
+    name: str
+    signal: str
+    old_pid: int
+    exit_code: int  # the old process's (negative: the signal that ended it)
+    new_pid: int
+    signalled_at: float
+    started_at: float
+    ready_at: float  # its wait_for path made (started_at where it has none)
+    shims_before: int  # processes under the supervisor but not its children, at the signal
+    shims_kept: int  # ... of those, alive once the new child was ready
+    shims_after: int  # all of them alive then
+
+    @classmethod
+    def read(cls, path: Path) -> Restart:
+        return cls(**json.loads(path.read_text()))
+
+
 class Supervisor:
     def __init__(self, spec: dict[str, Any]) -> None:
         self.spec = spec
@@ -177,22 +218,82 @@ class Supervisor:
 
     def start_children(self) -> None:
         for child in self.spec["children"]:
-            log_file = open(child["log"], "ab")  # noqa: SIM115 - the child keeps it
-            popen = subprocess.Popen(child["argv"], stdout=log_file, stderr=subprocess.STDOUT,
-                                     stdin=subprocess.DEVNULL, env=child.get("env"),
-                                     preexec_fn=die_with_parent)
-            log_file.close()
-            self.children.append((child["name"], popen))
-            log(f"started {child['name']} (pid {popen.pid})")
-            wait_for = child.get("wait_for")
-            deadline = time.monotonic() + float(child.get("wait_seconds", 60))
-            while wait_for and not Path(wait_for).exists():
-                if self.stopping or popen.poll() is not None or time.monotonic() > deadline:
-                    raise RuntimeError(f"{child['name']} did not make {wait_for}")
-                time.sleep(0.05)
+            self.children.append((child["name"], self._start(child)))
+
+    def _start(self, child: dict[str, Any]) -> subprocess.Popen[bytes]:
+        """Starts `child` and waits for its `wait_for` path."""
+        log_file = open(child["log"], "ab")  # noqa: SIM115 - the child keeps it
+        popen = subprocess.Popen(child["argv"], stdout=log_file, stderr=subprocess.STDOUT,
+                                 stdin=subprocess.DEVNULL, env=child.get("env"),
+                                 preexec_fn=die_with_parent)
+        log_file.close()
+        log(f"started {child['name']} (pid {popen.pid})")
+        wait_for = child.get("wait_for")
+        deadline = time.monotonic() + float(child.get("wait_seconds", 60))
+        while wait_for and not Path(wait_for).exists():
+            if self.stopping or popen.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError(f"{child['name']} did not make {wait_for}")
+            time.sleep(0.05)
+        return popen
+
+    def _end(self, name: str, popen: subprocess.Popen[bytes], sig: int) -> None:
+        """Sends `sig` to one child and waits for it; SIGKILL after the grace."""
+        grace = float(self.spec.get("grace", 5))
+        if popen.poll() is None:
+            popen.send_signal(sig)
+            try:
+                popen.wait(grace)
+            except subprocess.TimeoutExpired:
+                log(f"{name} outlived {signal.Signals(sig).name} by {grace:.0f}s: SIGKILL")
+                popen.kill()
+                popen.wait()
+
+    def shims(self) -> set[int]:
+        """Processes reparented here (containerd-shim; the containers are its children)."""
+        mine = {popen.pid for _, popen in self.children}
+        return {pid for pid in children_of(os.getpid()) if pid not in mine}
+
+    def restart(self, name: str, sig: int) -> Restart:
+        """Ends child `name` with `sig` and starts it again (the module's doc)."""
+        indexes = [i for i, (n, _) in enumerate(self.children) if n == name]
+        if not indexes:
+            raise RuntimeError(f"no child named {name!r} to restart")
+        index = indexes[0]
+        child = self.spec["children"][index]
+        popen = self.children[index][1]
+        before = self.shims()
+        signalled_at = time.time()
+        self._end(name, popen, sig)
+        log(f"{name} (pid {popen.pid}) ended by {signal.Signals(sig).name}: exit code "
+            f"{popen.returncode}; starting it again")
+        if child.get("wait_for"):
+            Path(child["wait_for"]).unlink(missing_ok=True)
+        started_at = time.time()
+        new = self._start(child)
+        self.children[index] = (name, new)
+        after = self.shims()
+        return Restart(name, signal.Signals(sig).name, popen.pid, popen.returncode, new.pid,
+                       signalled_at, started_at, time.time(), len(before), len(before & after),
+                       len(after))
+
+    def serve_restarts(self) -> None:
+        """Carries out each `restart-<name>` request in spec["control"] (module doc)."""
+        control = self.spec.get("control")
+        if not control:
+            return
+        for request in sorted(Path(control).glob(RESTART + "*")):
+            name = request.name.removeprefix(RESTART)
+            sig = signal.Signals[request.read_text().strip() or "SIGTERM"]
+            request.unlink()
+            done = self.restart(name, sig)
+            answer = Path(control) / (RESTARTED + name)
+            partial = answer.with_suffix(".partial")
+            partial.write_text(json.dumps(asdict(done)))
+            partial.rename(answer)
 
     def watch(self) -> int:
         while not self.stopping:
+            self.serve_restarts()
             for name, popen in self.children:
                 if popen.poll() is not None:
                     log(f"{name} exited with {popen.returncode}")
@@ -201,16 +302,8 @@ class Supervisor:
         return 0
 
     def stop(self) -> None:
-        grace = float(self.spec.get("grace", 5))
         for name, popen in reversed(self.children):
-            if popen.poll() is None:
-                popen.terminate()
-                try:
-                    popen.wait(grace)
-                except subprocess.TimeoutExpired:
-                    log(f"{name} outlived SIGTERM by {grace:.0f}s: SIGKILL")
-                    popen.kill()
-                    popen.wait()
+            self._end(name, popen, signal.SIGTERM)
         kill_all_children()
 
 

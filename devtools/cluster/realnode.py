@@ -33,6 +33,10 @@ uses the host's network (Tekton's config-defaults `default-pod-template`, set by
 stack): there is no pod network, only loopback, so a build reaches the registry and the
 Git server at 127.0.0.1.
 
+`await node.restart("containerd" | "kubelet", signal)` restarts one of the two while the
+pods run on, as a node's service manager would (devtools.cluster.nodens: the containers
+are kept; a new containerd finds them, a new kubelet its pods); a soak's fault.
+
 Where the machine cannot hold a real node, `unavailable()` says what is missing in one
 line (and tests skip with it): no root, no overlayfs, no cgroup memory controller, or
 the Debian tools cannot be installed.
@@ -63,8 +67,10 @@ from typing import Any
 
 import yaml
 
+from controller.runtime.timestamps import parse_time
 from devtools.cluster import gitserver
 from devtools.cluster.localcluster import REPO, ChildProcess, LocalCluster, free_port
+from devtools.cluster.nodens import RESTART, RESTARTED, Restart
 from devtools.cluster.processes import dies_with_parent
 
 HACK = REPO / "hack"
@@ -78,6 +84,8 @@ OVERLAYS = ("/var/lib", "/var/log", "/run")
 CGROUP_PREFIX = "buildrun-node-"
 KUBELET_CLIENT = "kube-apiserver-kubelet-client"
 CONTAINERD_SOCKET = "/run/containerd/containerd.sock"
+# The node's children, in the order nodens starts them; each can be restart()ed.
+CONTAINERD, KUBELET = "containerd", "kubelet"
 PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 TOOLS = ("containerd", "containerd-shim-runc-v2", "runc", "docker-registry", "unshare",
          "mount")
@@ -344,6 +352,14 @@ class RealNode:
                 return None
             raise
 
+    def pushed(self, image: str) -> str | None:
+        """manifest_digest of `image` as a build names its output (`image(...)`): what
+        the registry holds under that tag, None when nothing was pushed there."""
+        host, _, _ = image.partition("/")
+        if host != self.registry:
+            raise ValueError(f"{image} is not in this node's registry ({self.registry})")
+        return self.manifest_digest(*_repository_and_tag(image))
+
     # -- life cycle ------------------------------------------------------------------
 
     async def start(self) -> None:
@@ -389,6 +405,27 @@ class RealNode:
             tail = (self.workdir / "node.log").read_text(errors="replace")[-3000:]
             raise NodeError(f"the real node's supervisor exited with {self._holder.returncode}:"
                             f"\n{tail}")
+
+    async def restart(self, name: str, sig: int = signal.SIGTERM,
+                      timeout: float = 120.0) -> Restart:
+        """Restarts CONTAINERD or KUBELET with `sig` (SIGTERM as `systemctl restart`, SIGKILL
+        a crash) while the pods run on; returns what nodens did, once the new process
+        serves: containerd's socket made again, or the kubelet's Ready status posted after
+        it started (and the not-ready taint, should it come back, removed)."""
+        if name not in (CONTAINERD, KUBELET):
+            raise ValueError(f"the node restarts {CONTAINERD} or {KUBELET}, not {name!r}")
+        control = self.workdir / "control"
+        answer = control / (RESTARTED + name)
+        answer.unlink(missing_ok=True)
+        request = control / (RESTART + name)
+        partial = control / f".{request.name}"  # not a request until renamed
+        partial.write_text(signal.Signals(sig).name)
+        partial.rename(request)  # nodens reads it whole, or not at all
+        await self._wait(f"{name} restart", answer.exists, timeout)
+        done = Restart.read(answer)
+        if name == KUBELET:
+            await self._node_ready(timeout, heartbeat_after=done.started_at)
+        return done
 
     # -- pieces ----------------------------------------------------------------------
 
@@ -523,17 +560,20 @@ class RealNode:
         containerd_config = self._containerd_config(sock)
         kubelet_config = self._kubelet_config(sock)
         env = {"PATH": PATH, "HOME": str(self.workdir)}
+        control = self.workdir / "control"  # restart requests (restart())
+        control.mkdir(exist_ok=True)
         spec = {
             "state": str(self.workdir / "ns"),
+            "control": str(control),
             "overlays": list(OVERLAYS),
             "cgroup_root": self.cgroup_root,
             "ready": str(self.workdir / "ns.ready"),
             "grace": 5,
             "children": [
-                {"name": "containerd", "log": str(self.workdir / "containerd.log"), "env": env,
+                {"name": CONTAINERD, "log": str(self.workdir / "containerd.log"), "env": env,
                  "argv": ["containerd", "--config", str(containerd_config)],
                  "wait_for": str(sock)},
-                {"name": "kubelet", "log": str(self.workdir / "kubelet.log"), "env": env,
+                {"name": KUBELET, "log": str(self.workdir / "kubelet.log"), "env": env,
                  "argv": [str(self._kubelet_bin), f"--config={kubelet_config}",
                           f"--kubeconfig={self.cluster.kubeconfig}",
                           f"--hostname-override={NODE}",
@@ -555,15 +595,25 @@ class RealNode:
         finally:
             log.close()
 
-    async def _node_ready(self, timeout: float = 120.0) -> None:
+    async def _node_ready(self, timeout: float = 120.0,
+                          heartbeat_after: float | None = None) -> None:
+        """Waits for the node's Ready condition (posted at or after `heartbeat_after`, a
+        wall-clock time: by a kubelet started then), then removes the not-ready taint."""
         async def ready() -> bool:
             try:
                 node = await self.cluster.request("GET", f"/api/v1/nodes/{NODE}")
             except RuntimeError:
                 return False
-            conditions = {c["type"]: c["status"]
+            conditions = {c["type"]: c
                           for c in (node.get("status") or {}).get("conditions") or []}
-            return conditions.get("Ready") == "True"
+            condition = conditions.get("Ready") or {}
+            if condition.get("status") != "True":
+                return False
+            if heartbeat_after is None:
+                return True
+            beat = parse_time(condition.get("lastHeartbeatTime"))
+            # The API server's times are whole seconds.
+            return beat is not None and beat.timestamp() >= int(heartbeat_after)
 
         deadline = time.monotonic() + timeout
         while not await ready():
@@ -575,7 +625,7 @@ class RealNode:
         # The kubelet registers with node.kubernetes.io/not-ready:NoSchedule, which the node
         # lifecycle controller removes once the node is Ready. The stack does not run that
         # controller (kwok's node sends no heartbeats: it would be tainted unreachable and
-        # its pods evicted), so this does what it would, once.
+        # its pods evicted), so this does what it would, at start and after a restart.
         node = await self.cluster.request("GET", f"/api/v1/nodes/{NODE}")
         taints = [t for t in node["spec"].get("taints") or []
                   if t["key"] != "node.kubernetes.io/not-ready"]

@@ -72,6 +72,15 @@ DIFFERENCES: list[Difference] = [
                "failed run to investigate; lowering one deletes it sooner). Shipwright's CRD "
                "lets it change at any time; a TTL set while the BuildRun runs is refused here, "
                "since the spec of a running BuildRun is the try it makes"),
+    Difference(("BuildRun",), "", "x-kubernetes-validations",
+               "a BuildRun's outcome is frozen once status.completionTime is set: every write "
+               "that would change or remove its status, or any field of it, is refused, "
+               "whatever its form (an update or a patch of the status subresource, a "
+               "server-side apply by any field manager), so neither a user nor a buggy "
+               "controller can change the outcome or make a finished BuildRun New again, to "
+               "be run a second time; its metadata and retention TTLs may still change and "
+               "it may be deleted. On the whole object because a rule under .status is not "
+               "evaluated when a write removes the status"),
     Difference(("Build", "BuildRun"), "*.source", "x-kubernetes-validations",
                "a source's type must match the one source given (Git with git, OCI with "
                "ociArtifact, Local with local): Shipwright's Build validation refuses a "
@@ -91,13 +100,10 @@ DIFFERENCES: list[Difference] = [
                "failedLimit, succeededLimit and atBuildDeletion are refused in an embedded "
                "build spec: they act on the BuildRuns of a Build, an embedded spec has no "
                "Build, and Shipwright admits them there and then ignores them"),
-    Difference(("BuildRun",), ".status", "x-kubernetes-validations",
-               "a BuildRun's outcome is frozen once status.completionTime is set: neither a "
-               "user nor a buggy controller can change completionTime or the Succeeded "
-               "condition afterwards"),
     Difference(("BuildRun",), ".status.conditions", "x-kubernetes-list-type",
-               "conditions are a map keyed by type (one entry per type), which the frozen-outcome "
-               "rule relies on; Shipwright's controller keeps one entry per type too"),
+               "conditions are a map keyed by type (one entry per type), so the frozen-outcome "
+               "rule's message can name the Succeeded one; Shipwright's controller keeps one "
+               "entry per type too"),
     Difference(("BuildRun",), ".status.conditions", "x-kubernetes-list-map-keys",
                "as above: the map's key is type"),
     Difference(("BuildRun",), ".status.conditions", "maxItems",

@@ -237,10 +237,16 @@ FIELDS: list[Field] = [
               _DOM + "test_generate_makes_an_owned_service_account_with_the_push_secret",
               _DOM + "test_a_named_service_account_gets_the_push_secret_added_and_keeps_its_own",
               "tests/unit/buildrun/test_serviceaccounts.py::test_choose")),
-    Field(RUN, ".spec.state", "`BuildRunCanceled` cancels the TaskRun and ends the BuildRun "
-          "BuildRunCanceled; with `spec.retention` once the BuildRun finished, the one spec "
-          "change allowed after creation (our CEL rules)",
+    Field(RUN, ".spec.state", "`BuildRunCanceled`: before the TaskRun exists, ends the "
+          "BuildRun BuildRunCanceled; after, shows Unknown/BuildRunCanceled (Shipwright's "
+          "words) and asks the TaskRun to stop, and the TaskRun's end decides, as under "
+          "Shipwright: BuildRunCanceled, or Succeeded with its image when it completed before "
+          "the cancel could be processed (README 'How a BuildRun moves', rows 14, 15); with "
+          "`spec.retention` once the BuildRun finished, the one spec change allowed after "
+          "creation (our CEL rules)",
           (_BR + "test_cancel_before_start_and_while_running",
+           "tests/unit/buildrun/test_actions.py::"
+           "test_row_15_a_cancel_while_running_asks_and_waits_for_the_taskrun",
            "tests/unit/devtools/test_crdgen.py::test_every_buildrun_spec_field_but_state_is_immutable")),
     Field(RUN, ".spec.stepResources", "replaces the named strategy step's resources; a step "
           "the strategy lacks ends UndefinedStepResource",
@@ -271,14 +277,19 @@ FIELDS: list[Field] = [
           "and `message` with Shipwright's reasons and words",
           (_BC + "test_a_valid_build_is_registered_and_counted",
            _BC + "test_a_missing_strategy_then_a_fixed_spec")),
-    Field(RUN, ".status.buildSpec", "the Build spec the run used, written when the TaskRun "
-          "is created", (_BR + "test_success_creates_one_owned_taskrun_and_reports_the_digest",)),
+    Field(RUN, ".status.buildSpec", "the Build's spec as read when the TaskRun is created (an "
+          "embedded spec: `spec.build.spec`), as Shipwright writes it: not the BuildRun's "
+          "overrides merged in, so a finished BuildRun whose own retention is removed falls "
+          "back to its Build's TTL, as under Shipwright",
+          (_BR + "test_success_creates_one_owned_taskrun_and_reports_the_digest",
+           "tests/unit/buildrun/test_actions.py::"
+           "test_row_10_starts_labels_creates_and_records_in_one_status_write")),
     Field(RUN, ".status.startTime", "the TaskRun's (PipelineRun's) own startTime, copied once "
           "Tekton has started it, as Shipwright copies it",
           (_BR + "test_success_creates_one_owned_taskrun_and_reports_the_digest",
            _TK + "test_timeout_tekton_stops_the_taskrun_and_deletes_its_pod",
            "tests/unit/buildrun/test_actions.py::"
-           "test_row_16_copies_the_taskruns_start_time_as_shipwright")),
+           "test_row_17_copies_the_taskruns_start_time_as_shipwright")),
     Field(RUN, ".status.taskRunName", "the TaskRun's name (deterministic from the BuildRun's "
           "uid); not written for a PipelineRun, as Shipwright",
           (_BR + "test_cancel_before_start_and_while_running",
@@ -293,9 +304,16 @@ FIELDS: list[Field] = [
           "frozen once `completionTime` is set (our CEL rule)",
           (_BR + "test_api_server_rejects_spec_changes_and_status_flips",
            _ST + "test_with_condition_keeps_other_conditions_in_place")),
-    Field(RUN, ".status.completionTime", "when the outcome was decided; after it nothing in "
-          "the status changes", (_BR + "test_api_server_rejects_spec_changes_and_status_flips",
-                                 _BR + "test_user_errors_are_terminal_at_once")),
+    Field(RUN, ".status.completionTime", "the TaskRun's (PipelineRun's) own completionTime "
+          "when the run decided the outcome, as Shipwright copies it (the CompletionTime "
+          "column, the duration metrics and the retention TTL count from when the build "
+          "ended, not from when the controller saw it); when the controller decided (a user "
+          "error, a cancel before start, a missing run, a backstop, a spent retry budget), "
+          "when it did; after it nothing in the status changes",
+          (_BR + "test_api_server_rejects_spec_changes_and_status_flips",
+           _BR + "test_user_errors_are_terminal_at_once",
+           "tests/unit/buildrun/test_actions.py::"
+           "test_row_11_a_finished_taskruns_outcome_is_written_once")),
     Field(RUN, ".status.failureDetails", "the failed step's pod and container, with the "
           "reason and message the strategy wrote", (
               _LC + "test_failure_details_come_from_the_strategy_results",

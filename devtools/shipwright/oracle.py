@@ -1,7 +1,7 @@
 """Client of the oracle (hack/oracle): Shipwright's own GenerateTaskRun (or, for a case
 with `executor="PipelineRun"`, its GeneratePipelineRun) and Tekton's own SetDefaults +
 Validate, in one Go process answering a batch of cases; and (`status_case`) the BuildRun
-status Shipwright's reconciler sets from a finished TaskRun or PipelineRun.
+status Shipwright's reconciler sets from a TaskRun or PipelineRun as Tekton left it.
 
 `ask(cases)` sends every case at once on stdin (one JSON object a line) and reads one
 answer a line, in order; see hack/oracle/main.go for the fields. The binary is built
@@ -49,6 +49,11 @@ def tekton_source() -> Path:
     return Path(json.loads(proc.stdout)["Dir"])
 
 
+def _strategy(strategy: JSON) -> JSON:
+    """A request's strategy, its kind read from the object itself."""
+    return {"strategyKind": strategy.get("kind") or "BuildStrategy", "strategy": strategy}
+
+
 def case(strategy: JSON, build: JSON, buildrun: JSON, *, service_account: str = "default",
          env: dict[str, str] | None = None, ours: JSON | None = None,
          case_id: str = "", results: list[JSON] | None = None,
@@ -62,8 +67,7 @@ def case(strategy: JSON, build: JSON, buildrun: JSON, *, service_account: str = 
         **extra,
         "id": case_id,
         "executor": executor,
-        "strategyKind": strategy.get("kind") or "BuildStrategy",
-        "strategy": strategy,
+        **_strategy(strategy),
         "build": build,
         "buildRun": buildrun,
         "serviceAccountName": service_account,
@@ -72,13 +76,16 @@ def case(strategy: JSON, build: JSON, buildrun: JSON, *, service_account: str = 
     }
 
 
-def status_case(run: JSON, objects: list[JSON], build: JSON, buildrun: JSON, *,
-                executor: str = "TaskRun", case_id: str = "") -> JSON:
-    """A request for the status Shipwright's BuildRun reconciler sets from `run` (a
-    TaskRun or PipelineRun as Tekton left it), its client holding `objects` (the pods
-    and a PipelineRun's TaskRuns; anything else is NotFound). The answer's "status" has
-    the Succeeded condition, failureDetails, output and source."""
-    return {"id": case_id, "executor": executor, "build": build, "buildRun": buildrun,
+def status_case(run: JSON, objects: list[JSON], strategy: JSON, build: JSON, buildrun: JSON,
+                *, executor: str = "TaskRun", case_id: str = "") -> JSON:
+    """A request for the status Shipwright's BuildRun reconciler sets, from the start of
+    `buildrun` (of `build`, or the spec it embeds, and `strategy`) to `run` (a TaskRun or
+    PipelineRun as Tekton left it), its client holding `objects` (the pods and a
+    PipelineRun's TaskRuns; anything else is NotFound) and the Build. The answer's
+    "status" has the Succeeded condition, failureDetails, output, source, startTime,
+    completionTime and buildSpec."""
+    return {"id": case_id, "executor": executor,
+            **_strategy(strategy), "build": build, "buildRun": buildrun,
             "statusOf": {"executor": run, "objects": objects}}
 
 

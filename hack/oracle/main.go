@@ -26,16 +26,25 @@
 //
 // With "statusOf" the request asks only how Shipwright's BuildRun reconciler would set
 // the BuildRun's status from a TaskRun or PipelineRun (the executor) as Tekton left it:
-// buildrun.go's steps, on Shipwright's own runner of that kind (TektonTaskRunWrapper or
-// TektonPipelineRunWrapper): GetResults into UpdateBuildRunUsingTaskResults, then the
-// Succeeded condition into UpdateImageBuildRunFromExecutor (for a TaskRun that includes
-// UpdateBuildRunUsingTaskFailures). Its client is controller-runtime's fake client
-// holding "objects" (the executor's pod, a PipelineRun's TaskRuns and their pods): what
-// is missing there is NotFound, as a deleted object is. The strategy is not read.
+// buildrun.go's steps, with Shipwright's own functions and runners. At start: the Build
+// as GetBuildObject reads it (the request's "build" for a BuildRun naming it, a
+// transient one of an embedded spec), status.buildSpec set to its spec, then the
+// factory's CreateImageBuildRunner (its generator, from "strategy"), which may change
+// the Build's spec that status.buildSpec points at before Shipwright's next status
+// write stores it. Then, on Shipwright's runner of the run as Tekton left it
+// (TektonTaskRunWrapper or TektonPipelineRunWrapper): GetResults into
+// UpdateBuildRunUsingTaskResults, the Succeeded condition into
+// UpdateImageBuildRunFromExecutor (for a TaskRun that includes
+// UpdateBuildRunUsingTaskFailures), and startTime and completionTime from GetStartTime
+// and GetCompletionTime, as that condition's branch of buildrun.go copies them. Its
+// client is controller-runtime's fake client holding "objects" (the executor's pod, a
+// PipelineRun's TaskRuns and their pods) and the Build: what is missing there is
+// NotFound, as a deleted object is.
 //
-//	in:  {"id", "executor", "build", "buildRun",
+//	in:  {"id", "executor", "strategyKind", "strategy", "build", "buildRun",
 //	      "statusOf": {"executor": TaskRun/PipelineRun, "objects": [Pod|TaskRun]}}
-//	out: {"id", "status": {"condition", "failureDetails", "output", "source"} | null,
+//	out: {"id", "status": {"condition", "failureDetails", "output", "source",
+//	                       "startTime", "completionTime", "buildSpec"} | null,
 //	      "statusError": "" (the error Shipwright's reconcile would return, to retry),
 //	      "statusPanic": "", "error": ""}
 //
@@ -64,6 +73,7 @@ import (
 	"knative.dev/pkg/apis"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 )
 
@@ -92,6 +102,9 @@ type statusAnswer struct {
 	FailureDetails *buildapi.FailureDetails `json:"failureDetails"`
 	Output         *buildapi.Output         `json:"output"`
 	Source         *buildapi.SourceResult   `json:"source"`
+	StartTime      *metav1.Time             `json:"startTime"`
+	CompletionTime *metav1.Time             `json:"completionTime"`
+	BuildSpec      *buildapi.BuildSpec      `json:"buildSpec"`
 }
 
 type statusFromResults struct {
@@ -171,20 +184,23 @@ func fromResults(build *buildapi.Build, buildRun *buildapi.BuildRun,
 }
 
 // statusClient is controller-runtime's fake client holding `objects` (Pods and TaskRuns,
-// told apart by their kind).
-func statusClient(objects []json.RawMessage) (client.Client, error) {
+// told apart by their kind) and `build` (when it has a name), and its scheme.
+func statusClient(objects []json.RawMessage, build *buildapi.Build) (client.Client, *runtime.Scheme, error) {
 	scheme := runtime.NewScheme()
-	if err := corev1.AddToScheme(scheme); err != nil {
-		return nil, err
-	}
-	if err := pipelineapi.AddToScheme(scheme); err != nil {
-		return nil, err
+	for _, add := range []func(*runtime.Scheme) error{
+		corev1.AddToScheme, pipelineapi.AddToScheme, buildapi.AddToScheme} {
+		if err := add(scheme); err != nil {
+			return nil, nil, err
+		}
 	}
 	var objs []client.Object
+	if build.Name != "" {
+		objs = append(objs, build)
+	}
 	for _, raw := range objects {
 		var kind metav1.TypeMeta
 		if err := json.Unmarshal(raw, &kind); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		var obj client.Object
 		switch kind.Kind {
@@ -193,14 +209,14 @@ func statusClient(objects []json.RawMessage) (client.Client, error) {
 		case "TaskRun":
 			obj = &pipelineapi.TaskRun{}
 		default:
-			return nil, fmt.Errorf("object of kind %q: only Pod and TaskRun", kind.Kind)
+			return nil, nil, fmt.Errorf("object of kind %q: only Pod and TaskRun", kind.Kind)
 		}
 		if err := json.Unmarshal(raw, obj); err != nil {
-			return nil, fmt.Errorf("%s: %w", kind.Kind, err)
+			return nil, nil, fmt.Errorf("%s: %w", kind.Kind, err)
 		}
 		objs = append(objs, obj)
 	}
-	return fake.NewClientBuilder().WithScheme(scheme).WithObjects(objs...).Build(), nil
+	return fake.NewClientBuilder().WithScheme(scheme).WithObjects(objs...).Build(), scheme, nil
 }
 
 // fromExecutor is Shipwright's BuildRun reconciler (buildrun.go) setting the status of
@@ -216,32 +232,71 @@ func fromExecutor(c client.Client, buildRun *buildapi.BuildRun,
 	if results := runner.GetResults(ctx, c); len(results) > 0 {
 		resources.UpdateBuildRunUsingTaskResults(ctx, buildRun, results, reconcile.Request{})
 	}
+	status := &buildRun.Status
 	if condition := runner.GetCondition(apis.ConditionSucceeded); condition != nil {
 		if err := resources.UpdateImageBuildRunFromExecutor(ctx, c, buildRun, runner.GetObject(), condition); err != nil {
-			failed = err.Error()
+			return nil, err.Error(), ""
+		}
+		// buildrun.go's own assignments in this branch, whatever the condition's status
+		// (its metrics and pod reads around them left out):
+		executorStartTime := runner.GetStartTime()
+		if status.StartTime == nil && executorStartTime != nil {
+			status.StartTime = executorStartTime
+		}
+		if runner.GetCompletionTime() != nil && status.CompletionTime == nil {
+			status.CompletionTime = runner.GetCompletionTime()
 		}
 	}
-	status := &buildRun.Status
 	//nolint:staticcheck // FailureDetails is what Shipwright v0.20 still writes
 	return &statusAnswer{Condition: status.GetCondition(buildapi.Succeeded),
-		FailureDetails: status.FailureDetails, Output: status.Output, Source: status.Source}, failed, ""
+		FailureDetails: status.FailureDetails, Output: status.Output, Source: status.Source,
+		StartTime: status.StartTime, CompletionTime: status.CompletionTime,
+		BuildSpec: status.BuildSpec}, "", ""
+}
+
+// started is what Shipwright's reconcile of the new BuildRun leaves in its status before
+// the run exists (buildrun.go): the Build GetBuildObject reads, `buildRun.Status.BuildSpec
+// = &build.Spec` (buildrun.go's assignment, replicated), then the factory's
+// CreateImageBuildRunner (whose generator may change that spec; its runner is dropped:
+// the run as Tekton left it is the request's).
+func started(c client.Client, scheme *runtime.Scheme, cfg *config.Config, buildRun *buildapi.BuildRun,
+	strategy buildapi.BuilderStrategy, pipelineRun bool) error {
+	ctx := context.Background()
+	build := &buildapi.Build{}
+	if err := resources.GetBuildObject(ctx, c, buildRun, build); err != nil {
+		return fmt.Errorf("GetBuildObject: %w", err)
+	}
+	buildRun.Status.BuildSpec = &build.Spec
+	var factory shipwrightbuildrun.ImageBuildRunnerFactory = &shipwrightbuildrun.TektonTaskRunImageBuildRunnerFactory{}
+	if pipelineRun {
+		factory = &shipwrightbuildrun.TektonPipelineRunImageBuildRunnerFactory{}
+	}
+	serviceAccount := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "default"}}
+	if _, err := factory.CreateImageBuildRunner(ctx, c, cfg, serviceAccount, strategy, build, buildRun,
+		scheme, controllerutil.SetControllerReference); err != nil {
+		return fmt.Errorf("CreateImageBuildRunner: %w", err)
+	}
+	return nil
 }
 
 func answerStatus(req *request, resp *response, pipelineRun bool) {
-	build := &buildapi.Build{}
-	if err := strict(req.Build, build); err != nil {
-		resp.Error = "build: " + err.Error()
+	strategy, build, buildRun, err := decodeInputs(req)
+	if err != nil {
+		resp.Error = err.Error()
 		return
 	}
-	buildRun := &buildapi.BuildRun{}
-	if err := strict(req.BuildRun, buildRun); err != nil {
-		resp.Error = "buildRun: " + err.Error()
-		return
-	}
-	buildRun.Status.BuildSpec = build.Spec.DeepCopy()
-	c, err := statusClient(req.StatusOf.Objects)
+	c, scheme, err := statusClient(req.StatusOf.Objects, build)
 	if err != nil {
 		resp.Error = "objects: " + err.Error()
+		return
+	}
+	cfg, err := shipwrightConfig(req.Env)
+	if err != nil {
+		resp.Error = "config: " + err.Error()
+		return
+	}
+	if err := started(c, scheme, cfg, buildRun, strategy, pipelineRun); err != nil {
+		resp.Error = err.Error()
 		return
 	}
 	var runner shipwrightbuildrun.ImageBuildRunner
@@ -261,6 +316,26 @@ func answerStatus(req *request, resp *response, pipelineRun bool) {
 		runner = &shipwrightbuildrun.TektonTaskRunWrapper{TaskRun: run}
 	}
 	resp.Status, resp.StatusError, resp.StatusPanic = fromExecutor(c, buildRun, runner)
+}
+
+// decodeInputs decodes the request's strategy (of its strategyKind), Build and BuildRun.
+func decodeInputs(req *request) (buildapi.BuilderStrategy, *buildapi.Build, *buildapi.BuildRun, error) {
+	var strategy buildapi.BuilderStrategy = &buildapi.BuildStrategy{}
+	if req.StrategyKind == "ClusterBuildStrategy" {
+		strategy = &buildapi.ClusterBuildStrategy{}
+	}
+	if err := strict(req.Strategy, strategy); err != nil {
+		return nil, nil, nil, fmt.Errorf("strategy: %w", err)
+	}
+	build := &buildapi.Build{}
+	if err := strict(req.Build, build); err != nil {
+		return nil, nil, nil, fmt.Errorf("build: %w", err)
+	}
+	buildRun := &buildapi.BuildRun{}
+	if err := strict(req.BuildRun, buildRun); err != nil {
+		return nil, nil, nil, fmt.Errorf("buildRun: %w", err)
+	}
+	return strategy, build, buildRun, nil
 }
 
 func strict(raw []byte, into any) error {
@@ -321,31 +396,9 @@ func answer(req *request) response {
 			resp.OursDefaulted, resp.OursInvalid = tekton(ours)
 		}
 	}
-	var strategy buildapi.BuilderStrategy
-	switch req.StrategyKind {
-	case "ClusterBuildStrategy":
-		s := &buildapi.ClusterBuildStrategy{}
-		if err := strict(req.Strategy, s); err != nil {
-			resp.Error = "strategy: " + err.Error()
-			return resp
-		}
-		strategy = s
-	default:
-		s := &buildapi.BuildStrategy{}
-		if err := strict(req.Strategy, s); err != nil {
-			resp.Error = "strategy: " + err.Error()
-			return resp
-		}
-		strategy = s
-	}
-	build := &buildapi.Build{}
-	if err := strict(req.Build, build); err != nil {
-		resp.Error = "build: " + err.Error()
-		return resp
-	}
-	buildRun := &buildapi.BuildRun{}
-	if err := strict(req.BuildRun, buildRun); err != nil {
-		resp.Error = "buildRun: " + err.Error()
+	strategy, build, buildRun, err := decodeInputs(req)
+	if err != nil {
+		resp.Error = err.Error()
 		return resp
 	}
 	if req.Results != nil {

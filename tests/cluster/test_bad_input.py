@@ -417,11 +417,13 @@ async def test_buildrun_too_large_to_snapshot_fails_without_burning_its_retries(
 ) -> None:
     from controller.shipwright.resources import TASKRUNS
 
+    flags = [{"name": "flags", "values": [{"value": "f" * 65536}] * 13}]
+    # The snapshot is the Build's spec (as Shipwright's): a big Build and a big BuildRun of
+    # it, each admitted (under etcd's 1.5 MiB), but not the BuildRun with the snapshot.
+    await world.build("big", paramValues=flags)
     async with running_controller(controller_settings(cluster, world.ns)) as app:
         counting = Counting(app)
-        # Admitted (the BuildRun alone is under etcd's 1.5 MiB), but not twice over.
-        await world.buildrun("big", paramValues=[{"name": "flags",
-                                                  "values": [{"value": "f" * 65536}] * 13}])
+        await world.buildrun("big", build_ref="big", paramValues=flags)
         done = await world.finished("big", timeout=60)
         counts = await _settled(counting)
         taskruns = await world.taskruns()

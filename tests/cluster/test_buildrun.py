@@ -39,6 +39,7 @@ from tests.harness import (
     World,
     condition,
     controller_settings,
+    in_flight,
     metric,
     release,
     running_controller,
@@ -449,6 +450,7 @@ async def test_webhook_timeouts_are_retried_then_succeed(
     k = 3
     retries_before = metric("buildrun_retries_total", error_class="webhook")
     wq_retries_before = metric("workqueue_retries_total", name="buildrun", controller="buildrun")
+    requeues_before = reconciles("requeue_after")
     seen_open: list[bool] = []
     script = FlakyWebhook(cluster, world.ns, lambda n: "timeout" if n <= k else "allow")
     async with script as hook, running_controller(controller_settings(cluster, world.ns)):
@@ -465,8 +467,10 @@ async def test_webhook_timeouts_are_retried_then_succeed(
     assert all(seen_open), "a completionTime appeared while system errors were being retried"
     assert condition(done)["reason"] == reasons.SUCCEEDED
     assert metric("buildrun_retries_total", error_class="webhook") - retries_before == k
-    assert metric("workqueue_retries_total", name="buildrun",
-                  controller="buildrun") - wq_retries_before == k
+    # The queue counts each backoff and, as client-go's AddAfter does, each requeue_after
+    # (a running BuildRun waits for its TaskRun's timeout backstop): the k backoffs exactly.
+    assert metric("workqueue_retries_total", name="buildrun", controller="buildrun") - \
+        wq_retries_before == k + reconciles("requeue_after") - requeues_before
     assert len(await world.taskruns()) == 1
 
 
@@ -494,13 +498,17 @@ async def test_giving_up_takes_a_finished_unrecorded_taskruns_outcome(
     kube: Kube, world: World
 ) -> None:
     """Row 5: a try created the TaskRun, then every try failed; the TaskRun built the
-    image meanwhile, so the image is reported, not ReconcilerRetriesExhausted."""
+    image meanwhile. Giving up records it, and the next look (its status write's event
+    brings one) reports the image, not ReconcilerRetriesExhausted."""
     world.fate("br", results=results(**{"shp-image-digest": "sha256:" + "ef" * 32}))
     await unrecorded_taskrun(kube, await world.buildrun("br"))
     await tekton_verdict(world, "br")
     reconciler = BuildRunReconciler(kube, Caches(), EventRecorder(kube, "t", "t"),
                                     executor=TASKRUN)
     await reconciler.give_up(f"{world.ns}/br", RetryableError("webhook", "failed calling"))
+    recorded = await world.get("br")
+    assert recorded["status"]["taskRunName"] and "completionTime" not in recorded["status"]
+    await in_flight(kube, (BUILDRUNS, recorded)).reconcile(f"{world.ns}/br")
     done = await world.get("br")
     assert condition(done)["reason"] == reasons.SUCCEEDED
     assert done["status"]["output"]["digest"] == "sha256:" + "ef" * 32
@@ -509,24 +517,29 @@ async def test_giving_up_takes_a_finished_unrecorded_taskruns_outcome(
 async def test_giving_up_finishes_new_and_running_buildruns_and_stops_their_taskruns(
     cluster: LocalCluster, kube: Kube, world: World
 ) -> None:
-    """Rows 6 and 12: the last error is the message, and no TaskRun runs on."""
+    """Rows 6 and 12: the last error is the message, and no TaskRun runs on. A NEW one of
+    which a TaskRun exists is not given up on: the TaskRun is recorded (row 5), to decide."""
     world.fate("running", fate="hold")
-    world.fate("new", fate="hold")
+    world.fate("adopted", fate="hold")
     async with running_controller(controller_settings(cluster, world.ns)):
         await world.buildrun("running")
         running = await world.taskrun_of("running")
-    new = (await unrecorded_taskrun(kube, await world.buildrun("new")))["metadata"]["name"]
+    await world.buildrun("new", build={"name": "never-validated"})
+    adopted = (await unrecorded_taskrun(kube, await world.buildrun("adopted")))["metadata"]
     exhausted_before = metric("buildrun_retry_exhausted_total")
     reconciler = BuildRunReconciler(kube, Caches(), EventRecorder(kube, "t", "t"),
                                     executor=TASKRUN)
-    for name in ("new", "running"):
+    for name in ("new", "running", "adopted"):
         await reconciler.give_up(f"{world.ns}/{name}",
                                  RetryableError("server_error", "HTTP 500: etcd is sad"))
+    for name in ("new", "running"):
         cond = condition(await world.get(name))
         assert cond["reason"] == reasons.RECONCILER_RETRIES_EXHAUSTED, name
         assert cond["message"].endswith("last error: HTTP 500: etcd is sad"), cond
-    assert await taskrun_cancelled(kube, world.ns, new)
     assert await taskrun_cancelled(kube, world.ns, running)
+    assert (await world.get("adopted"))["status"]["taskRunName"] == adopted["name"]
+    assert "completionTime" not in (await world.get("adopted"))["status"]
+    assert not await taskrun_cancelled(kube, world.ns, adopted["name"])
     assert metric("buildrun_retry_exhausted_total") - exhausted_before == 2
     # Giving up on a finished BuildRun changes nothing.
     before = await world.get("new")

@@ -453,6 +453,20 @@ def alert_unit_tests() -> list[dict[str, Any]]:
               "exp_alerts": [_alert("BuildRunControllerReconcileStuck", "critical",
                                     **T, instance=a)]},
          ]},
+        {"interval": "1m", "name": "quarantined objects: held for 10m fires, released is quiet",
+         "input_series": [
+             _series("informer_quarantined_objects", "0x5 2x20 0x10", instance=a,
+                     resource="taskruns"),
+             _series("informer_quarantined_objects", "0x40", instance=b, resource="taskruns")],
+         "alert_rule_test": [
+             {"eval_time": "10m", "alertname": "BuildRunControllerObjectsQuarantined",
+              "exp_alerts": []},  # pending
+             {"eval_time": "20m", "alertname": "BuildRunControllerObjectsQuarantined",
+              "exp_alerts": [_alert("BuildRunControllerObjectsQuarantined", "warning",
+                                    **T, instance=a, resource="taskruns")]},
+             {"eval_time": "30m", "alertname": "BuildRunControllerObjectsQuarantined",
+              "exp_alerts": []},
+         ]},
         {"interval": "1m", "name": "no leader: all standbys",
          "input_series": [
              _series(LEADER, "1x5 0x30", instance=a, name="buildrun-controller"),

@@ -1,10 +1,12 @@
 """The real node itself (devtools.cluster.realnode): a second stack's node runs beside the
 session's on the same machine, and stopping it leaves nothing behind: no process, no
 cgroup, nothing in the host's /var/lib, /var/log or /run, no kernel tunable changed, and
-the session's node and its running pod untouched."""
+the session's node and its running pod untouched; and containerd and the kubelet restart
+under a running pod as a node's would (RealNode.restart)."""
 
 from __future__ import annotations
 
+import signal
 import time
 from pathlib import Path
 
@@ -14,7 +16,7 @@ from controller.runtime.kube import JSON, PODS, Kube
 from devtools.cluster.localcluster import LocalCluster
 from devtools.cluster.nodens import KUBELET_TUNABLES, hierarchies
 from devtools.cluster.processes import command_lines
-from devtools.cluster.realnode import NODE, RealNode, place_pod
+from devtools.cluster.realnode import CONTAINERD, KUBELET, NODE, RealNode, place_pod
 from devtools.cluster.stack import TektonStack
 from tests.cluster.test_real_builds import pod_log
 from tests.harness import wait_for
@@ -93,3 +95,36 @@ async def test_a_second_stacks_node_runs_beside_and_leaves_nothing_behind(
     assert steady["status"]["containerStatuses"][0]["restartCount"] == 0
     assert "steady" in await pod_log(stack.cluster, namespace, "steady", "c")
     print(f"\nsecond real node: up in {started:.1f}s, its stack stopped in {stopped:.1f}s")
+
+
+async def test_containerd_and_the_kubelet_restart_under_a_running_pod(
+    stack: TektonStack, real_node: RealNode, kube: Kube, namespace: str,
+) -> None:
+    """RealNode.restart, as a node's service manager restarts them: containerd killed
+    (a crash) and the kubelet stopped, each started again, and the pod that ran all along
+    runs on (its shim kept, never restarted), its log still served; a new pod runs."""
+    await kube.create(PODS, namespace, pod("through", real_node.base_image(),
+                                           "echo before; sleep 5; echo after; sleep 600"))
+    await phase(stack.cluster, namespace, "through", "Running")
+    crash = await real_node.restart(CONTAINERD, signal.SIGKILL)
+    assert (crash.signal, crash.exit_code) == ("SIGKILL", -signal.SIGKILL)
+    assert crash.new_pid != crash.old_pid
+    assert crash.shims_before >= 1, crash
+    assert crash.shims_kept == crash.shims_after == crash.shims_before, crash
+    stop = await real_node.restart(KUBELET)
+    assert stop.signal == "SIGTERM" and stop.new_pid != stop.old_pid
+    assert stop.shims_kept == stop.shims_after == stop.shims_before, stop
+    running = await phase(stack.cluster, namespace, "through", "Running")
+    assert running["status"]["containerStatuses"][0]["restartCount"] == 0
+
+    async def said_after() -> bool:
+        try:
+            return "after" in await pod_log(stack.cluster, namespace, "through", "c")
+        except AssertionError:  # 404 until the new kubelet has the pod again
+            return False
+    await wait_for(said_after, 60, 0.5, what="the pod's log after the restarts")
+    await kube.create(PODS, namespace, pod("after", real_node.base_image(), "echo fresh"))
+    await phase(stack.cluster, namespace, "after", "Succeeded")
+    print(f"\nrestarts: containerd {crash.ready_at - crash.signalled_at:.2f}s "
+          f"(shims {crash.shims_before} -> {crash.shims_after}), kubelet "
+          f"{stop.ready_at - stop.signalled_at:.2f}s to start")

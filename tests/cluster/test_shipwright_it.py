@@ -38,10 +38,11 @@ those that are, with our controller started with BUILDRUN_EXECUTOR=PipelineRun.
 
 Time: a spec waits on the suite's 3 s polls, and its namespace takes 6 s of them to go
 (kube-controller-manager's namespace controller starts on a deleted namespace only after
-a fixed 5 s, BENCHMARKS.md "Setup"), so the specs not labelled PipelineRun run in SHARDS
-runs at once, each on a stack of its own (the session's, and one started here) with a
-controller of its own: a spec sees one cluster and one controller, as in Shipwright's
-CI, and the whole takes about half as long. Each run is the suite's binary with
+a fixed 5 s, BENCHMARKS-journal.md "Why a namespace takes 6 s of Shipwright's suite"), so
+the specs not labelled PipelineRun run in SHARDS runs at once, each on a stack of its own
+(the session's, and one started here) with a controller of its own: a spec sees one
+cluster and one controller, as in Shipwright's CI, and the whole takes about half as
+long. Each run is the suite's binary with
 --ginkgo.focus naming its share of the specs (round robin over their sorted names,
 from a dry run); the reports are merged.
 """
@@ -119,7 +120,7 @@ VULNERABILITY_SCAN = (
     "had here, so it runs " + _KWOK + "where the build succeeds with nothing scanned")
 # Each spec of the suite that cannot pass here, by its full text: what is missing here,
 # and the failure it shows now. Every other spec must pass. From the whole runs in
-# BENCHMARKS.md.
+# BENCHMARKS-journal.md ("The suite with the real node").
 CANNOT_PASS: dict[str, Cannot] = {
     "Integration tests Build and referenced Source url when the build source url protocol "
     "is http and the verify annotation is true should validate source url successfully":

@@ -79,6 +79,7 @@ import yaml
 from aiohttp import web
 
 from controller.buildrun import reasons
+from controller.buildrun.spec import parse_duration
 from controller.runtime.informers import Informer
 from controller.runtime.kube import JSON, LEASES, MERGE_PATCH, ApiError, ConfigError, Kube
 from controller.shipwright import field_managers
@@ -89,10 +90,12 @@ from devtools.cluster import shipwright_controller as sw
 from devtools.cluster.fates import FateWebhook
 from devtools.cluster.localcluster import REPO, LocalCluster, free_port
 from devtools.cluster.webhook import serve_https
+from devtools.crds.crdgen import FROZEN_COMPLETION_TIME
 from tests.harness import (
     World,
     condition,
     controller_settings,
+    in_flight,
     release,
     running_controller,
     running_pod,
@@ -105,7 +108,9 @@ OUR_CRDS = REPO / "manifests" / "crds"
 CANCELED = {"state": "BuildRunCanceled"}
 SHIPWRIGHT_WEBHOOK = {"name": "shp-build-webhook", "namespace": "shipwright-build",
                       "path": "/convert", "port": 443}
-FROZEN = "status.completionTime is immutable once set"
+# A Build of ten minutes whose BuildRun asks for an hour (issue 39 part 4): Shipwright's
+# status.buildSpec is the Build's spec, without the BuildRun's own timeout.
+SHORT_BUILD = "app-10m"
 
 
 def rules(crd: JSON) -> int:
@@ -259,20 +264,39 @@ class Ledger:
         await wait_for(none_running, 30, 0.2, what="every TaskRun to stop")
 
 
+async def lives_as_long_as_tekton_lets_it(w: World, name: str) -> None:
+    """A running BuildRun of a 10-minute Build that asked for an hour is looked at again at
+    the backstop of the hour its TaskRun holds (Tekton enforces that one), whoever made
+    the run; ours once read the timeout from status.buildSpec, which Shipwright writes
+    without the BuildRun's own, and cancelled such a run at about 11 minutes after a
+    switch. Its reconcile, on the objects as the API server has them, says when."""
+    buildrun = await w.get(name)
+    taskrun = await w.kube.get(TASKRUNS, w.ns, buildrun["status"]["taskRunName"])
+    assert taskrun["spec"]["timeout"] == "1h0m0s"
+    if "buildSpec" in buildrun["status"]:  # both write the Build's spec there
+        assert parse_duration(buildrun["status"]["buildSpec"]["timeout"]) == 600
+    result = await in_flight(w.kube, (BUILDRUNS, buildrun), (TASKRUNS, taskrun)).reconcile(
+        f"{w.ns}/{name}")
+    assert result.requeue_after is not None and result.requeue_after > 3000, result
+
+
 async def one_way(ledger: Ledger, outgoing: Any, incoming: Any, tag: str) -> None:
     """BuildRuns under `outgoing` (entered and left here), then `incoming` takes over."""
     w = ledger.w
     finished = [f"{tag}-ok", f"{tag}-fail", f"{tag}-nobuild", f"{tag}-cancel"]
+    long = f"{tag}-held-long"
     held = [f"{tag}-held-ok", f"{tag}-held-fail", f"{tag}-cancel-between"]
     async with outgoing:
         await ledger.create(f"{tag}-ok", reasons.SUCCEEDED)
         await ledger.create(f"{tag}-fail", reasons.FAILED, fate="fail")
         await ledger.create(f"{tag}-nobuild", reasons.BUILD_NOT_FOUND, build={"name": "nope"})
+        await ledger.create(long, reasons.SUCCEEDED, fate="hold", build={"name": SHORT_BUILD},
+                            timeout="1h")
         for name in [f"{tag}-cancel", *held]:
             want = reasons.FAILED if name.endswith("fail") else (
                 reasons.BUILD_RUN_CANCELED if "cancel" in name else reasons.SUCCEEDED)
             await ledger.create(name, want, fate="hold")
-        for name in [f"{tag}-cancel", *held]:
+        for name in [f"{tag}-cancel", *held, long]:
             await ledger.started(name)
         await w.kube.patch(BUILDRUNS, w.ns, f"{tag}-cancel", {"spec": CANCELED})
         await ledger.settle(finished)
@@ -281,10 +305,13 @@ async def one_way(ledger: Ledger, outgoing: Any, incoming: Any, tag: str) -> Non
     await w.kube.patch(BUILDRUNS, w.ns, f"{tag}-cancel-between", {"spec": CANCELED})
     await ledger.create(f"{tag}-between", reasons.SUCCEEDED)
     async with incoming:
+        if tag == "sw":  # ours took over a run Shipwright started
+            await lives_as_long_as_tekton_lets_it(w, long)
         await release(w, f"{tag}-held-ok")
         await release(w, f"{tag}-held-fail", fate="fail")
+        await release(w, long)
         await ledger.create(f"{tag}-after", reasons.SUCCEEDED)
-        await ledger.settle([*held, f"{tag}-last", f"{tag}-between", f"{tag}-after"])
+        await ledger.settle([*held, long, f"{tag}-last", f"{tag}-between", f"{tag}-after"])
         await ledger.check()
 
 
@@ -302,6 +329,7 @@ async def test_shipwright_to_ours_and_back_mid_flight(
         await sw.apply_crds(cluster, sw.crds())  # a cluster that runs Shipwright
         await w.strategy()
         await w.build()
+        await w.build(SHORT_BUILD, timeout="10m")
         await ledger.informer.wait_synced()
         marks.append(("Shipwright's CRDs", time.monotonic()))
         await one_way(ledger, switch.shipwright(), switch.ours(), "sw")
@@ -310,7 +338,7 @@ async def test_shipwright_to_ours_and_back_mid_flight(
         # status is not re-checked), its outcome is frozen from now on.
         outcome_change = {"status": {"completionTime": "2000-01-01T00:00:00Z"}}
         assert await dry_run(w, "sw-ok", {"metadata": {"labels": {"x": "y"}}}) == "accepted"
-        assert FROZEN in await dry_run(w, "sw-ok", outcome_change, "status")
+        assert FROZEN_COMPLETION_TIME in await dry_run(w, "sw-ok", outcome_change, "status")
         # Ours -> Shipwright (the rollback): its CRDs go back on first.
         await one_way(ledger, switch.ours(), switch.shipwright(), "us")
         await ledger.check()  # the first way's BuildRuns, after the second switch

@@ -223,8 +223,9 @@ async def test_a_cancel_that_meets_a_deleted_taskrun_creates_nothing(
     stack: TektonStack, world: World
 ) -> None:
     """The cancel is a server-side apply (as Shipwright's Cancel), which would create a
-    TaskRun deleted since it was read: Tekton's webhook refuses one with nothing but
-    spec.status, and the cancel takes that as a run with nothing left to stop."""
+    TaskRun deleted since it was read: pinned to the uid read, the API server refuses it
+    (409, "no existing object was found"; unpinned, Tekton's webhook refused one with
+    nothing but spec.status), and the cancel takes that as a run with nothing to stop."""
     world.fate("gone", fate="hold")
     async with controller(stack, world):
         await world.buildrun("gone")

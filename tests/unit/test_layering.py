@@ -12,7 +12,9 @@
   `controller/buildrun` once imported each other);
 - the run generators (`controller/buildrun/resources/`) import, of the BuildRun domain,
   only each other and the pure modules they share with it (RESOURCES_MAY_IMPORT), never
-  the reconciler's observe/plan/act modules or its wiring.
+  the reconciler's observe/plan/act modules or its wiring;
+- no benchmark (a module of `bench/` with a `main`) imports another: what two share lives
+  in a module that is none (bench/e2e/common.py, bodies.py, peer.py).
 """
 
 from __future__ import annotations
@@ -181,3 +183,44 @@ def test_the_rule_sees_a_violation(tmp_path: Path) -> None:
     module.write_text("from ..buildrun import states\nimport controller.app\n")
     assert imports_of(module, tmp_path) == [
         "controller.buildrun", "controller.buildrun.states", "controller.app"]
+
+
+def is_benchmark(path: Path) -> bool:
+    """A module that runs on its own: it defines `main` at the top level."""
+    tree = ast.parse(path.read_text(), str(path))
+    return any(isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) and node.name == "main"
+               for node in tree.body)
+
+
+def benchmark_imports(root: Path = REPO) -> list[str]:
+    """`benchmark imports benchmark` for each benchmark of bench/ importing another."""
+    def module(path: Path) -> str:
+        return ".".join(path.relative_to(root).with_suffix("").parts)
+    benches = {module(p): p for p in sorted((root / "bench").rglob("*.py")) if is_benchmark(p)}
+    return [
+        f"{name} imports {other}"
+        for name, path in benches.items()
+        for other in sorted({b for i in imports_of(path, root) for b in benches
+                             if b != name and (i == b or i.startswith(b + "."))})
+    ]
+
+
+def test_no_benchmark_imports_another() -> None:
+    assert any(is_benchmark(p) for p in (REPO / "bench" / "e2e").glob("*.py"))
+    broken = benchmark_imports()
+    assert not broken, "\n".join(broken)
+
+
+def test_the_benchmark_rule_sees_a_violation(tmp_path: Path) -> None:
+    folder = tmp_path / "bench" / "e2e"
+    folder.mkdir(parents=True)
+    (folder / "common.py").write_text("def helper() -> None: ...\n")
+    (folder / "memory.py").write_text(
+        "from bench.e2e.common import helper\nfrom bench.e2e.throughput import body\n"
+        "def main() -> None: ...\n")
+    (folder / "throughput.py").write_text(
+        "from bench.e2e import memory\nasync def main() -> None: ...\n")
+    assert benchmark_imports(tmp_path) == [
+        "bench.e2e.memory imports bench.e2e.throughput",
+        "bench.e2e.throughput imports bench.e2e.memory",
+    ]

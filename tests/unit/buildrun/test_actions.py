@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import copy
 import datetime
+import json
 from typing import Any
 
 import pytest
@@ -97,13 +98,14 @@ class Rig:
             obj["status"] = status
         return self.kube.add(BUILDRUNS, obj)
 
-    def taskrun(self, buildrun: JSON, name: str = "tr", **status: Any) -> JSON:
+    def taskrun(self, buildrun: JSON, name: str = "tr", *, spec: JSON | None = None,
+                **status: Any) -> JSON:
         return self.kube.add(TASKRUNS, {
             "metadata": {"name": name, "labels": {"buildrun.shipwright.io/name": "br"},
                          "ownerReferences": [{"kind": "BuildRun", "name": "br",
                                               "uid": buildrun["metadata"]["uid"],
                                               "controller": True}]},
-            "spec": {}, "status": status})
+            "spec": spec or {}, "status": status})
 
     async def reconcile(self, *, sync: bool = True) -> Result:
         """One reconcile of ns/br; `sync=False` keeps the caches as the test left them."""
@@ -256,13 +258,19 @@ async def test_row_4_nothing_but_a_wake_at_the_ttl_and_the_outcome_is_frozen(rig
 
 # -- NEW: rows 5-10 -----------------------------------------------------------------------
 
-async def test_row_5_giving_up_finds_the_unrecorded_taskruns_outcome(rig: Rig) -> None:
+async def test_row_5_giving_up_records_an_unrecorded_taskrun_then_its_outcome_counts(
+        rig: Rig) -> None:
     br = rig.buildrun()
     rig.taskrun(br, run_name(br), **succeeded())
     await rig.give_up()
+    assert rig.stored()["status"]["taskRunName"] == run_name(br)
+    assert "completionTime" not in rig.stored()["status"]
+    assert rig.kube.writes() == [STATUS_WRITE]
+    # The next look is a RUNNING one: the finished run's outcome, its completionTime.
+    await rig.reconcile()
     assert (rig.condition()["status"], rig.condition()["reason"]) == ("True", reasons.SUCCEEDED)
     assert rig.stored()["status"]["output"]["digest"] == DIGEST
-    assert rig.stored()["status"]["completionTime"] == format_time(NOW)
+    assert rig.stored()["status"]["completionTime"] == ago(1)
     assert rig.kube.writes() == [STATUS_WRITE]  # finished: nothing to cancel
 
 
@@ -276,13 +284,14 @@ async def test_row_6_giving_up_in_new_ends_with_the_last_error(rig: Rig) -> None
     assert rig.kube.writes() == [STATUS_WRITE]
 
 
-async def test_row_6_giving_up_in_new_stops_an_unrecorded_taskrun(rig: Rig) -> None:
+async def test_row_5_giving_up_never_ends_a_buildrun_whose_taskrun_runs(rig: Rig) -> None:
+    """A spent budget is no verdict on a run that exists: it is recorded and followed."""
     br = rig.buildrun()
     rig.taskrun(br, run_name(br), conditions=running("Pending"))
     await rig.give_up()
-    assert rig.condition()["reason"] == reasons.RECONCILER_RETRIES_EXHAUSTED
-    assert rig.kube.writes() == [STATUS_WRITE, cancel(run_name(br))]
-    assert canceled(rig.kube, run_name(br))
+    assert (rig.condition()["status"], rig.condition()["reason"]) == ("Unknown", "Pending")
+    assert rig.kube.writes() == [STATUS_WRITE]
+    assert not canceled(rig.kube, run_name(br))
 
 
 async def test_row_7_canceled_before_it_started(rig: Rig) -> None:
@@ -295,13 +304,19 @@ async def test_row_7_canceled_before_it_started(rig: Rig) -> None:
     assert rig.taskruns() == []
 
 
-async def test_row_7_a_cancel_stops_a_taskrun_an_earlier_try_never_recorded(
+async def test_row_5_then_15_a_cancel_of_an_unrecorded_taskrun_waits_for_it(
         rig: Rig) -> None:
+    """Recorded first (row 5), then asked to stop (row 15): its end decides."""
     br = rig.buildrun(state="BuildRunCanceled")
     rig.taskrun(br, run_name(br), conditions=running("Pending"))
-    assert await rig.reconcile() == DONE
-    assert rig.condition()["reason"] == reasons.BUILD_RUN_CANCELED
+    await rig.reconcile()
+    assert rig.kube.writes() == [STATUS_WRITE]
+    assert rig.stored()["status"]["taskRunName"] == run_name(br)
+    await rig.reconcile()
+    assert (rig.condition()["status"], rig.condition()["reason"]) == (
+        "Unknown", reasons.BUILD_RUN_CANCELED)
     assert rig.kube.writes() == [STATUS_WRITE, cancel(run_name(br))]
+    assert "completionTime" not in rig.stored()["status"]
 
 
 # The Build's labels go on first when the Build resolved (Shipwright labels the BuildRun
@@ -386,7 +401,8 @@ async def test_row_10_starts_labels_creates_and_records_in_one_status_write(rig:
     # No startTime until Tekton starts the TaskRun: Shipwright copies the TaskRun's.
     assert status["taskRunName"] == name and "startTime" not in status
     assert status["executor"] == {"kind": "TaskRun", "name": name}
-    assert status["buildSpec"]["timeout"] == "10m"
+    # The Build's spec, as Shipwright records it: not the BuildRun's timeout merged in.
+    assert status["buildSpec"] == rig.kube.stored(BUILDS, fixtures.BUILD)["spec"]  # type: ignore[index]
     assert "completionTime" not in status
     assert rig.stored()["metadata"]["labels"]["build.shipwright.io/name"] == fixtures.BUILD
     owner = rig.kube.stored(TASKRUNS, name)["metadata"]["ownerReferences"][0]  # type: ignore[index]
@@ -438,16 +454,17 @@ async def test_row_10_adopts_its_own_taskrun_from_an_unrecorded_try(rig: Rig) ->
     assert rig.taskruns() == [run_name(br)]
 
 
-async def test_row_10_adopts_a_taskrun_shipwright_made_but_never_recorded(rig: Rig) -> None:
+async def test_row_5_records_a_taskrun_shipwright_made_but_never_recorded(rig: Rig) -> None:
     """Shipwright names its TaskRun with generateName and records it in a second write; a
     switch between the two leaves an owned TaskRun under a name not ours."""
     br = rig.buildrun()
     rig.taskrun(br, "br-x7k2p", conditions=running("Pending"))
-    assert await rig.reconcile() == DONE
+    assert await rig.reconcile() == Result(requeue_after=0.05)
     assert rig.stored()["status"]["taskRunName"] == "br-x7k2p"
+    assert rig.stored()["status"]["buildSpec"] == rig.kube.stored(  # type: ignore[index]
+        BUILDS, fixtures.BUILD)["spec"]
     assert rig.taskruns() == ["br-x7k2p"]
-    assert rig.kube.writes() == [LABEL_WRITE, ("create", "taskruns", "br-x7k2p", ""),
-                                 STATUS_WRITE]  # AlreadyExists: adopted
+    assert rig.kube.writes() == [LABEL_WRITE, STATUS_WRITE]
 
 
 async def test_a_taskrun_another_buildrun_owns_is_not_adopted(rig: Rig) -> None:
@@ -471,7 +488,7 @@ async def test_a_system_error_on_start_leaves_the_outcome_open(rig: Rig) -> None
     assert rig.kube.writes() == [LABEL_WRITE, ("create", "taskruns", run_name(br), "")]
 
 
-# -- RUNNING: rows 11-16 ------------------------------------------------------------------
+# -- RUNNING: rows 11-17 ------------------------------------------------------------------
 
 async def test_row_11_a_finished_taskruns_outcome_is_written_once(rig: Rig) -> None:
     br = rig.buildrun(status=started())
@@ -479,7 +496,10 @@ async def test_row_11_a_finished_taskruns_outcome_is_written_once(rig: Rig) -> N
     assert await rig.reconcile() == DONE
     assert rig.condition()["reason"] == reasons.SUCCEEDED
     assert rig.stored()["status"]["output"]["digest"] == DIGEST
-    assert rig.stored()["status"]["completionTime"] == format_time(NOW)
+    # The TaskRun's completionTime, as Shipwright copies it: when the build ended, not when
+    # the controller came to see it.
+    assert rig.stored()["status"]["completionTime"] == ago(1)
+    assert rig.condition()["lastTransitionTime"] == ago(1)
     assert rig.kube.writes() == [STATUS_WRITE]
     assert await rig.reconcile() == DONE  # DONE now: row 4, nothing written
     assert rig.kube.writes() == []
@@ -581,14 +601,161 @@ async def test_row_13_a_deleted_taskrun(rig: Rig) -> None:
     assert rig.kube.writes() == [STATUS_WRITE]
 
 
-async def test_row_14_a_cancel_while_running(rig: Rig) -> None:
+async def test_row_15_a_cancel_while_running_asks_and_waits_for_the_taskrun(
+        rig: Rig) -> None:
     br = rig.buildrun(status=started(), state="BuildRunCanceled")
-    rig.taskrun(br, conditions=running())
-    assert await rig.reconcile() == DONE
-    assert rig.condition()["reason"] == reasons.BUILD_RUN_CANCELED
-    assert rig.stored()["status"]["completionTime"] == format_time(NOW)
+    rig.taskrun(br, conditions=running(), podName="tr-pod")
+    # Shown as Shipwright shows it; woken by Tekton's end, at the latest at the backstop.
+    assert await rig.reconcile() == Result(requeue_after=GRACE + 0.05)
+    cond = rig.condition()
+    assert (cond["status"], cond["reason"]) == ("Unknown", reasons.BUILD_RUN_CANCELED)
+    assert cond["message"] == (
+        "The user requested the BuildRun to be canceled.  This BuildRun controller has "
+        "requested the TaskRun be canceled.  That request has not been process by Tekton's "
+        "TaskRun controller yet.")
+    assert cond["lastTransitionTime"] == format_time(NOW)  # when the cancel was asked
+    assert "completionTime" not in rig.stored()["status"]
     assert rig.kube.writes() == [STATUS_WRITE, CANCEL]
     assert canceled(rig.kube)
+    # Tekton confirms: its end is the outcome (row 11), its completionTime the BuildRun's.
+    rig.kube.modify(TASKRUNS, "tr", lambda tr: tr.update(status={
+        "podName": "tr-pod", "completionTime": ago(0), "conditions": [
+            {"type": "Succeeded", "status": "False", "reason": "TaskRunCancelled",
+             "message": 'TaskRun "tr" was cancelled. '}]}))
+    assert await rig.reconcile() == DONE
+    cond = rig.condition()
+    assert (cond["status"], cond["reason"], cond["message"]) == (
+        "False", reasons.BUILD_RUN_CANCELED,
+        "The BuildRun and underlying TaskRun were canceled successfully.")
+    assert rig.kube.writes() == [STATUS_WRITE]
+
+
+async def test_row_15_a_cancel_too_late_the_taskrun_completed_first(rig: Rig) -> None:
+    """As Shipwright: a TaskRun that completed before the cancel could be processed is a
+    success, its image reported."""
+    br = rig.buildrun(status=started(), state="BuildRunCanceled")
+    rig.taskrun(br, **succeeded())
+    await rig.reconcile()
+    assert (rig.condition()["status"], rig.condition()["reason"]) == ("True",
+                                                                      reasons.SUCCEEDED)
+    assert rig.condition()["message"] == ("The TaskRun completed before the request to "
+                                          "cancel the TaskRun could be processed.")
+    assert rig.stored()["status"]["output"]["digest"] == DIGEST
+
+
+def completed_pod(digest: str = DIGEST) -> JSON:
+    """A run's pod whose every container exited 0, the last with its results."""
+    results = json.dumps([{"key": "shp-image-digest", "value": digest, "type": 1}])
+    return {"metadata": {"name": "tr-pod"},
+            "spec": {"containers": [{"name": "step-build"},
+                                    {"name": "step-image-processing"}]},
+            "status": {"phase": "Succeeded", "containerStatuses": [
+                {"name": "step-build", "state": {"terminated": {"exitCode": 0}}},
+                {"name": "step-image-processing", "state": {"terminated": {
+                    "exitCode": 0, "message": results}}}]}}
+
+
+async def test_row_15_a_pod_that_completed_gets_no_cancel(rig: Rig) -> None:
+    """The pod is done (its image pushed) but Tekton has not said so: a cancel sent on
+    would have Tekton stop it as cancelled (it asks IsCancelled before it reads the pod)."""
+    br = rig.buildrun(status=started(), state="BuildRunCanceled")
+    rig.taskrun(br, conditions=running(), podName="tr-pod")
+    rig.kube.add(PODS, completed_pod())
+    await rig.reconcile()
+    assert rig.condition()["reason"] == reasons.BUILD_RUN_CANCELED
+    assert rig.kube.writes() == [STATUS_WRITE]
+    assert not canceled(rig.kube)
+
+
+async def test_row_11_tekton_cancelled_a_run_whose_pod_had_completed(rig: Rig) -> None:
+    """Tekton stopped it as cancelled, but its pod shows the build done: the image was
+    pushed, so it is a success, with the digest the step wrote (Shipwright: canceled)."""
+    br = rig.buildrun(status=started(), state="BuildRunCanceled")
+    rig.taskrun(br, podName="tr-pod", completionTime=ago(0), conditions=[
+        {"type": "Succeeded", "status": "False", "reason": "TaskRunCancelled",
+         "message": 'TaskRun "tr" was cancelled. '}])
+    rig.kube.add(PODS, completed_pod("sha256:" + "cd" * 32))
+    await rig.reconcile()
+    assert (rig.condition()["status"], rig.condition()["reason"]) == ("True",
+                                                                      reasons.SUCCEEDED)
+    assert rig.stored()["status"]["output"]["digest"] == "sha256:" + "cd" * 32
+
+
+def cancelled_by_tekton(rig: Rig, br: JSON, ended: str) -> None:
+    """The TaskRun as Tekton leaves one it cancelled: ended, its pod deleted (tr-pod)."""
+    rig.taskrun(br, spec={"status": TASKRUN_CANCELLED}, podName="tr-pod", completionTime=ended,
+                conditions=[{"type": "Succeeded", "status": "False",
+                             "reason": "TaskRunCancelled",
+                             "message": 'TaskRun "tr" was cancelled. '}])
+
+
+def pod_on_its_way_out() -> JSON:
+    """tr-pod deleted by Tekton, its push step still running (the grace period)."""
+    pod = completed_pod()
+    pod["metadata"]["deletionTimestamp"] = ago(0)
+    pod["status"]["phase"] = "Running"
+    pod["status"]["containerStatuses"][-1]["state"] = {"running": {}}
+    return pod
+
+
+async def test_row_11_a_cancelled_taskruns_pod_still_ending_is_awaited(rig: Rig) -> None:
+    """Tekton cancelled the run and deleted its pod, whose containers run on for the grace
+    period: a build that ends then has pushed its image. The pod's end is awaited."""
+    br = rig.buildrun(status=started(), state="BuildRunCanceled")
+    cancelled_by_tekton(rig, br, ago(2))
+    rig.kube.add(PODS, pod_on_its_way_out())
+    # Its events wake it; at the latest the grace after the TaskRun ended.
+    assert await rig.reconcile() == Result(requeue_after=GRACE - 2 + 0.05)
+    assert rig.kube.writes() == []
+    # It ended well, and went: its last state (as the pod informer's handler records it)
+    # shows the build done, its image pushed.
+    ended = completed_pod("sha256:" + "ef" * 32)
+    ended["metadata"].update(namespace="ns", deletionTimestamp=ago(0))
+    del rig.kube.objects[("pods.", "ns", "tr-pod")]
+    rig.caches.ended_pods.record(ended)
+    assert await rig.reconcile() == DONE
+    assert (rig.condition()["status"], rig.condition()["reason"]) == ("True",
+                                                                      reasons.SUCCEEDED)
+    assert rig.stored()["status"]["output"]["digest"] == "sha256:" + "ef" * 32
+
+
+async def test_row_11_a_cancelled_taskruns_pod_gone_while_running_was_killed(
+        rig: Rig) -> None:
+    """Deleted with a container still running (its last state, as recorded): killed, not
+    ended, so nothing is awaited and the cancel is the outcome."""
+    br = rig.buildrun(status=started(), state="BuildRunCanceled")
+    cancelled_by_tekton(rig, br, ago(2))
+    killed = pod_on_its_way_out()
+    killed["metadata"]["namespace"] = "ns"
+    rig.caches.ended_pods.record(killed)
+    assert await rig.reconcile() == DONE
+    assert (rig.condition()["status"], rig.condition()["reason"]) == (
+        "False", reasons.BUILD_RUN_CANCELED)
+
+
+async def test_row_11_a_cancelled_taskruns_pod_that_never_ends_is_awaited_no_longer(
+        rig: Rig) -> None:
+    br = rig.buildrun(status=started(), state="BuildRunCanceled")
+    cancelled_by_tekton(rig, br, ago(GRACE + 1))
+    rig.kube.add(PODS, pod_on_its_way_out())
+    assert await rig.reconcile() == DONE
+    assert (rig.condition()["status"], rig.condition()["reason"]) == (
+        "False", reasons.BUILD_RUN_CANCELED)
+
+
+async def test_row_14_the_backstop_when_tekton_never_confirms_a_cancel(rig: Rig) -> None:
+    asked = started(conditions=[{"type": "Succeeded", "status": "Unknown",
+                                 "reason": reasons.BUILD_RUN_CANCELED, "message": "asked",
+                                 "lastTransitionTime": ago(GRACE + 1)}])
+    br = rig.buildrun(status=asked, state="BuildRunCanceled")
+    rig.taskrun(br, spec={"status": TASKRUN_CANCELLED}, conditions=running())
+    assert await rig.reconcile() == DONE
+    cond = rig.condition()
+    assert (cond["status"], cond["reason"]) == ("False", reasons.BUILD_RUN_CANCELED)
+    assert cond["message"] == ("the BuildRun was canceled; its TaskRun did not confirm the "
+                               "cancel within --timeout-grace")
+    assert rig.stored()["status"]["completionTime"] == format_time(NOW)
+    assert rig.kube.writes() == [STATUS_WRITE]  # asked already: no second cancel
 
 
 async def test_a_cancel_writes_as_shipwrights_cancel_does(rig: Rig) -> None:
@@ -601,10 +768,10 @@ async def test_a_cancel_writes_as_shipwrights_cancel_does(rig: Rig) -> None:
     assert canceled(rig.kube)
 
 
-async def test_row_15_the_backstop_when_tekton_never_ends_a_timed_out_taskrun(
+async def test_row_16_the_backstop_when_tekton_never_ends_a_timed_out_taskrun(
         rig: Rig) -> None:
-    br = rig.buildrun(status=started(startTime=ago(GRACE + 21), buildSpec={"timeout": "20s"}))
-    rig.taskrun(br, conditions=running())
+    br = rig.buildrun(status=started(startTime=ago(GRACE + 21)))
+    rig.taskrun(br, spec={"timeout": "20s"}, conditions=running())
     assert await rig.reconcile() == DONE
     assert rig.condition()["reason"] == reasons.BUILD_RUN_TIMEOUT
     # Shipwright's words (conditions.go), which its integration suite checks.
@@ -615,14 +782,26 @@ async def test_row_15_the_backstop_when_tekton_never_ends_a_timed_out_taskrun(
     assert canceled(rig.kube)
 
 
-async def test_row_15_counts_from_the_taskruns_creation_while_tekton_never_started_it(
+async def test_row_16_a_pod_that_completed_is_reported_not_timed_out(rig: Rig) -> None:
+    """Tekton never said so (its controller down), but the pod shows the build done: the
+    backstop reports the success and the image, as Tekton would have."""
+    br = rig.buildrun(status=started(startTime=ago(GRACE + 21)))
+    rig.taskrun(br, spec={"timeout": "20s"}, conditions=running(), podName="tr-pod")
+    rig.kube.add(PODS, completed_pod())
+    assert await rig.reconcile() == DONE
+    assert (rig.condition()["status"], rig.condition()["reason"]) == ("True",
+                                                                      reasons.SUCCEEDED)
+    assert rig.stored()["status"]["output"]["digest"] == DIGEST
+
+
+async def test_row_16_counts_from_the_taskruns_creation_while_tekton_never_started_it(
         rig: Rig) -> None:
     """No startTime anywhere (Tekton's controller is down): the backstop still comes, from
     the TaskRun's creation (an hour ago here)."""
-    status = started(buildSpec={"timeout": "10m"})
+    status = started()
     del status["startTime"]
     br = rig.buildrun(status=status)
-    rig.taskrun(br)
+    rig.taskrun(br, spec={"timeout": "10m"})
     assert await rig.reconcile() == DONE
     assert rig.condition()["reason"] == reasons.BUILD_RUN_TIMEOUT
     assert "startTime" not in rig.stored()["status"]  # Tekton never gave one
@@ -632,12 +811,12 @@ async def test_row_15_counts_from_the_taskruns_creation_while_tekton_never_start
 async def test_tekton_ends_a_timed_out_taskrun_our_deadline_waits_the_grace(rig: Rig) -> None:
     """Past the timeout, within the grace: Tekton's to end (TaskRunTimeout); nothing is
     written, the backstop awaited. Then Tekton's verdict is the BuildRun's (row 11)."""
-    br = rig.buildrun(status=started(buildSpec={"timeout": "20s"}))  # started 30 s ago
-    rig.taskrun(br, conditions=running())
+    br = rig.buildrun(status=started())  # started 30 s ago
+    rig.taskrun(br, spec={"timeout": "20s"}, conditions=running())
     assert (await rig.reconcile()).requeue_after == pytest.approx(GRACE - 10 + 0.05)
     assert rig.kube.writes() == []
     rig.kube.objects.clear()
-    br = rig.buildrun(status=started(buildSpec={"timeout": "20s"}))
+    br = rig.buildrun(status=started())
     rig.kube.add(TASKRUNS, {
         "metadata": {"name": "tr", "labels": {"buildrun.shipwright.io/name": "br"},
                      "ownerReferences": [{"kind": "BuildRun", "name": "br",
@@ -652,10 +831,9 @@ async def test_tekton_ends_a_timed_out_taskrun_our_deadline_waits_the_grace(rig:
     assert rig.kube.writes() == [STATUS_WRITE]  # nothing to cancel: Tekton ended it
 
 
-async def test_row_16_progress_is_written_and_the_deadline_awaited(rig: Rig) -> None:
-    br = rig.buildrun(status=started(conditions=running("Pending"),
-                                     buildSpec={"timeout": "10m"}))
-    rig.taskrun(br, conditions=running("Running"))
+async def test_row_17_progress_is_written_and_the_deadline_awaited(rig: Rig) -> None:
+    br = rig.buildrun(status=started(conditions=running("Pending")))
+    rig.taskrun(br, spec={"timeout": "10m"}, conditions=running("Running"))
     assert (await rig.reconcile()).requeue_after == pytest.approx(570 + GRACE + 0.05)
     assert rig.condition()["reason"] == reasons.RUNNING
     assert "completionTime" not in rig.stored()["status"]
@@ -664,7 +842,7 @@ async def test_row_16_progress_is_written_and_the_deadline_awaited(rig: Rig) -> 
     assert rig.kube.writes() == []  # the same again: nothing to write
 
 
-async def test_row_16_copies_the_taskruns_start_time_as_shipwright(rig: Rig) -> None:
+async def test_row_17_copies_the_taskruns_start_time_as_shipwright(rig: Rig) -> None:
     """Shipwright's BuildRun startTime is its executor's (buildrun.go): written by the
     first look after Tekton started the TaskRun, even with nothing else to say, once."""
     status = started(conditions=running("Pending"))
@@ -771,7 +949,8 @@ def pr_started(name: str = "pr") -> JSON:
 
 
 def add_pipelinerun(rig: Rig, buildrun: JSON, name: str = "pr", *,
-                    children: tuple[str, ...] = (), **status: Any) -> JSON:
+                    children: tuple[str, ...] = (), timeout: str = "1h0m0s",
+                    **status: Any) -> JSON:
     refs = [{"apiVersion": "tekton.dev/v1", "kind": "TaskRun", "name": c,
              "pipelineTaskName": c.removeprefix(f"{name}-")} for c in children]
     if refs:
@@ -781,7 +960,7 @@ def add_pipelinerun(rig: Rig, buildrun: JSON, name: str = "pr", *,
                      "ownerReferences": [{"kind": "BuildRun", "name": "br",
                                           "uid": buildrun["metadata"]["uid"],
                                           "controller": True}]},
-        "spec": {"timeouts": {"pipeline": "1h0m0s"}}, "status": status})
+        "spec": {"timeouts": {"pipeline": timeout}}, "status": status})
 
 
 def add_child(rig: Rig, name: str, pr: str = "pr", **status: Any) -> JSON:
@@ -836,19 +1015,21 @@ async def test_pipelinerun_row_10_adopts_its_own_from_an_unrecorded_try(prig: Ri
     add_pipelinerun(prig, br, run_name(br), conditions=running("Started"))
     prig.sync()
     prig.caches.pipelineruns.remove(f"ns/{run_name(br)}")  # the watch has not said yet
-    assert await prig.reconcile(sync=False) == DONE
+    # Woken at the latest at the backstop: the PipelineRun's own hour (timeouts.pipeline),
+    # from its creation an hour ago, plus the grace.
+    assert await prig.reconcile(sync=False) == Result(requeue_after=GRACE + 0.05)
     assert prig.kube.writes() == [LABEL_WRITE, ("create", "pipelineruns", run_name(br), ""),
                                   STATUS_WRITE]  # AlreadyExists: adopted
     assert prig.stored()["status"]["executor"]["name"] == run_name(br)
     assert pipelineruns(prig) == [run_name(br)]
 
 
-async def test_pipelinerun_row_10_adopts_one_shipwright_made_but_never_recorded(
+async def test_pipelinerun_row_5_records_one_shipwright_made_but_never_recorded(
         prig: Rig) -> None:
     br = prig.buildrun()
     add_pipelinerun(prig, br, "br-x7k2p", conditions=running("Started"))
     add_child(prig, "br-x7k2p-source-acquisition", "br-x7k2p")  # Tekton's, not ours to adopt
-    assert await prig.reconcile() == DONE
+    assert await prig.reconcile() == Result(requeue_after=0.05)
     assert prig.stored()["status"]["executor"] == {"kind": "PipelineRun", "name": "br-x7k2p"}
     assert pipelineruns(prig) == ["br-x7k2p"]
 
@@ -913,19 +1094,20 @@ async def test_pipelinerun_row_13_a_deleted_pipelinerun(prig: Rig) -> None:
         reasons.TASK_RUN_IS_MISSING, "the PipelineRun was deleted before it finished")
 
 
-async def test_pipelinerun_row_14_a_cancel_cancels_the_pipelinerun(prig: Rig) -> None:
+async def test_pipelinerun_row_15_a_cancel_cancels_the_pipelinerun(prig: Rig) -> None:
     br = prig.buildrun(status=pr_started(), state="BuildRunCanceled")
     add_pipelinerun(prig, br, conditions=running())
-    assert await prig.reconcile() == DONE
-    assert prig.condition()["reason"] == reasons.BUILD_RUN_CANCELED
+    assert await prig.reconcile() == Result(requeue_after=GRACE + 0.05)
+    assert (prig.condition()["status"], prig.condition()["reason"]) == (
+        "Unknown", reasons.BUILD_RUN_CANCELED)
+    assert "PipelineRun be canceled" in prig.condition()["message"]
     assert prig.kube.writes() == [STATUS_WRITE, PR_CANCEL]
     assert pr_cancelled(prig)  # spec.status Cancelled, as Shipwright's Cancel
 
 
-async def test_pipelinerun_row_15_a_timeout_cancels_the_pipelinerun(prig: Rig) -> None:
-    br = prig.buildrun(status={**pr_started(), "startTime": ago(GRACE + 31),
-                               "buildSpec": {"timeout": "30s"}})
-    add_pipelinerun(prig, br, conditions=running())
+async def test_pipelinerun_row_16_a_timeout_cancels_the_pipelinerun(prig: Rig) -> None:
+    br = prig.buildrun(status={**pr_started(), "startTime": ago(GRACE + 31)})
+    add_pipelinerun(prig, br, timeout="30s", conditions=running())
     assert await prig.reconcile() == DONE
     assert (prig.condition()["reason"], prig.condition()["message"]) == (
         reasons.BUILD_RUN_TIMEOUT, "BuildRun br failed to finish within 30s")

@@ -1,6 +1,7 @@
-"""controller.buildrun.reasons: the reason strings, and USER_ERROR_REASONS kept equal to
-the reasons the code actually fails a BuildRun with as user errors (the parameter reasons,
-shared with the Build domain, are named in controller.shipwright.params)."""
+"""controller.buildrun.reasons: the reason strings, USER_ERROR_REASONS kept equal to the
+reasons the code actually fails a BuildRun with as user errors (the parameter reasons,
+shared with the Build domain, are named in controller.shipwright.params), and every reason
+the code writes counted under its own label in the finish metrics."""
 
 from __future__ import annotations
 
@@ -12,9 +13,12 @@ from typing import Any
 
 import pytest
 
-from controller.buildrun import reasons
+from controller.buildrun import reasons, reconciler
+from controller.buildrun.states import Action, Decision
 from controller.shipwright import params
 from controller.shipwright.params import PARAMETER_REASONS
+from tests.harness import metric
+from tests.unit.buildrun.test_actions import Rig
 
 PACKAGE = Path(reasons.__file__).resolve().parents[1]  # controller/
 
@@ -171,3 +175,82 @@ def test_the_scan_sees_every_kind_of_call_site(tmp_path: Path,
     raised, unresolved = user_error_reasons_raised(pkg)
     assert raised == {"BuildNotFound", "InvalidTimeout", "Failed"}
     assert unresolved == ["fakepkg/mod.py:8"]
+
+
+# -- every reason the controller writes is its own metric label ---------------------------
+
+# The modules that decide a finished BuildRun's reason besides a UserError's: the state
+# table (canceled, timed out, TaskRun missing, retries exhausted) and the outcome read
+# off a finished TaskRun or PipelineRun.
+DECIDERS = ("controller.buildrun.states", "controller.buildrun.status")
+
+
+def reasons_named(module_name: str) -> set[str]:
+    """The reasons a module's code names: constants of controller.buildrun.reasons or
+    controller.shipwright.params, by their name or as `reasons.X`, a set of them
+    (TEKTON_FAILED_REASONS) as its members."""
+    module = importlib.import_module(module_name)
+    constants = {id(v): v for m in (reasons, params) for k, v in vars(m).items()
+                 if k.isupper() and isinstance(v, str | frozenset)}
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(Path(str(module.__file__)).read_text())):
+        if not isinstance(node, ast.Name | ast.Attribute):
+            continue
+        value = _resolve(node, vars(module))
+        if id(value) not in constants:
+            continue
+        if isinstance(value, str):
+            found.add(value)
+        elif isinstance(value, frozenset):
+            found |= {v for v in value if isinstance(v, str)}
+    return found
+
+
+def reasons_the_controller_writes() -> set[str]:
+    """Every reason a finished BuildRun can get from this controller, read off the code:
+    each UserError's, each the state table and the outcome mapping name, and Tekton's,
+    which the outcome keeps as they are (docs/shipwright-api.md, "Status from Tekton")."""
+    raised, _ = user_error_reasons_raised()
+    return raised.union(*map(reasons_named, DECIDERS)) | reasons.TEKTON_REASONS
+
+
+def test_the_reason_scan_reads_each_kind_of_reference() -> None:
+    """The scan above finds a constant named as `reasons.X` (states.py), one imported by
+    name (status.py), a set's members (TEKTON_FAILED_REASONS) and the parameter reasons
+    (a UserError's, from controller.shipwright.params): the reasons the label set missed."""
+    assert reasons.TASK_RUN_IS_MISSING in reasons_named("controller.buildrun.states")
+    status = reasons_named("controller.buildrun.status")
+    assert {reasons.VULNERABILITIES_FOUND, reasons.PIPELINE_RUN_FAILED} <= status
+    assert reasons.STEP_OOM in status  # only as a member of TEKTON_FAILED_REASONS there
+    assert reasons_the_controller_writes() >= PARAMETER_REASONS
+
+
+def test_every_reason_the_controller_writes_is_its_own_metric_label() -> None:
+    written = reasons_the_controller_writes()
+    merged = sorted(r for r in written if reasons.metric_reason(r) != r)
+    assert not merged, f"counted as {reasons.OTHER_REASON!r}: {merged}"
+    # The control: a reason none of the code writes (a status patched by hand) is Other.
+    assert "PatchedByHand" not in written
+    assert reasons.metric_reason("PatchedByHand") == reasons.OTHER_REASON
+
+
+@pytest.mark.parametrize("reason", [*sorted(reasons_the_controller_writes()), "PatchedByHand"])
+async def test_a_finish_counts_its_reason_in_both_metrics(
+    reason: str, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """What the reconciler records when it finishes a BuildRun with `reason` (the row
+    that decides is replaced, so every reason goes through the one finish path):
+    buildrun_completed_total and the completion histogram under that reason, and
+    "PatchedByHand", the control, under Other."""
+    rig = Rig()
+    rig.buildrun()
+    monkeypatch.setattr(reconciler, "decide",
+                        lambda _: Decision(Action.FINISH, reason, "the message"))
+    label = reason if reason != "PatchedByHand" else reasons.OTHER_REASON
+    counted = ("buildrun_completed_total", {"reason": label, "namespace": "ns"})
+    timed = ("buildrun_completion_duration_seconds_count", {"reason": label})
+    before = [metric(name, **labels) for name, labels in (counted, timed)]
+    await rig.reconcile()
+    assert rig.condition()["reason"] == reason
+    assert [metric(name, **labels) for name, labels in (counted, timed)] == [
+        b + 1 for b in before]

@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 from controller.buildrun import reasons, serviceaccounts
+from controller.buildrun.buildruns import owned_by
 from controller.buildrun.serviceaccounts import Choice
 from controller.runtime.kube import STRATEGIC_MERGE_PATCH
 from devtools.shipwright import source as shipwright
@@ -77,7 +78,7 @@ def test_generated_service_account_is_owned_labelled_and_holds_the_push_secret()
         "automountServiceAccountToken": False,
         "secrets": [{"name": "registry-creds"}],
     }
-    assert serviceaccounts.owned_by(sa, buildrun())
+    assert owned_by(sa, buildrun())
 
 
 def test_generated_service_account_without_a_push_secret_lists_none() -> None:
@@ -89,8 +90,8 @@ def test_a_namesake_is_not_owned() -> None:
     user_sa = {"metadata": {"name": "run-1", "namespace": NS}}
     other = {"metadata": {"name": "run-1", "namespace": NS, "ownerReferences": [
         {"kind": "BuildRun", "name": "run-1", "uid": "uid-of-an-older-run"}]}}
-    assert not serviceaccounts.owned_by(user_sa, buildrun())
-    assert not serviceaccounts.owned_by(other, buildrun())
+    assert not owned_by(user_sa, buildrun())
+    assert not owned_by(other, buildrun())
 
 
 @pytest.mark.parametrize(("secrets", "push", "missing"), [

@@ -30,10 +30,10 @@ CASES = [
     (1, Observation(Phase.DONE, generated_sa_left=True, run_running=True),
      Action.STOP_RUN, ""),
     (2, Observation(Phase.DONE, generated_sa_left=True, ttl_passed=True), Action.DELETE, ""),
-    (5, Observation(Phase.NEW, outcome=SUCCESS, retries_exhausted=WEBHOOK), Action.FINISH,
-     reasons.SUCCEEDED),
-    (5, Observation(Phase.NEW, outcome=FAILURE, retries_exhausted=WEBHOOK, canceled=True),
-     Action.FINISH, reasons.FAILED),
+    (5, Observation(Phase.NEW, unrecorded_run=True, retries_exhausted=WEBHOOK), Action.ADOPT,
+     ""),
+    (5, Observation(Phase.NEW, unrecorded_run=True, canceled=True, user_error=USER),
+     Action.ADOPT, ""),
     (6, Observation(Phase.NEW, retries_exhausted=WEBHOOK), Action.FINISH,
      reasons.RECONCILER_RETRIES_EXHAUSTED),
     (6, Observation(Phase.NEW, retries_exhausted=WEBHOOK, canceled=True, user_error=USER),
@@ -58,11 +58,22 @@ CASES = [
      Action.FINISH, reasons.RECONCILER_RETRIES_EXHAUSTED),
     (13, Observation(Phase.RUNNING, run_missing=True, canceled=True), Action.FINISH,
      reasons.TASK_RUN_IS_MISSING),
-    (14, Observation(Phase.RUNNING, canceled=True, deadline_passed=True, run_running=True),
+    (14, Observation(Phase.RUNNING, canceled=True, cancel_unconfirmed=True,
+                     deadline_passed=True, run_running=True),
      Action.FINISH, reasons.BUILD_RUN_CANCELED),
-    (15, Observation(Phase.RUNNING, deadline_passed=True, run_running=True), Action.FINISH,
+    (15, Observation(Phase.RUNNING, canceled=True, deadline_passed=True, run_running=True),
+     Action.CANCEL, ""),
+    (15, Observation(Phase.RUNNING, canceled=True, pod_outcome=SUCCESS, run_running=True),
+     Action.CANCEL, ""),
+    (14, Observation(Phase.RUNNING, canceled=True, cancel_unconfirmed=True, pod_outcome=SUCCESS,
+                     run_running=True), Action.FINISH, reasons.SUCCEEDED),
+    (16, Observation(Phase.RUNNING, deadline_passed=True, pod_outcome=SUCCESS,
+                     run_running=True), Action.FINISH, reasons.SUCCEEDED),
+    (16, Observation(Phase.RUNNING, deadline_passed=True, run_running=True), Action.FINISH,
      reasons.BUILD_RUN_TIMEOUT),
-    (16, Observation(Phase.RUNNING, run_running=True), Action.PROGRESS, ""),
+    (16, Observation(Phase.RUNNING, deadline_passed=True, cancel_unconfirmed=True,
+                     run_running=True), Action.FINISH, reasons.BUILD_RUN_TIMEOUT),
+    (17, Observation(Phase.RUNNING, run_running=True), Action.PROGRESS, ""),
 ]
 
 
@@ -84,10 +95,9 @@ def test_every_phase_ends_in_a_catch_all_row() -> None:
 
 
 def test_outcome_carries_its_status() -> None:
-    for phase in (Phase.NEW, Phase.RUNNING):
-        assert decide(Observation(phase, outcome=SUCCESS)).succeeded == "True"
-        assert decide(Observation(phase, outcome=SUCCESS)).outcome == SUCCESS
-        assert decide(Observation(phase, outcome=FAILURE)).succeeded == "False"
+    assert decide(Observation(Phase.RUNNING, outcome=SUCCESS)).succeeded == "True"
+    assert decide(Observation(Phase.RUNNING, outcome=SUCCESS)).outcome == SUCCESS
+    assert decide(Observation(Phase.RUNNING, outcome=FAILURE)).succeeded == "False"
     assert decide(Observation(Phase.RUNNING, deadline_passed=True)).succeeded == "False"
     assert decide(Observation(Phase.RUNNING, deadline_passed=True)).outcome is None
 
@@ -107,14 +117,16 @@ def _flags(names: tuple[str, ...], values: tuple[bool, ...]) -> dict[str, Any]:
 def _observations(phase: Phase) -> list[Observation]:
     """Every combination of the observed facts, in one phase."""
     flags = ("canceled", "deadline_passed", "run_missing", "run_running", "ttl_passed",
-             "build_unregistered", "generated_sa_left")
+             "build_unregistered", "generated_sa_left", "unrecorded_run",
+             "cancel_unconfirmed")
     return [
         replace(Observation(phase), **_flags(flags, values), outcome=outcome,
-                user_error=user_error, retries_exhausted=exhausted)
+                user_error=user_error, retries_exhausted=exhausted, pod_outcome=pod_outcome)
         for values in itertools.product((False, True), repeat=len(flags))
         for outcome in (None, SUCCESS, FAILURE)
         for user_error in (None, USER)
         for exhausted in (None, WEBHOOK)
+        for pod_outcome in (None, SUCCESS)
     ]
 
 
@@ -125,11 +137,21 @@ def test_done_never_writes_status() -> None:
                                       Action.DELETE_SERVICE_ACCOUNT), obs
 
 
-@pytest.mark.parametrize("phase", [Phase.NEW, Phase.RUNNING])
-def test_a_finished_taskrun_wins_then_the_spent_budget(phase: Phase) -> None:
-    """Before DONE: a finished TaskRun's outcome beats everything else observed (its work
-    is done, so it is reported); a spent retry budget beats everything but that."""
-    for obs in _observations(phase):
+def test_a_run_that_exists_decides_then_the_spent_budget() -> None:
+    """Before DONE, a run that exists comes first: an unrecorded one of a NEW BuildRun is
+    recorded (the RUNNING rows then follow it), a finished one's outcome beats everything
+    else observed (its work is done, so it is reported); a spent retry budget beats
+    everything but those. The controller's own verdicts (a cancel before start, a user
+    error, the budget) are for a NEW BuildRun of which no run exists."""
+    for obs in _observations(Phase.NEW):
+        d = decide(obs)
+        if obs.unrecorded_run:
+            assert d.action is Action.ADOPT, obs
+        elif obs.retries_exhausted is not None:
+            assert d.reason == reasons.RECONCILER_RETRIES_EXHAUSTED, obs
+        else:
+            assert d.reason != reasons.RECONCILER_RETRIES_EXHAUSTED, obs
+    for obs in _observations(Phase.RUNNING):
         d = decide(obs)
         if obs.outcome is not None:
             assert (d.action, d.outcome) == (Action.FINISH, obs.outcome), obs
@@ -137,6 +159,26 @@ def test_a_finished_taskrun_wins_then_the_spent_budget(phase: Phase) -> None:
             assert d.reason == reasons.RECONCILER_RETRIES_EXHAUSTED, obs
         else:
             assert d.reason != reasons.RECONCILER_RETRIES_EXHAUSTED, obs
+
+
+def test_a_cancel_waits_for_the_run_but_for_the_backstop() -> None:
+    """A running BuildRun's cancel finishes it only through the run's own end (row 11)
+    or the backstop (row 14): otherwise it is shown, never written as the outcome."""
+    for obs in _observations(Phase.RUNNING):
+        d = decide(obs)
+        if (obs.canceled and obs.outcome is None and obs.retries_exhausted is None
+                and not obs.run_missing):
+            assert d.action is Action.CANCEL or d.row == 14, obs
+            assert d.row != 14 or obs.cancel_unconfirmed, obs
+
+
+def test_a_completed_pod_is_never_reported_failed_by_a_backstop() -> None:
+    """A pod that completed (its image pushed) while Tekton has not said so: the cancel
+    and timeout backstops report its success, never a failure."""
+    for obs in _observations(Phase.RUNNING):
+        d = decide(obs)
+        if obs.pod_outcome is not None and d.row in (14, 16):
+            assert (d.succeeded, d.outcome) == ("True", obs.pod_outcome), obs
 
 
 @pytest.mark.parametrize("kind", ["TaskRun", "PipelineRun"])

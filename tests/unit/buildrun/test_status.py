@@ -8,10 +8,14 @@ import json
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from controller.buildrun import reasons
+from controller.buildrun.executors import PIPELINERUN, TASKRUN
 from controller.buildrun.status import (
     MESSAGE_MAX,
+    REASON_MAX,
     Outcome,
     child_taskrun_names,
     failed_child,
@@ -21,8 +25,11 @@ from controller.buildrun.status import (
     running_reason,
     with_condition,
 )
+from controller.runtime.kube import PODS
 from controller.runtime.text import truncate
 from controller.shipwright.conditions import succeeded_condition
+from controller.shipwright.resources import PIPELINERUNS, TASKRUNS
+from tests.unit.test_informer_path import OBJECTS
 
 T0 = "2026-01-01T00:00:00Z"
 T1 = "2026-01-01T00:05:00Z"
@@ -564,3 +571,44 @@ def test_pipelinerun_failed_without_a_failed_taskrun() -> None:
     invalid = pipelinerun("False", "PipelineValidationFailed", "bad param", children=())
     assert outcome_from_pipelinerun(invalid, []) == Outcome(
         "False", "PipelineValidationFailed", "bad param", None, None)
+
+
+# --- whatever a run and its pod hold (issue 39: a TaskRun's status is schemaless in older
+# Tekton releases), what a reconcile reads off them does not raise, and what it would write
+# fits the BuildRun's CRD (strings within its limits)
+
+def _fits(outcome: Outcome | None) -> None:
+    if outcome is None:
+        return
+    assert outcome.status in ("True", "False")
+    assert isinstance(outcome.reason, str) and len(outcome.reason) <= REASON_MAX
+    assert isinstance(outcome.message, str) and len(outcome.message) <= MESSAGE_MAX
+    assert outcome.digest is None or isinstance(outcome.digest, str)
+
+
+@settings(max_examples=300, deadline=None)
+@given(run=OBJECTS[TASKRUNS], pod=st.none() | OBJECTS[PODS], canceled=st.booleans())
+def test_whatever_a_taskrun_holds_it_is_read_without_raising(
+        run: dict[str, Any], pod: dict[str, Any] | None, canceled: bool) -> None:
+    _fits(TASKRUN.outcome(run, [], pod, canceled))
+    reason, message = running_reason(run)
+    assert reason in (reasons.PENDING, reasons.RUNNING) and isinstance(message, str)
+    assert len(message) <= MESSAGE_MAX + 100  # our own words around a truncated name
+    TASKRUN.failed_pod(run, [])
+    TASKRUN.pod_name(run, [])
+    TASKRUN.timeout(run)
+    TASKRUN.cancelled(run)
+
+
+@settings(max_examples=300, deadline=None)
+@given(run=OBJECTS[PIPELINERUNS], children=st.lists(OBJECTS[TASKRUNS], max_size=2),
+       pod=st.none() | OBJECTS[PODS], canceled=st.booleans())
+def test_whatever_a_pipelinerun_holds_it_is_read_without_raising(
+        run: dict[str, Any], children: list[dict[str, Any]], pod: dict[str, Any] | None,
+        canceled: bool) -> None:
+    PIPELINERUN.children(run)
+    PIPELINERUN.failed_pod(run, children)
+    PIPELINERUN.pod_name(run, children)
+    PIPELINERUN.timeout(run)
+    _fits(PIPELINERUN.outcome(run, children, pod, canceled))
+    running_reason(run)

@@ -12,6 +12,7 @@ import pytest
 
 from controller.buildrun import setup as buildrun_setup
 from controller.buildrun.caches import OWN_RUNS, slim_pod
+from controller.buildrun.reconciler import BuildRunReconciler
 from controller.runtime.controller import LOW_PRIORITY, Controller
 from controller.runtime.informers import EventType, Informer, InformerFactory
 from controller.runtime.kube import JSON, PODS
@@ -167,3 +168,37 @@ async def test_a_builds_event_wakes_its_new_buildruns_and_reads_no_finished_one(
                                                                   "resourceVersion": "8"}})
     assert await wired.queued() == [("ns/waiting", 0)]
     assert decoded == []
+
+
+async def test_a_pod_wakes_its_buildrun_only_on_its_way_out(wired: Wired) -> None:
+    """A pod's events wake nothing, but those of one on its way out (Tekton deletes the pod
+    of a run it cancels): its BuildRun awaits its end, and once it is gone its last state
+    is kept (row 11)."""
+    pods = wired.informers.get(PODS)
+    pod: JSON = {"metadata": {"namespace": "ns", "name": "br-pod", "resourceVersion": "1",
+                              "labels": {"buildrun.shipwright.io/name": "br"}},
+                 "status": {"phase": "Running"}}
+    pods._on_event({"type": "ADDED", "object": copy.deepcopy(pod)})
+    assert await wired.queued() == []
+    going = copy.deepcopy(pod)
+    going["metadata"].update(resourceVersion="2", deletionTimestamp=DONE_AT)
+    pods._on_event({"type": "MODIFIED", "object": copy.deepcopy(going)})
+    assert await wired.queued() == [("ns/br", 0)]
+    wired.controller.queue.done("ns/br")
+    ended = copy.deepcopy(going)
+    ended["metadata"]["resourceVersion"] = "3"
+    ended["status"] = {"phase": "Succeeded", "containerStatuses": [
+        {"name": "step-push", "state": {"terminated": {"exitCode": 0, "message": "[]",
+                                                       "finishedAt": DONE_AT}}}]}
+    pods._on_event({"type": "DELETED", "object": copy.deepcopy(ended)})
+    assert await wired.queued() == [("ns/br", 0)]
+    # Kept as slim_pod keeps a pod on its way out: its label, phase, containers' ends.
+    reconciler = wired.controller.reconciler
+    assert isinstance(reconciler, BuildRunReconciler)
+    assert reconciler.caches.ended_pods.get("ns/br-pod") == {
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {"namespace": "ns", "name": "br-pod", "resourceVersion": "3",
+                     "deletionTimestamp": DONE_AT,
+                     "labels": {"buildrun.shipwright.io/name": "br"}},
+        "status": {"phase": "Succeeded", "containerStatuses": [
+            {"name": "step-push", "state": {"terminated": {"exitCode": 0, "message": "[]"}}}]}}

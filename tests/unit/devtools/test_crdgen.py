@@ -4,6 +4,7 @@ Kubernetes come out as Kubernetes means them."""
 from __future__ import annotations
 
 import re
+from typing import Any
 
 from devtools.crds import crdgen
 
@@ -60,8 +61,32 @@ def test_every_buildrun_spec_field_but_state_is_immutable() -> None:
             assert f"self.{field} == oldSelf.{field}" in rules, field
     assert "retention" not in rules
     assert "self.state == 'BuildRunCanceled'" in rules
-    [root] = crdgen.crds()["shipwright.io_buildruns.yaml"]["spec"]["versions"][0]["schema"][
-        "openAPIV3Schema"]["x-kubernetes-validations"]
-    assert root["rule"].startswith(
+    [retention] = [r for r in buildrun_schema()["x-kubernetes-validations"]
+                   if "spec.retention" in r["rule"]]
+    assert retention["rule"].startswith(
         "(has(oldSelf.status) && has(oldSelf.status.completionTime)) || ")
-    assert "self.spec.retention == oldSelf.spec.retention" in root["rule"]
+    assert "self.spec.retention == oldSelf.spec.retention" in retention["rule"]
+
+
+def buildrun_schema() -> dict[str, Any]:
+    schema: dict[str, Any] = crdgen.crds()["shipwright.io_buildruns.yaml"]["spec"]["versions"][
+        0]["schema"]["openAPIV3Schema"]
+    return schema
+
+
+def test_a_finished_buildruns_status_is_frozen_by_one_rule_on_the_whole_object() -> None:
+    """On the root: a rule under .status is not evaluated when a write removes the status
+    (tests/cluster/test_frozen_outcome.py tries every write form on the API server), and a
+    second one there would only repeat the refusal. It asks first whether the stored
+    BuildRun has finished, so that a write to an unfinished one (every status write the
+    controller sends) costs two field tests; its message names what changed."""
+    schema = buildrun_schema()
+    assert "x-kubernetes-validations" not in schema["properties"]["status"]
+    [frozen] = [r for r in schema["x-kubernetes-validations"]
+                if "self.status == oldSelf.status" in r["rule"]]
+    assert frozen["rule"].startswith(
+        "!(has(oldSelf.status) && has(oldSelf.status.completionTime)) || ")
+    assert frozen["fieldPath"] == ".status"
+    for message in (crdgen.FROZEN_STATUS, crdgen.FROZEN_COMPLETION_TIME,
+                    crdgen.FROZEN_SUCCEEDED):
+        assert f'"{message}"' in frozen["messageExpression"]

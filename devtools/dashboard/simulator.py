@@ -1,4 +1,4 @@
-"""The Tekton of the dashboard render (docs/): a stand-in that moves every
+"""The Tekton of the dashboard render (render.py beside it): a stand-in that moves every
 TaskRun of one namespace along on its own, labelled "[tekton-simulator]" wherever it
 speaks.
 

@@ -1,18 +1,18 @@
 """Draw docs/dashboard.png: manifests/grafana/dashboard.json over a real, scripted run.
 
     .venv/bin/pip install -e '.[docs]'      # matplotlib; never a runtime dependency
-    .venv/bin/python docs/render_dashboard.py [--out docs/dashboard.png] [--seconds 150]
+    .venv/bin/python -m devtools.dashboard.render [--out docs/dashboard.png] [--seconds 150]
 
 Nothing in the picture is made up. The script:
 
-1. starts a throwaway local etcd + kube-apiserver (devtools.LocalCluster);
+1. starts a throwaway local etcd + kube-apiserver (devtools.cluster.localcluster);
 2. runs two controller replicas as separate processes, exactly as the Deployment
    does (`python -m controller --leader-elect ...`, 2 workers, short leases so a
    hand-over shows within the run), watching namespace "demo";
 3. runs a real Prometheus (built once from the Go module proxy, see
    tests/promtools.py) scraping both replicas' /metrics every second;
 4. plays a scripted workload against the API server, moving TaskRuns with the
-   labelled Tekton simulator from `make dev` (devtools.cluster.simulator):
+   labelled Tekton stand-in beside this module (devtools.dashboard.simulator):
    - steady arrivals: a BuildRun every ~1.2 s; most succeed, some fail, a few
      name a Build that does not exist (user errors), a few are cancelled;
    - a webhook outage: the FlakyWebhook times out every TaskRun creation for
@@ -24,7 +24,8 @@ Nothing in the picture is made up. The script:
    - a burst of 25 BuildRuns at once;
 5. evaluates every query of every panel in dashboard.json with that Prometheus
    (query_range, 1 s steps; Grafana's $__rate_interval is taken as 10s and
-   $__range as the whole run) and draws the panels on the dashboard's own grid.
+   $__range as the whole run) and draws the panels on the dashboard's own grid
+   (`draw`, which takes those query results and nothing else).
    The shaded bands mark the scripted phases; they are not part of the dashboard.
 
 A run takes about four minutes (more the first time, while Prometheus builds).
@@ -50,17 +51,14 @@ from typing import Any
 import aiohttp
 import yaml
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
-
-from controller.runtime.kube import JSON, Kube, load_api_client  # noqa: E402
-from controller.shipwright.resources import BUILDRUNS  # noqa: E402
-from devtools import fixtures  # noqa: E402
-from devtools.cluster.localcluster import LocalCluster, free_port  # noqa: E402
-from devtools.cluster.simulator import SimulatedTekton  # noqa: E402
-from devtools.cluster.tekton import Finish  # noqa: E402
-from devtools.cluster.webhook import FlakyWebhook, Verdict  # noqa: E402
-from tests.promtools import prometheus_binary  # noqa: E402
+from controller.runtime.kube import JSON, Kube, load_api_client
+from controller.shipwright.resources import BUILDRUNS
+from devtools.cluster import fixtures
+from devtools.cluster.localcluster import REPO, LocalCluster, free_port
+from devtools.cluster.tekton import Finish
+from devtools.cluster.webhook import FlakyWebhook, Verdict
+from devtools.dashboard.simulator import SimulatedTekton
+from tests.promtools import prometheus_binary
 
 NS = "demo"
 DASHBOARD = REPO / "manifests" / "grafana" / "dashboard.json"
@@ -82,17 +80,21 @@ class Replica:
     metrics_port: int = field(default_factory=free_port)
     proc: subprocess.Popen[bytes] | None = None
 
+    def flags(self) -> list[str]:
+        """The controller's flags for this replica (after `python -m controller`)."""
+        return [f"--kubeconfig={self.kubeconfig}",
+                f"--namespace={NS}", "--leader-elect",
+                "--leader-election-namespace=buildrun-controller",
+                "--lease-duration=4", "--renew-deadline=3", "--retry-period=1",
+                "--max-concurrent-reconciles=2", "--max-retries=6", "--max-retry-duration=0",
+                "--backoff-base-delay=0.2", "--backoff-max-delay=10",
+                f"--metrics-bind-address=127.0.0.1:{self.metrics_port}",
+                "--health-probe-bind-address=127.0.0.1:0", "--log-format=json"]
+
     def start(self) -> None:
         log = (self.workdir / f"{self.name}.log").open("ab")
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "controller", f"--kubeconfig={self.kubeconfig}",
-             f"--namespace={NS}", "--leader-elect",
-             "--leader-election-namespace=buildrun-controller",
-             "--lease-duration=4", "--renew-deadline=3", "--retry-period=1",
-             "--max-concurrent-reconciles=2", "--max-retries=6", "--max-retry-duration=0",
-             "--backoff-base-delay=0.2", "--backoff-max-delay=10",
-             f"--metrics-bind-address=127.0.0.1:{self.metrics_port}",
-             "--health-probe-bind-address=127.0.0.1:0", "--log-format=json"],
+            [sys.executable, "-m", "controller", *self.flags()],
             cwd=REPO, stdout=log, stderr=subprocess.STDOUT,
         )
 
@@ -469,9 +471,9 @@ async def run(out: Path, seconds: float) -> None:
             prometheus.stop()
             await kube.close()
     day = datetime.date.today().isoformat()
-    subtitle = (f"Rendered by docs/render_dashboard.py on {day} from a real {int(wall1 - wall0)}s "
-                "scripted run: two replicas, Prometheus scraping every 1s, $__rate_interval=10s. "
-                "Shaded: the scripted events.")
+    subtitle = (f"Rendered by devtools/dashboard/render.py on {day} from a real "
+                f"{int(wall1 - wall0)}s scripted run: two replicas, Prometheus scraping every "
+                "1s, $__rate_interval=10s. Shaded: the scripted events.")
     draw(dashboard, series, stats, wall0, wall1, phases.marks, out, subtitle)
     say(f"[render] wrote {out} (logs in {workdir})")
 

@@ -1,0 +1,132 @@
+"""The controller's writes per BuildRun without the controller: the bodies it sends,
+made by its own functions, for the benches that make them in its place.
+
+- `label_patch`, `controller_taskrun`, `started_status`, `finished_status`: its label
+  PATCH, its TaskRun, its started and its finished status (throughput.py's and
+  stack_e2e.py's bare and mirror modes);
+- `populate`: a namespace of finished BuildRuns in the shape the controller leaves them,
+  each with its finished TaskRun if asked (memory.py, restart.py).
+"""
+
+from __future__ import annotations
+
+import datetime
+import time
+
+from bench.e2e.common import NS, bounded
+from controller.buildrun import serviceaccounts
+from controller.buildrun.buildruns import build_link
+from controller.buildrun.resources.config import ShipwrightConfig
+from controller.buildrun.resources.taskrun import generate_taskrun
+from controller.buildrun.spec import effective_build
+from controller.buildrun.status import outcome_from_taskrun, running_reason, with_condition
+from controller.runtime.kube import JSON, Kube
+from controller.runtime.timestamps import format_time, now
+from controller.shipwright.resources import BUILDRUNS, TASKRUNS
+from devtools.cluster import fixtures
+from devtools.cluster.tekton import TektonSimulator
+
+
+def now_text() -> str:
+    return format_time(now())
+
+
+CONFIG = ShipwrightConfig.from_env()  # the controller's, read the same way
+
+
+def label_patch(buildrun: JSON, build: JSON) -> JSON:
+    """The metadata merge patch the controller sends before it starts a BuildRun of a
+    validated Build (reconciler.build_link: the Build's name and generation labels)."""
+    return {"metadata": build_link(buildrun, build)}
+
+
+def controller_taskrun(buildrun: JSON, build: JSON, strategy: JSON) -> JSON:
+    """The TaskRun the controller creates for `buildrun` (generate_taskrun, the same
+    function; the ServiceAccount it picks when the namespace has only `default`)."""
+    return generate_taskrun(buildrun, build, strategy, serviceaccounts.choose(buildrun).name,
+                            CONFIG)
+
+
+def started_status(buildrun: JSON, build: JSON, taskrun: JSON) -> JSON:
+    """The status the controller writes once the TaskRun is created (reconciler._start):
+    startTime, taskRunName, executor, the buildSpec snapshot, the Pending condition."""
+    effective = effective_build(buildrun, build.get("spec") or {})
+    snapshot = dict(effective.spec)
+    if effective.retention:
+        snapshot["retention"] = effective.retention
+    at = now_text()
+    name = taskrun["metadata"]["name"]
+    status = {"startTime": at, "taskRunName": name,
+              "executor": {"kind": TASKRUNS.kind, "name": name}, "buildSpec": snapshot}
+    return with_condition(status, "Unknown", *running_reason(taskrun), at)
+
+
+def finished_status(status: JSON, taskrun: JSON) -> JSON:
+    """The whole status the controller writes when the TaskRun finished (reconciler._finish
+    sends the old status with the outcome applied: one status update)."""
+    outcome = outcome_from_taskrun(taskrun)
+    assert outcome is not None, "the TaskRun has finished"
+    at = now_text()
+    status = with_condition(status, outcome.status, outcome.reason, outcome.message, at)
+    status["completionTime"] = at
+    for key, value in (("failureDetails", outcome.failure_details),
+                       ("output", outcome.output), ("source", outcome.source)):
+        if value:
+            status[key] = value
+    return status
+
+
+# What a build of a git source reports besides its digest (Shipwright's result names):
+# with them the BuildRun's status carries output.size and status.source.
+SOURCE_RESULTS = [{"name": name, "type": "string", "value": value} for name, value in (
+    ("shp-image-size", "48213443"),
+    ("shp-source-default-commit-sha", "3f858c1d4e2b6a7c9e0f1a2b3c4d5e6f7a8b9c0d"),
+    ("shp-source-default-commit-author", "Jane Developer"),
+    ("shp-source-default-branch-name", "main"),
+    ("shp-source-default-source-timestamp", "1796425200"))]
+
+
+def finished_taskrun(taskrun: JSON) -> JSON:
+    """`taskrun` as TektonSimulator.finish leaves it (success, the image digest), with
+    SOURCE_RESULTS."""
+    done = format_time(datetime.datetime.now(datetime.UTC))
+    return {**taskrun, "status": {
+        "podName": f"{taskrun['metadata']['name']}-pod", "completionTime": done,
+        "conditions": [{"type": "Succeeded", "status": "True", "reason": "Succeeded",
+                        "message": "All Steps have completed executing",
+                        "lastTransitionTime": done}],
+        "results": [{"name": "shp-image-digest", "type": "string",
+                     "value": "sha256:" + "ab" * 32}, *SOURCE_RESULTS],
+        "steps": [{"name": "build", "container": "step-build",
+                   "terminated": {"exitCode": 0, "reason": "Completed", "startedAt": done,
+                                  "finishedAt": done}}]}}
+
+
+async def populate(kube: Kube, start: int, stop: int, concurrency: int, deadline: float,
+                   build: JSON, strategy: JSON, taskruns: bool) -> float:
+    """Finished BuildRuns in the shape the controller leaves them (its label PATCH, its
+    started then finished status, one status write here), and with `taskruns` each
+    one's TaskRun, the controller's body, finished as the simulator finishes it."""
+    sim = TektonSimulator(kube)
+
+    async def one(name: str) -> None:
+        created = await kube.create(BUILDRUNS, NS, fixtures.buildrun(name))
+        taskrun = controller_taskrun(created, build, strategy)
+        labelled = await kube.patch(BUILDRUNS, NS, name, label_patch(created, build))
+        if taskruns:
+            taskrun = await kube.create(TASKRUNS, NS, taskrun)
+            done = await sim.finish(NS, taskrun["metadata"]["name"])
+            done = await kube.patch(TASKRUNS, NS, done["metadata"]["name"], {"status": {
+                "results": [*done["status"]["results"], *SOURCE_RESULTS]}},
+                subresource="status")
+        else:
+            done = finished_taskrun(taskrun)
+        await kube.patch(BUILDRUNS, NS, name, {
+            "metadata": {"resourceVersion": labelled["metadata"]["resourceVersion"]},
+            "status": finished_status(started_status(created, build, taskrun), done)},
+            subresource="status")
+
+    names = [f"br-{i:06d}" for i in range(start, stop)]
+    t0 = time.monotonic()
+    await bounded(names, one, concurrency=concurrency, deadline=deadline)
+    return time.monotonic() - t0
