@@ -8,7 +8,13 @@ drawn from seeded generators: the same objects in every run of a test). It answe
 API server does, with the same `ApiError` the real `Kube` raises, so
 controller/runtime/errors.py classifies it the same way: 404 NotFound, 409
 AlreadyExists on create, 409 Conflict when a write or a delete precondition carries a
-stale resourceVersion or uid (a PUT's or patch's metadata, a delete's preconditions). A
+stale resourceVersion (a PUT's or patch's metadata, a delete's preconditions). A uid in
+a write is held as the API server holds it (what `controller.runtime.conflict.pinned`
+relies on; measured in tests/cluster/test_namesakes.py): another uid in a PUT's body or
+a delete's preconditions is a 409 Conflict ("Precondition failed"); in a patch's body
+(merge, strategic merge or apply) it would change an immutable field, a 422 Invalid
+("metadata.uid: ... field is immutable"); a server-side apply to a missing object creates
+it, unless its body names a uid: then a 409 Conflict ("uid mismatch"). A
 status subresource write changes only status; a write to the object never changes
 status. A deleted object leaves nothing behind: its name is free at once, and a
 namesake created under it gets a new uid. Every change, the test's own included, is
@@ -40,7 +46,14 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from controller.runtime.kube import JSON, MERGE_PATCH, STRATEGIC_MERGE_PATCH, ApiError, Resource
+from controller.runtime.kube import (
+    APPLY_PATCH,
+    JSON,
+    MERGE_PATCH,
+    STRATEGIC_MERGE_PATCH,
+    ApiError,
+    Resource,
+)
 
 CREATED = "2026-12-04T00:00:00Z"
 
@@ -233,6 +246,8 @@ class FakeKube:
                   subresource: str = "") -> JSON:
         call = self._call("put", resource, name, subresource)
         current = self._existing(resource, namespace, name)
+        # The body's uid is the update's precondition (rest.DefaultUpdatedObjectInfo),
+        # checked before its resourceVersion.
         self._check_version(current, body.get("metadata") or {})
         if subresource == "status":  # only status changes, whatever else the body says
             new = {**copy.deepcopy(current), "status": copy.deepcopy(body.get("status"))}
@@ -255,11 +270,27 @@ class FakeKube:
                     subresource: str = "", content_type: str = MERGE_PATCH,
                     force: bool = False) -> JSON:
         """A merge patch; a strategic one merges lists by key; an apply (APPLY_PATCH) is
-        taken as a merge patch of its fields (one manager here, so nothing conflicts)."""
+        taken as a merge patch of its fields (one manager here, so nothing conflicts), and
+        creates the object when there is none.
+
+        A resourceVersion in the body is a precondition (409 Conflict). A uid in the body
+        is no precondition: it is merged into the object like any field, and the API
+        server's validation of the result refuses a changed uid, 422 Invalid; an apply to
+        no object with a uid in its body is refused 409 Conflict instead of creating one."""
         call = self._call("patch", resource, name, subresource)
+        given = (body.get("metadata") or {}) if isinstance(body, dict) else {}
+        current = self.objects.get(self._key(resource, namespace, name))
+        if current is None and content_type == APPLY_PATCH and not subresource:
+            if given.get("uid"):
+                raise ApiError(409, "Conflict", "uid mismatch: the provided object specified "
+                               f"uid {given['uid']}, and no existing object was found")
+            return await self._apply_create(resource, namespace, name, body, call)
         current = self._existing(resource, namespace, name)
-        if isinstance(body, dict):
-            self._check_version(current, body.get("metadata") or {})
+        self._check_version(current, {"resourceVersion": given.get("resourceVersion")})
+        if given.get("uid") and given["uid"] != current["metadata"]["uid"]:
+            kind = f"{resource.kind}.{resource.group}" if resource.group else resource.kind
+            raise ApiError(422, "Invalid", f'{kind} "{name}" is invalid: metadata.uid: '
+                           f'Invalid value: "{given["uid"]}": field is immutable')
         new = _merge(current, body, strategic=content_type == STRATEGIC_MERGE_PATCH)
         if subresource == "status":  # only status changes, whatever else the body says
             new = {**copy.deepcopy(current), "status": new.get("status")}
@@ -269,6 +300,21 @@ class FakeKube:
         stored = self._store(resource, current, new)
         self._after(call)
         return stored
+
+    async def _apply_create(self, resource: Resource, namespace: str | None, name: str,
+                            body: JSON, call: Call) -> JSON:
+        """A server-side apply to no object creates it from the applied fields (status
+        dropped, as a create drops it), through the admission webhooks as a create."""
+        new = copy.deepcopy(body)
+        meta = new.setdefault("metadata", {})
+        meta["name"] = name
+        for field in ("resourceVersion", "uid", "creationTimestamp", "generation"):
+            meta.pop(field, None)
+        new.pop("status", None)
+        self._admit(resource, "create", None, new)
+        created = self.add(resource, new, namespace)
+        self._after(call)
+        return created
 
     async def delete(self, resource: Resource, namespace: str | None, name: str, *,
                      preconditions: JSON | None = None) -> JSON:
@@ -324,11 +370,16 @@ class FakeKube:
 
     @staticmethod
     def _check_version(current: JSON, given: JSON) -> None:
-        """A resourceVersion or uid in the request must be the stored one."""
-        for field in ("resourceVersion", "uid"):
-            if given.get(field) is not None and given[field] != current["metadata"][field]:
-                raise ApiError(409, "Conflict", "the object has been modified; please "
-                               "apply your changes to the latest version and try again")
+        """A uid or resourceVersion in a PUT's body or a delete's preconditions must be the
+        stored one: else 409 Conflict, as the API server answers (the uid first)."""
+        stored = current["metadata"]
+        if given.get("uid") is not None and given["uid"] != stored["uid"]:
+            raise ApiError(409, "Conflict", f"Precondition failed: UID in precondition: "
+                           f"{given['uid']}, UID in object meta: {stored['uid']}")
+        if given.get("resourceVersion") is not None and \
+                given["resourceVersion"] != stored["resourceVersion"]:
+            raise ApiError(409, "Conflict", "the object has been modified; please "
+                           "apply your changes to the latest version and try again")
 
     def _store(self, resource: Resource, current: JSON, new: JSON) -> JSON:
         meta = new["metadata"]

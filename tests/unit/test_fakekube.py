@@ -4,7 +4,7 @@ real ones. (The real API server's answers are what tests/cluster runs on.)"""
 
 from __future__ import annotations
 
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Callable
 
 import pytest
 
@@ -13,9 +13,18 @@ from controller.runtime.errors import (
     classify,
     is_already_exists,
     is_conflict,
+    is_invalid,
     is_not_found,
 )
-from controller.runtime.kube import JSON, SERVICEACCOUNTS, STRATEGIC_MERGE_PATCH, ApiError
+from controller.runtime.kube import (
+    APPLY_PATCH,
+    JSON,
+    MERGE_PATCH,
+    SERVICEACCOUNTS,
+    STRATEGIC_MERGE_PATCH,
+    ApiError,
+    Resource,
+)
 from controller.shipwright.resources import BUILDRUNS, TASKRUNS
 from tests.fakekube import Call, FakeKube
 
@@ -168,27 +177,109 @@ async def test_list_selects_by_labels_as_the_informers_ask_and_refuses_the_rest(
             await kube.list(TASKRUNS, "ns", **refused)
 
 
-async def test_a_uid_in_a_write_is_a_precondition_as_on_the_api_server() -> None:
-    """The API server takes metadata.uid in a PUT's or a patch's body (and a delete's
-    preconditions) as a precondition: another uid is a 409 Conflict, so a write decided
-    on one object never lands on a namesake created since."""
-    kube = FakeKube()
-    old = kube.add(BUILDRUNS, {"metadata": {"name": "br"}, "spec": {}})
-    kube.remove(BUILDRUNS, "br")
-    new = await kube.create(BUILDRUNS, "ns", {"metadata": {"name": "br"}, "spec": {}})
+async def namesake(kube: FakeKube, resource: Resource = BUILDRUNS) -> tuple[JSON, JSON]:
+    """Object "br" (its `old` copy), deleted and created again: another uid, its name."""
+    old = kube.add(resource, {"metadata": {"name": "br"}, "spec": {}})
+    kube.remove(resource, "br")
+    new = await kube.create(resource, "ns", {"metadata": {"name": "br"}, "spec": {}})
     assert new["metadata"]["uid"] != old["metadata"]["uid"]  # the name free, a new uid
-    stale_uid = {"metadata": {"uid": old["metadata"]["uid"]}}
-    put = {**new, "metadata": {**new["metadata"], "uid": old["metadata"]["uid"]},
-           "status": {"s": 1}}
-    assert is_conflict(await raised(kube.put(BUILDRUNS, "ns", "br", put, subresource="status")))
-    assert is_conflict(await raised(kube.patch(BUILDRUNS, "ns", "br",
-                                               {**stale_uid, "spec": {"a": 1}})))
-    assert is_conflict(await raised(kube.delete(BUILDRUNS, "ns", "br",
-                                                preconditions=stale_uid["metadata"])))
+    return old, new
+
+
+@pytest.mark.parametrize("content_type", [MERGE_PATCH, STRATEGIC_MERGE_PATCH, APPLY_PATCH])
+async def test_a_patch_naming_another_uid_is_invalid_as_on_the_api_server(
+        content_type: str) -> None:
+    """A uid in a patch's body is merged like any field; the API server's validation of
+    the result then refuses the changed uid: 422 Invalid, "metadata.uid: Invalid value:
+    ...: field is immutable" (tests/cluster/test_namesakes.py)."""
+    kube = FakeKube()
+    old, new = await namesake(kube)
+    stale = {"metadata": {"uid": old["metadata"]["uid"]}, "spec": {"a": 1}}
+    error = await raised(kube.patch(BUILDRUNS, "ns", "br", stale, content_type=content_type))
+    assert (error.status, error.reason) == (422, "Invalid") and is_invalid(error)
+    assert f'metadata.uid: Invalid value: "{old["metadata"]["uid"]}": field is immutable' \
+        in error.message
     assert kube.stored(BUILDRUNS, "br") == new  # nothing landed
-    await kube.patch(BUILDRUNS, "ns", "br", {"metadata": {"uid": new["metadata"]["uid"]},
-                                              "spec": {"a": 1}})
+    # The control: its own uid, and the patch lands.
+    await kube.patch(BUILDRUNS, "ns", "br", {**stale, "metadata": {"uid": new["metadata"]["uid"]}},
+                     content_type=content_type)
     assert kube.stored(BUILDRUNS, "br")["spec"] == {"a": 1}  # type: ignore[index]
+
+
+async def test_an_apply_naming_a_uid_to_no_object_is_a_conflict_as_on_the_api_server() -> None:
+    """A server-side apply creates a missing object, but not one whose body names a uid:
+    409 Conflict, "uid mismatch: the provided object specified uid ..., and no existing
+    object was found"; nothing created. Without a uid it creates the object."""
+    kube = FakeKube()
+    old = kube.add(TASKRUNS, {"metadata": {"name": "tr"}, "spec": {"a": 1}})
+    kube.remove(TASKRUNS, "tr")
+    intent = {"metadata": {"name": "tr", "uid": old["metadata"]["uid"]},
+              "spec": {"status": "TaskRunCancelled"}}
+    error = await raised(kube.patch(TASKRUNS, "ns", "tr", intent, content_type=APPLY_PATCH,
+                                    force=True))
+    assert is_conflict(error) and "uid mismatch" in error.message
+    assert kube.stored(TASKRUNS, "tr") is None
+    # A merge patch of no object is a 404, whatever it names.
+    assert is_not_found(await raised(kube.patch(TASKRUNS, "ns", "tr", intent)))
+    # The control: without a uid, the apply creates it (status dropped, as a create does).
+    created = await kube.patch(TASKRUNS, "ns", "tr", {**intent, "metadata": {"name": "tr"},
+                                                      "status": {"s": 1}},
+                               content_type=APPLY_PATCH, force=True)
+    assert created["spec"] == {"status": "TaskRunCancelled"} and "status" not in created
+    assert created["metadata"]["uid"] not in (None, old["metadata"]["uid"])
+    assert [e["type"] for e in kube.events(TASKRUNS)] == ["ADDED", "DELETED", "ADDED"]
+
+
+@pytest.mark.parametrize("subresource", ["", "status"])
+async def test_a_put_naming_another_uid_is_a_conflict_as_on_the_api_server(
+        subresource: str) -> None:
+    """A PUT's uid is its precondition: another uid is a 409 Conflict ("Precondition
+    failed: UID in precondition"), checked before the resourceVersion; so is a delete's."""
+    kube = FakeKube()
+    old, new = await namesake(kube)
+    # The stale uid, with the namesake's own resourceVersion: the uid alone refuses it.
+    put = {**new, "metadata": {**new["metadata"], "uid": old["metadata"]["uid"]},
+           "spec": {"a": 1}, "status": {"s": 1}}
+    error = await raised(kube.put(BUILDRUNS, "ns", "br", put, subresource=subresource))
+    assert is_conflict(error) and "UID in precondition" in error.message
+    error = await raised(kube.delete(BUILDRUNS, "ns", "br",
+                                     preconditions={"uid": old["metadata"]["uid"]}))
+    assert is_conflict(error) and "UID in precondition" in error.message
+    assert kube.stored(BUILDRUNS, "br") == new  # nothing landed
+    # The control: its own uid, and the PUT lands.
+    await kube.put(BUILDRUNS, "ns", "br", {**put, "metadata": new["metadata"]},
+                   subresource=subresource)
+    assert kube.stored(BUILDRUNS, "br") != new
+
+
+@pytest.mark.parametrize("write", ["put", "put status", "merge patch", "apply", "delete"])
+async def test_a_stale_resource_version_is_a_conflict_as_on_the_api_server(write: str) -> None:
+    """A resourceVersion in a PUT's or a patch's body, or a delete's preconditions, other
+    than the stored one: 409 Conflict, nothing landed."""
+    kube = FakeKube()
+    read = kube.add(BUILDRUNS, {"metadata": {"name": "br"}, "spec": {}})
+    moved = kube.modify(BUILDRUNS, "br", lambda obj: obj.update(spec={"b": 2}))
+    stale = {"resourceVersion": read["metadata"]["resourceVersion"],
+             "uid": read["metadata"]["uid"]}  # its own uid: only the version is stale
+    body = {**read, "metadata": {**read["metadata"], **stale}, "spec": {"a": 1},
+            "status": {"s": 1}}
+    calls: dict[str, Callable[[], Awaitable[JSON]]] = {
+        "put": lambda: kube.put(BUILDRUNS, "ns", "br", body),
+        "put status": lambda: kube.put(BUILDRUNS, "ns", "br", body, subresource="status"),
+        "merge patch": lambda: kube.patch(BUILDRUNS, "ns", "br", body),
+        "apply": lambda: kube.patch(BUILDRUNS, "ns", "br", body, content_type=APPLY_PATCH,
+                                    force=True),
+        "delete": lambda: kube.delete(BUILDRUNS, "ns", "br", preconditions=stale)}
+    call = calls[write]
+    error = await raised(call())
+    assert is_conflict(error) and "the object has been modified" in error.message
+    assert kube.stored(BUILDRUNS, "br") == moved
+    # The control: the current version, and it lands.
+    now = {**stale, "resourceVersion": moved["metadata"]["resourceVersion"]}
+    body["metadata"].update(now)
+    stale.update(now)
+    await call()
+    assert kube.stored(BUILDRUNS, "br") != moved
 
 
 async def test_every_change_is_a_watch_event_in_resource_version_order() -> None:
