@@ -183,6 +183,7 @@ class Run:
     owner: str  # the uid of the BuildRun that owns it
     timeout: float  # seconds, Tekton's timeout (spec.timeout, its webhook's default if unset)
     created: float  # virtual seconds
+    created_tick: int = 0
     state: str = NEW
     started: float | None = None  # virtual seconds, when Tekton set startTime
     start_time: str | None = None  # the startTime Tekton wrote
@@ -225,7 +226,8 @@ def verdict_problems(truth: BuildRunTruth) -> list[str]:
       may start it late, but it never finished within that time), BuildNotFound (its Build does not
       exist), TaskRunIsMissing (its run was deleted first). Once the run was deleted
       before the BuildRun finished, what it did can no longer be told: any of these may
-      then stand, but never Succeeded without it.
+      then stand, but never Succeeded without it. A run made after the BuildRun finished
+      (only a replica that lost its lease makes one, a START in flight) counts as none.
     - Nothing else: a reason this model never causes is reported as such.
     """
     if truth.final is None:
@@ -236,6 +238,11 @@ def verdict_problems(truth: BuildRunTruth) -> list[str]:
     verdict, reason = cond.get("status"), cond.get("reason")
     digest = (status.get("output") or {}).get("digest")
     run = truth.runs[0] if truth.runs else None
+    if run is not None and run.created_tick > when:
+        # Made after the BuildRun finished (by a replica that lost its lease, its START
+        # in flight): it had no part in the verdict, which is frozen; (e) asks that it
+        # is stopped.
+        run = None
     gone = run is not None and run.deleted_tick is not None and run.deleted_tick < when
     by_itself = run is not None and run.state in ON_ITS_OWN and not gone
     problems = []
@@ -666,8 +673,10 @@ class Interleavings(RuleBasedStateMachine):
             self.problems.append(f"(c) TaskRun {name} was created for no BuildRun ({owner})")
             return
         run = Run(name, truth.uid, parse_duration(taskrun["spec"]["timeout"]),
-                  self.clock.now())
-        if truth.runs:
+                  self.clock.now(), tick)
+        if truth.runs and truth.deleted_tick is None:
+            # (A run made once the BuildRun was deleted, from a stale cache, is the garbage
+            # collector's: no create can be made conditional on its owner still existing.)
             self.problems.append(f"(c) a second TaskRun {name} for BuildRun {truth.uid} "
                                  f"(after {[r.name for r in truth.runs]}), at tick {tick}")
         truth.runs.append(run)
