@@ -1202,12 +1202,12 @@ def test_part_5_a_finish_the_run_decided_keeps_the_runs_completion_time() -> Non
     replay(steps)
 
 
-def test_a_namesake_a_relist_brings_is_never_reconciled() -> None:
+def test_a_namesake_a_relist_brings_is_reconciled() -> None:
     """BuildRun a ends BuildNotFound, is deleted and created again, all while the watch of
     BuildRuns is stalled; the relist (the end's: the caches catch up) brings the namesake
     as an update of the cached a, which is NEW as the namesake is and of the same
-    generation, so buildrun_wakes does not pass it, and nothing else queues it: it never
-    starts. (e)."""
+    generation. buildrun_wakes passed it only once it compared uids: before, nothing
+    queued it and it never started. (e)."""
     def steps(state: Interleavings) -> None:
         state.create_buildrun(name="a", build=GHOST, timeout=None)
         state.watch(resource="buildruns", how="stall")
