@@ -209,6 +209,7 @@ class BuildRunTruth:
     final: JSON | None = None  # the status the write that set completionTime left
     final_tick: int | None = None
     final_time: float | None = None  # virtual seconds at that write
+    final_decided_tick: int | None = None  # when the reconcile that wrote it began
     recorded_tick: int | None = None  # when its status first named a run
     given_up_done: bool = False  # its budget was spent once it had finished
 
@@ -252,8 +253,11 @@ def verdict_problems(truth: BuildRunTruth, *, strict: bool = False) -> list[str]
     # What the run had done when the BuildRun finished; `strict`, ever (a run that
     # finished after a verdict of the controller's own, between its status write and its
     # cancel: `KNOWN_GAPS`).
+    # (Not `strict`: what it had done when the reconcile that finished the BuildRun began:
+    # a run that ends between a backstop's reads and its cancel is KNOWN_GAPS'.)
+    decided = truth.final_decided_tick if truth.final_decided_tick is not None else when
     ended = run is not None and not gone and (strict or (
-        run.finished_tick is not None and run.finished_tick < when))
+        run.finished_tick is not None and run.finished_tick < decided))
     by_itself = ended and run is not None and run.state in ON_ITS_OWN
     problems = []
     said = f"it says {verdict} {reason} (digest {digest})"
@@ -303,7 +307,8 @@ def verdict_problems(truth: BuildRunTruth, *, strict: bool = False) -> list[str]
         problems.append(f"{said}: a verdict this model never causes")
     if run is not None and run.finished_tick is not None and run.finished_tick < when \
             and reason == _run_reason(run, canceled_first) \
-            and status.get("completionTime") != run.completion_time:
+            and status.get("completionTime") != run.completion_time \
+            and (strict or reason != reasons.BUILD_RUN_TIMEOUT):  # KNOWN_GAPS
         problems.append(f"its run decided ({reason}) and finished at {run.completion_time}, "
                         f"but its completionTime is {status.get('completionTime')}")
     return problems
@@ -433,6 +438,7 @@ class Replica:
         self.last: dict[str, int] = {}
         self.stalled: set[str] = set()  # the watches whose events wait
         self.task: asyncio.Task[bool] | None = None  # the worker turn in flight
+        self.turn_tick = 0  # the machine's tick when that turn began
         self.resume: asyncio.Future[None] | None = None  # set: the parked call goes on
         self.arrived: asyncio.Future[None] | None = None  # set by the worker at a call
 
@@ -459,6 +465,7 @@ class Replica:
             if not len(self.queue):
                 return
             self.task = loop.create_task(self.controller.process_next())
+            self.turn_tick = self.machine.tick
         elif self.resume is not None:
             resume, self.resume = self.resume, None
             resume.set_result(None)
@@ -674,6 +681,7 @@ class Interleavings(RuleBasedStateMachine):
             if truth.final is None and status.get("completionTime"):
                 truth.final, truth.final_tick = copy.deepcopy(status), tick
                 truth.final_time = self.clock.now()
+                truth.final_decided_tick = replica.turn_tick
         elif resource in (TASKRUNS, SERVICEACCOUNTS):
             obj = after if verb == "create" else before
             assert obj is not None
@@ -1141,8 +1149,14 @@ GAP_UNRECORDED_RUN = (
     "start and name a run not yet made)")
 GAP_VERDICT_BEFORE_CANCEL = (
     "the backstops (rows 14, 16) and a spent budget (row 12) write their verdict, then "
-    "cancel the run: a run that succeeds between the two is reported by the verdict "
+    "cancel the run: a run that succeeds between their reads and the cancel is reported "
+    "by the verdict "
     "(cancelling first would make a confirmed cancel's TaskRunCancelled the outcome)")
+GAP_STALE_BACKSTOP = (
+    "the timeout backstop (row 16) decides on the cache: a run Tekton timed out whose end "
+    "the cache has not shown yet is finished BuildRunTimeout as the run would, but with "
+    "the controller's clock as completionTime, not the run's (a live read of the run "
+    "before a backstop would tell)")
 GAP_DONE_GIVEN_UP = (
     "a finished BuildRun whose retry budget is spent on its clean-up (rows 1, 3) is "
     "looked at no more: its generated ServiceAccount (until the BuildRun is deleted) or "
@@ -1356,6 +1370,44 @@ def test_the_run_succeeds_between_giving_up_and_its_cancel() -> None:
         state.work(calls=100)  # the second failure: the budget is spent
         state.work(calls=2)  # give_up's read, and its status write, not made yet
         state.tekton_progresses(i=0, to=SUCCEEDED)
+        state.work(calls=100)
+
+    replay(steps, strict=True)
+
+
+@pytest.mark.xfail(strict=True, reason=GAP_VERDICT_BEFORE_CANCEL)
+def test_the_run_succeeds_between_the_backstops_read_and_its_verdict() -> None:
+    """Tekton never started the TaskRun; two minutes on, the backstop reads it Pending
+    past its deadline; Tekton, back, starts the run and it succeeds before the backstop's
+    BuildRunTimeout lands. (b). Found by the randomized long run."""
+    def steps(state: Interleavings) -> None:
+        state.create_buildrun(name="a", build=APP, timeout=None)
+        state.build_timeout(timeout="1m")
+        state.process_dies(how="restart")
+        state.work(calls=100)
+        state.time_passes(seconds=125.0)
+        state.work(calls=2)  # the backstop's reads made, its status write not yet
+        state.tekton_progresses(i=0, to=SUCCEEDED)
+        state.work(calls=100)
+
+    replay(steps, strict=True)
+
+
+@pytest.mark.xfail(strict=True, reason=GAP_STALE_BACKSTOP)
+def test_the_backstop_on_a_stale_cache_takes_its_own_completion_time() -> None:
+    """The TaskRun times out (Tekton) while the TaskRun watch is stalled; a minute on, the
+    backstop, its cache still saying Pending, finishes the BuildRun BuildRunTimeout with
+    the controller's clock as completionTime, not the run's. (b). Found by the planted-bug
+    script's control run."""
+    def steps(state: Interleavings) -> None:
+        state.create_buildrun(name="a", build=APP, timeout=None)
+        state.build_timeout(timeout="1m")
+        state.work(calls=100)
+        state.watch(resource="taskruns", how="stall")
+        state.tekton_progresses(i=0, to=PENDING)
+        state.time_passes(seconds=61.0)
+        state.tekton_times_out(i=0)
+        state.time_passes(seconds=61.0)
         state.work(calls=100)
 
     replay(steps, strict=True)
