@@ -671,7 +671,7 @@ class Interleavings(RuleBasedStateMachine):
                 self.problems.append(f"(c) {where} left BuildRun {uid} naming TaskRun "
                                      f"{named}, which it does not own")
             # Its run: the one it names, else (not recorded yet) the one it owns.
-            own = next((run for run in truth.runs if run.name == named),
+            own = next((run for run in reversed(truth.runs) if run.name == named),
                        None if named or not truth.runs else truth.runs[0])
             if status.get("startTime") and (own is None
                                             or status["startTime"] != own.start_time):
@@ -705,12 +705,13 @@ class Interleavings(RuleBasedStateMachine):
             return
         run = Run(name, truth.uid, parse_duration(taskrun["spec"]["timeout"]),
                   self.clock.now(), tick)
-        # (KNOWN_GAPS: a run deleted before the status named it cannot be told from none
-        # by a try that read the BuildRun before it did, or began before it was named: a
+        # (KNOWN_GAPS: a deleted run cannot be told from none by a try whose cache holds
+        # no record of it: deleted before the status named it, the cache behind, or a
         # replica that lost its lease, its START in flight.)
-        unknown = all(r.deleted_tick is not None and (
-            truth.recorded_tick is None or r.deleted_tick < truth.recorded_tick
-            or replica.turn_tick < truth.recorded_tick) for r in truth.runs)
+        cached = replica.informers.get(BUILDRUNS).store.get(f"ns/{truth.name}")
+        knew = cached is not None and cached["metadata"].get("uid") == truth.uid \
+            and recorded_executor(cached.get("status") or {}) is not None
+        unknown = not knew and all(r.deleted_tick is not None for r in truth.runs)
         if truth.runs and truth.deleted_tick is None and (self.strict or not unknown):
             # (A run made once the BuildRun was deleted, from a stale cache, is the garbage
             # collector's: no create can be made conditional on its owner still existing.)
