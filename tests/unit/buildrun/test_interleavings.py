@@ -247,12 +247,11 @@ def verdict_problems(truth: BuildRunTruth, *, strict: bool = False) -> list[str]
     cond = succeeded_condition(status) or {}
     verdict, reason = cond.get("status"), cond.get("reason")
     digest = (status.get("output") or {}).get("digest")
-    run = truth.runs[0] if truth.runs else None
-    if run is not None and run.created_tick > when:
-        # Made after the BuildRun finished (by a replica that lost its lease, its START
-        # in flight): it had no part in the verdict, which is frozen; (e) asks that it
-        # is stopped.
-        run = None
+    # Its run: the last made before it finished (a second one only in KNOWN_GAPS'
+    # GAP_UNRECORDED_RUN, under the same name). One made after it finished (by a replica
+    # that lost its lease, its START in flight) had no part in the verdict, which is
+    # frozen; (e) asks that it is stopped.
+    run = next((r for r in reversed(truth.runs) if r.created_tick <= when), None)
     gone = run is not None and run.deleted_tick is not None and run.deleted_tick < when
     # What the run had done when the BuildRun finished; `strict`, ever (a run that
     # finished after a verdict of the controller's own, between its status write and its
