@@ -68,6 +68,9 @@ def buildrun_wakes(kind: EventType, obj: JSON, old: JSON | None) -> bool:
       and status writes: each would queue a failing key again at once, around its
       backoff, and spend --max-retries faster than the backoff implies (the soak's three
       ReconcilerRetriesExhausted runs before this filter, RELIABILITY.md).
+    - MODIFIED to another uid: always. A relist that finds the BuildRun deleted and
+      created again under its name (the watch missed both) hands the namesake over as an
+      update of the old one, which may look alike (both new, the same generation).
     - DELETED: never; its TaskRun goes with it (ownerReference).
     """
     if kind == "DELETED":
@@ -76,7 +79,8 @@ def buildrun_wakes(kind: EventType, obj: JSON, old: JSON | None) -> bool:
         return True
     meta, old_meta = obj["metadata"], old["metadata"]
     return bool(
-        meta.get("resourceVersion") == old_meta.get("resourceVersion")
+        meta.get("uid") != old_meta.get("uid")
+        or meta.get("resourceVersion") == old_meta.get("resourceVersion")
         or meta.get("generation") != old_meta.get("generation")
         or phase_of(obj) is not phase_of(old)
     )

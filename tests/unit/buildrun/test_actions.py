@@ -44,6 +44,7 @@ from controller.shipwright.resources import (
 from devtools.cluster import fixtures
 from tests.fakekube import Call, FakeKube
 from tests.harness import metric
+from tests.unit.buildrun.world import seed_namespace, tekton_status
 
 NOW = datetime.datetime(2026, 12, 4, 1, 0, 0, tzinfo=datetime.UTC)
 GRACE = Settings.timeout_grace  # the reconciler's default, --timeout-grace
@@ -67,9 +68,7 @@ class Rig:
         self.reconciler = BuildRunReconciler(
             self.kube, self.caches, recorder,  # type: ignore[arg-type]
             executor=EXECUTORS[executor], clock=lambda: NOW)
-        self.kube.add(BUILDSTRATEGIES, fixtures.strategy())
-        self.kube.add(BUILDS, {**fixtures.build(), "status": {"registered": "True"}})
-        self.kube.add(SERVICEACCOUNTS, {"metadata": {"name": "default"}})
+        seed_namespace(self.kube)
 
     def sync(self) -> None:
         """The caches catch up with the server."""
@@ -134,13 +133,13 @@ class Rig:
 
 
 def running(reason: str = "Running") -> list[JSON]:
-    return [{"type": "Succeeded", "status": "Unknown", "reason": reason, "message": "m"}]
+    conditions: list[JSON] = tekton_status("Unknown", reason, message="m")["conditions"]
+    return conditions
 
 
 def succeeded() -> JSON:
-    return {"conditions": [{"type": "Succeeded", "status": "True", "reason": "Succeeded"}],
-            "completionTime": ago(1), "podName": "tr-pod",
-            "results": [{"name": "shp-image-digest", "value": DIGEST}]}
+    return tekton_status("True", "Succeeded", completion_time=ago(1), pod="tr-pod",
+                         digest=DIGEST)
 
 
 def started(**extra: Any) -> JSON:

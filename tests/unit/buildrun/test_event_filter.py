@@ -69,6 +69,17 @@ def test_a_cancel_a_completion_and_a_resync_do() -> None:
     assert buildrun_wakes("MODIFIED", running, running)  # resync: same resourceVersion
 
 
+def test_a_namesake_a_relist_brings_does() -> None:
+    """A relist brings a BuildRun deleted and created again meanwhile as an update of the
+    one cached: new like it and of the same generation, but another object."""
+    new = buildrun()
+    namesake = changed(new)
+    new["metadata"]["uid"], namesake["metadata"]["uid"] = "old", "namesake"
+    assert buildrun_wakes("MODIFIED", namesake, new)
+    same = changed(new)
+    assert not buildrun_wakes("MODIFIED", same, new)  # the control: the same object
+
+
 def taskrun(rv: str = "1", **status: Any) -> JSON:
     return {"metadata": {"namespace": "ns", "name": "tr", "resourceVersion": rv},
             "spec": {}, "status": status}
