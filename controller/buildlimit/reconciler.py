@@ -73,10 +73,11 @@ class BuildLimitReconciler:
         self._report(build, limits, deleted)
         return DONE
 
-    async def give_up(self, key: str, error: RetryableError) -> None:
+    async def give_up(self, key: str, error: RetryableError) -> Result:
         # Nothing to mark as failed: the next finish or Build change tries again.
         log.warning("build-limit cleanup gave up for now", extra={"key": key,
                                                                   "error": str(error)})
+        return DONE
 
     def _report(self, build: JSON, limits: Limits, deleted: dict[Kind, list[str]]) -> None:
         for kind, names in deleted.items():

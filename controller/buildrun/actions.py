@@ -244,8 +244,13 @@ class Actions:
         """A TaskRun (PipelineRun) named as planned exists: ours from an earlier try, or
         one Shipwright made but never recorded (see Observer._unrecorded_run), or
         someone else's."""
-        existing = await self.kube.get(executor.resource, buildrun["metadata"]["namespace"],
-                                       name)
+        existing = await self.kube.get_or_none(executor.resource,
+                                               buildrun["metadata"]["namespace"], name)
+        if existing is None:
+            # Gone between the create's AlreadyExists and this read (the garbage collector
+            # after its BuildRun's deletion, or a user): a lost race, tried again; was
+            # counted a panic (found by the interleavings machine).
+            raise RetryableError("conflict", f"{executor.kind} {name!r} existed and is gone")
         if not owned_by(existing, buildrun):
             raise UserError(reasons.TASK_RUN_GENERATION_FAILED,
                             f"{executor.kind} {name!r} exists but belongs to another object")

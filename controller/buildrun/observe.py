@@ -8,6 +8,7 @@ What the BuildRun runs as (a TaskRun, or a PipelineRun and its TaskRuns) is the
 
 from __future__ import annotations
 
+import datetime
 from dataclasses import dataclass, replace
 
 from controller.buildrun import serviceaccounts
@@ -92,14 +93,21 @@ class Observer:
         if phase is Phase.DONE:
             return self.observe_done(buildrun)
         seen = await self.observe_run(buildrun)
-        run, executor = seen.run, seen.executor
-        timeout = executor.timeout(run) if run is not None else None
         now = self.clock()
-        deadline_passed = deadline_left(buildrun, run, timeout, now,
-                                        self.timeout_grace) == 0.0
-        running = run is not None and not run_finished(run)
         is_canceled = canceled(buildrun)
         cancel_overdue = cancel_left(buildrun, now, self.timeout_grace) == 0.0
+        if (seen.run is not None and not run_finished(seen.run)
+                and (self._deadline_passed(buildrun, seen, now)
+                     or (is_canceled and cancel_overdue))):
+            # A backstop is due, and its verdict cannot be taken back: the run is read
+            # live first, so one that ended while its watch lagged by more than the grace
+            # reports its own outcome and completionTime (the interleavings machine found
+            # a success reported BuildRunTimeout so, docs/development.md).
+            seen = await self.observe_run(buildrun, fresh=True)
+        run, executor = seen.run, seen.executor
+        timeout = executor.timeout(run) if run is not None else None
+        deadline_passed = self._deadline_passed(buildrun, seen, now)
+        running = run is not None and not run_finished(run)
         # The pod is read only when it can change the decision: a cancel about to be sent
         # on, a backstop due.
         pod_matters = run is not None and running and (
@@ -117,6 +125,11 @@ class Observer:
             run_running=running,
         )
         return replace(seen, observation=observation)
+
+    def _deadline_passed(self, buildrun: JSON, seen: Seen, now: datetime.datetime) -> bool:
+        """Row 16's guard: the run's own timeout plus the grace has passed."""
+        timeout = seen.executor.timeout(seen.run) if seen.run is not None else None
+        return deadline_left(buildrun, seen.run, timeout, now, self.timeout_grace) == 0.0
 
     async def _completed_pod(self, executor: Executor, run: JSON | None,
                              canceled: bool) -> Outcome | None:
@@ -196,15 +209,18 @@ class Observer:
                                   executor_kind=executor.kind)
         return Seen(buildrun, observation, existing, executor=executor)
 
-    async def observe_run(self, buildrun: JSON) -> Seen:
+    async def observe_run(self, buildrun: JSON, *, fresh: bool = False) -> Seen:
         """What the BuildRun runs as, if it exists, with its outcome if it finished
         (Observation.outcome; the phase is the BuildRun's). Once it finished, a
         PipelineRun's TaskRuns are read (their results, the failed one's pod), and the
-        pod of a failed one: only that pod can tell eviction apart from a plain failure."""
+        pod of a failed one: only that pod can tell eviction apart from a plain failure.
+        `fresh`: the run is read from the API server, not the cache (before a verdict
+        that does not wait for the run: a backstop's, a spent budget's)."""
         executor = self.executor_of(buildrun)
         namespace = buildrun["metadata"]["namespace"]
-        run = await self.caches.read(self.kube, executor.resource, namespace,
-                                     recorded_executor_name(buildrun))
+        name = recorded_executor_name(buildrun)
+        run = (await self.kube.get_or_none(executor.resource, namespace, name) if fresh
+               else await self.caches.read(self.kube, executor.resource, namespace, name))
         observation = Observation(phase_of(buildrun), executor_kind=executor.kind)
         poll = UNWATCHED_POLL if executor.resource in self.caches.unwatched else None
         if run is None or not run_finished(run):

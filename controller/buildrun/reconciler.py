@@ -33,7 +33,7 @@ from controller.runtime.errors import RetryableError
 from controller.runtime.events import EventRecorder
 from controller.runtime.kube import JSON, Kube, split_key
 from controller.runtime.timestamps import Clock, now
-from controller.settings import Settings
+from controller.settings import QueueSettings, Settings
 from controller.shipwright.resources import BUILDRUNS
 
 
@@ -48,18 +48,21 @@ class BuildRunReconciler:
         clock: Clock = now,
         config: ShipwrightConfig = SHIPWRIGHT_DEFAULTS,
         timeout_grace: float = Settings.timeout_grace,
+        look_again: float = QueueSettings.max_delay,
     ) -> None:
         """`executor` is what a new BuildRun runs as (setup.py resolves BUILDRUN_EXECUTOR
         to it once); `config` the generators' settings, which setup.py reads from the
         environment once, at start (Shipwright's defaults when not given); `timeout_grace`
         how long Tekton gets to end a run past its timeout (row 16) or after a cancel
-        (row 14) before the backstops do."""
+        (row 14) before the backstops do; `look_again` when a DONE BuildRun whose retry
+        budget is spent is tried again (give_up: the queue's longest backoff)."""
         self.kube = kube
         self.caches = caches
         self.planner = Planner(kube, caches, config)
         self.observer = Observer(kube, caches, self.planner, clock, executor, timeout_grace)
         self.actions = Actions(kube, recorder, clock, timeout_grace)
         self.clock = clock
+        self.look_again = look_again
 
     def next_look(self, buildrun: JSON) -> float | None:
         """Seconds until a BuildRun seen in the cache needs a reconcile (0: now), or None:
@@ -88,23 +91,28 @@ class BuildRunReconciler:
             return DONE
         return await self.actions.act(seen, decide(seen.observation))
 
-    async def give_up(self, key: str, error: RetryableError) -> None:
+    async def give_up(self, key: str, error: RetryableError) -> Result:
         """The retry budget is spent: observe once more with the last error, and act on
         the table's decision (a run of it recorded, a finished one's outcome, else
         ReconcilerRetriesExhausted).
 
-        A DONE BuildRun is left alone: its outcome is written already, and another try
-        at cancelling or deleting would only fail the way the spent budget did.
+        A DONE BuildRun's outcome is written already; what its rows still had to do (stop
+        its run, delete its generated ServiceAccount) is tried again `look_again` seconds
+        on, with a fresh budget: nothing else might queue it (a ServiceAccount left for
+        good was found by the interleavings machine), and an immediate try would only
+        fail the way the spent budget did.
         """
         namespace, name = split_key(key)
         buildrun = await self.kube.get_or_none(BUILDRUNS, namespace, name)
         if buildrun is None:
-            return
+            return DONE
         phase = phase_of(buildrun)
         if phase is Phase.DONE:
-            return
-        # In NEW, a try may have created the TaskRun and then failed to say so (row 5).
+            return Result(requeue_after=self.look_again)
+        # In NEW, a try may have created the TaskRun and then failed to say so (row 5). In
+        # RUNNING, the run is read live: a verdict that does not wait for it follows.
         seen = await (self.observer.observe_unrecorded(buildrun) if phase is Phase.NEW
-                      else self.observer.observe_run(buildrun))
+                      else self.observer.observe_run(buildrun, fresh=True))
         observation = replace(seen.observation, retries_exhausted=error)
-        await self.actions.act(replace(seen, observation=observation), decide(observation))
+        return await self.actions.act(replace(seen, observation=observation),
+                                      decide(observation))

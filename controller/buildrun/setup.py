@@ -172,6 +172,7 @@ def setup(kube: Kube, settings: Settings, recorder: EventRecorder,
         executor=executor,
         config=config,
         timeout_grace=settings.timeout_grace,
+        look_again=settings.queue.max_delay,
     )
     controller = Controller(
         NAME, reconciler, queue,

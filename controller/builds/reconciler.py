@@ -72,11 +72,12 @@ class BuildReconciler:
         # No timer for a missing Secret: its creation wakes the Build (setup.py).
         return DONE
 
-    async def give_up(self, key: str, error: RetryableError) -> None:
+    async def give_up(self, key: str, error: RetryableError) -> Result:
         """The retry budget is spent (the API server kept failing the look-ups or the
         write): the Build keeps its last status; its next change validates it again."""
         log.warning("gave up validating Build; its status is left as it was",
                     extra={"key": key, "error": str(error)})
+        return DONE
 
     async def _look_up(self, build: JSON) -> Lookups:
         namespace = build["metadata"]["namespace"]

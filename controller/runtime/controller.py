@@ -10,7 +10,8 @@ queue operations and metrics, as controller-runtime's reconcileHandler does:
 | Result() (done)              | forget                             | success       |
 | Result(requeue_after=s)      | forget, add_after(s)               | requeue_after |
 | RetryableError, budget left  | add_rate_limited (backoff)         | error         |
-| RetryableError, budget spent | add now; next turn calls give_up   | error         |
+| RetryableError, budget spent | add now; next turn calls give_up,  | error         |
+|                              | whose Result is handled as above   |               |
 | TerminalError                | forget, never requeued             | error         |
 
 Every requeue keeps the priority the key was handed out with (controller-runtime's
@@ -95,8 +96,9 @@ def controller_queue(name: str, q: QueueSettings) -> RateLimitingQueue[str]:
 class Reconciler(Protocol):
     async def reconcile(self, key: str) -> Result: ...
 
-    async def give_up(self, key: str, error: RetryableError) -> None:
-        """Called instead of reconcile once a key's retry budget is spent."""
+    async def give_up(self, key: str, error: RetryableError) -> Result:
+        """Called instead of reconcile once a key's retry budget is spent; its Result is
+        handled as a reconcile's (with a fresh budget: requeue_after looks again later)."""
         ...
 
 
@@ -221,8 +223,7 @@ class Controller:
         deadline = asyncio.timeout(self.reconcile_timeout)  # None: no limit
         try:
             if failure is not None and failure.exhausted:
-                await self.reconciler.give_up(key, failure.error)
-                return DONE
+                return await self.reconciler.give_up(key, failure.error)
             async with deadline:
                 return await self.reconciler.reconcile(key)
         except Exception as exc:

@@ -218,10 +218,11 @@ class Counting:
             self.retried[key] += 1
             raise
 
-    async def give_up(self, key: str, error: RetryableError) -> None:
+    async def give_up(self, key: str, error: RetryableError) -> Result:
         self.counts[key] += 1
         self.retried[key] += 1
-        await self.inner.give_up(key, error)
+        result: Result = await self.inner.give_up(key, error)
+        return result
 
 
 def total_reconciles() -> float:

@@ -48,10 +48,11 @@ class Timed:
         result: Result = await self.inner.reconcile(key)
         return result
 
-    async def give_up(self, key: str, error: RetryableError) -> None:
+    async def give_up(self, key: str, error: RetryableError) -> Result:
         if key == self.key:
             self.gave_up.append((time.monotonic(), error))
-        await self.inner.give_up(key, error)
+        result: Result = await self.inner.give_up(key, error)
+        return result
 
 
 @pytest.mark.parametrize(("budget", "tries"), [

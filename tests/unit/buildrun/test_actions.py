@@ -29,7 +29,7 @@ from controller.runtime.errors import RetryableError, classify
 from controller.runtime.events import EventRecorder
 from controller.runtime.kube import JSON, PODS, SERVICEACCOUNTS, ApiError, Resource, key_of
 from controller.runtime.timestamps import format_time, parse_time
-from controller.settings import Settings
+from controller.settings import QueueSettings, Settings
 from controller.shipwright import field_managers
 from controller.shipwright.conditions import succeeded_condition
 from controller.shipwright.params import UNDEFINED_PARAMETER
@@ -234,6 +234,23 @@ async def test_row_3_the_generated_service_account_goes_once_done(rig: Rig) -> N
     assert await rig.reconcile() == DONE
     assert rig.kube.writes() == [("delete", "serviceaccounts",
                                   serviceaccounts.generated_name(br), "")]
+    assert rig.kube.stored(SERVICEACCOUNTS, serviceaccounts.generated_name(br)) is None
+
+
+async def test_giving_up_on_a_done_buildrun_looks_again_later(rig: Rig) -> None:
+    """Its ServiceAccount's deletion kept failing: nothing else might queue it (the
+    interleavings machine left one for good so), so it is looked at again, the queue's
+    longest backoff on, and then row 3 deletes it."""
+    br = rig.buildrun(status=finished(), serviceAccount=".generate")
+    rig.kube.add(SERVICEACCOUNTS, {"metadata": {
+        "name": serviceaccounts.generated_name(br),
+        "ownerReferences": [{"kind": "BuildRun", "name": "br",
+                             "uid": br["metadata"]["uid"], "controller": True}]}})
+    rig.sync()
+    again = await rig.reconciler.give_up("ns/br", RetryableError("server_error", "down"))
+    assert again == Result(requeue_after=QueueSettings.max_delay)
+    assert rig.kube.writes() == []
+    assert await rig.reconcile() == DONE
     assert rig.kube.stored(SERVICEACCOUNTS, serviceaccounts.generated_name(br)) is None
 
 
@@ -790,6 +807,50 @@ async def test_row_16_a_pod_that_completed_is_reported_not_timed_out(rig: Rig) -
     assert (rig.condition()["status"], rig.condition()["reason"]) == ("True",
                                                                       reasons.SUCCEEDED)
     assert rig.stored()["status"]["output"]["digest"] == DIGEST
+
+
+def stale_cache_then(rig: Rig, br: JSON, spec: JSON, **server: Any) -> None:
+    """The caches hold the TaskRun still running; the API server, its `server` status
+    since (the TaskRun watch behind)."""
+    rig.taskrun(br, spec=spec, conditions=running())
+    rig.sync()
+    rig.taskrun(br, spec=spec, **server)
+
+
+async def test_row_16_reads_the_taskrun_live_first_its_own_end_decides(rig: Rig) -> None:
+    """The watch lags by more than the grace: the cache says the run is still going past
+    the backstop, the API server has its success. The run decides, with its completionTime,
+    and nothing is cancelled (found by the interleavings machine, its long run)."""
+    br = rig.buildrun(status=started(startTime=ago(GRACE + 21)))
+    stale_cache_then(rig, br, {"timeout": "20s"}, **succeeded())
+    assert await rig.reconcile(sync=False) == DONE
+    assert (rig.condition()["status"], rig.condition()["reason"]) == ("True",
+                                                                      reasons.SUCCEEDED)
+    assert rig.stored()["status"]["completionTime"] == ago(1)  # the run's, not NOW
+    assert rig.kube.writes() == [STATUS_WRITE]
+    assert not canceled(rig.kube)
+
+
+async def test_row_14_reads_the_taskrun_live_first_its_own_end_decides(rig: Rig) -> None:
+    asked = started(conditions=[{"type": "Succeeded", "status": "Unknown",
+                                 "reason": reasons.BUILD_RUN_CANCELED, "message": "asked",
+                                 "lastTransitionTime": ago(GRACE + 1)}])
+    br = rig.buildrun(status=asked, state="BuildRunCanceled")
+    stale_cache_then(rig, br, {"status": TASKRUN_CANCELLED}, **succeeded())
+    assert await rig.reconcile(sync=False) == DONE
+    assert (rig.condition()["status"], rig.condition()["reason"]) == ("True",
+                                                                      reasons.SUCCEEDED)
+    assert rig.stored()["status"]["completionTime"] == ago(1)
+
+
+async def test_row_12_giving_up_reads_the_taskrun_live_first(rig: Rig) -> None:
+    br = rig.buildrun(status=started())
+    stale_cache_then(rig, br, {}, **succeeded())
+    rig.kube.calls.clear()
+    await rig.reconciler.give_up("ns/br", RetryableError("webhook", "webhook down"))
+    assert (rig.condition()["status"], rig.condition()["reason"]) == ("True",
+                                                                      reasons.SUCCEEDED)
+    assert rig.kube.writes() == [STATUS_WRITE]
 
 
 async def test_row_16_counts_from_the_taskruns_creation_while_tekton_never_started_it(

@@ -214,9 +214,7 @@ class BuildRunTruth:
     final_tick: int | None = None
     final_time: float | None = None  # virtual seconds at that write
     final_decided_tick: int | None = None  # when the reconcile that wrote it began
-    final_cache_saw_end: bool = True  # its writer's cache held its run finished, or none
     recorded_tick: int | None = None  # when its status first named a run
-    given_up_done: bool = False  # its budget was spent once it had finished
 
 
 def verdict_problems(truth: BuildRunTruth, *, strict: bool = False) -> list[str]:
@@ -262,11 +260,6 @@ def verdict_problems(truth: BuildRunTruth, *, strict: bool = False) -> list[str]
     decided = truth.final_decided_tick if truth.final_decided_tick is not None else when
     ended = run is not None and not gone and (strict or (
         run.finished_tick is not None and run.finished_tick < decided))
-    reason_ = (succeeded_condition(status) or {}).get("reason")
-    if not strict and not truth.final_cache_saw_end and reason_ in (
-            reasons.BUILD_RUN_TIMEOUT, reasons.BUILD_RUN_CANCELED,
-            reasons.RECONCILER_RETRIES_EXHAUSTED):
-        ended = False  # a backstop on a stale cache: KNOWN_GAPS (GAP_STALE_BACKSTOP)
     by_itself = ended and run is not None and run.state in ON_ITS_OWN
     problems = []
     said = f"it says {verdict} {reason} (digest {digest})"
@@ -316,8 +309,7 @@ def verdict_problems(truth: BuildRunTruth, *, strict: bool = False) -> list[str]
         problems.append(f"{said}: a verdict this model never causes")
     if run is not None and run.finished_tick is not None and run.finished_tick < when \
             and reason == _run_reason(run, canceled_first) \
-            and status.get("completionTime") != run.completion_time \
-            and (strict or reason != reasons.BUILD_RUN_TIMEOUT):  # KNOWN_GAPS
+            and status.get("completionTime") != run.completion_time:
         problems.append(f"its run decided ({reason}) and finished at {run.completion_time}, "
                         f"but its completionTime is {status.get('completionTime')}")
     return problems
@@ -431,16 +423,6 @@ class Replica:
                 self.decided = outer
 
         actions.act = decided_act  # type: ignore[method-assign]
-        reconciler = cast(BuildRunReconciler, self.controller.reconciler)
-        give_up = reconciler.give_up
-
-        async def noted_give_up(key: str, error: Any) -> None:
-            current = machine.current(key.split("/", 1)[1])
-            if current is not None and (current.get("status") or {}).get("completionTime"):
-                machine.buildruns[current["metadata"]["uid"]].given_up_done = True
-            await give_up(key, error)
-
-        reconciler.give_up = noted_give_up  # type: ignore[method-assign]
         # Per watched resource: the next event of FakeKube's history to deliver, and the
         # last one delivered (a duplicate is that one again).
         self.cursor: dict[str, int] = {}
@@ -692,9 +674,6 @@ class Interleavings(RuleBasedStateMachine):
                 truth.final, truth.final_tick = copy.deepcopy(status), tick
                 truth.final_time = self.clock.now()
                 truth.final_decided_tick = replica.turn_tick
-                cached_run = replica.informers.get(TASKRUNS).store.get(
-                    f"ns/{truth.runs[-1].name}") if truth.runs else None
-                truth.final_cache_saw_end = cached_run is None or run_finished(cached_run)
         elif resource in (TASKRUNS, SERVICEACCOUNTS):
             obj = after if verb == "create" else before
             assert obj is not None
@@ -1071,15 +1050,13 @@ class Interleavings(RuleBasedStateMachine):
                                 f"{why}: {status}")
             if not done and recorded_executor(status) is None:
                 problems.append(f"(e) BuildRun {name} ({truth.uid}) never started: {status}")
-            # (KNOWN_GAPS: a finished BuildRun whose budget was spent is looked at no more.)
-            cleaned = self.strict or not truth.given_up_done
-            if cleaned and done and run is not None and run.deleted_tick is None \
+            if done and run is not None and run.deleted_tick is None \
                     and run.state not in FINISHED:
                 problems.append(f"(e) BuildRun {name} ({truth.uid}) finished, but its run "
                                 f"is still {run.state}")
             left = [sa for sa, account in self.stored(SERVICEACCOUNTS).items()
                     if _owner(account) == truth.uid]
-            if cleaned and done and left:
+            if done and left:
                 problems.append(f"(e) BuildRun {name} ({truth.uid}) finished, but the "
                                 f"ServiceAccount generated for it is left: {left}")
         if problems:
@@ -1156,7 +1133,7 @@ def replay(steps: Callable[[Interleavings], None], *, strict: bool = False) -> N
 
 # KNOWN_GAPS: what the machine still finds on today's controller, each kept as a strict
 # xfail below (replayed `strict`), and tolerated by the machine itself, so that it looks
-# for anything else. Each needs a change of design, the lead's to decide.
+# for anything else. README says why each stays open.
 GAP_UNRECORDED_RUN = (
     "a TaskRun deleted before the status recorded it (or before the cache held the record, "
     "or while a replica that lost its lease had a START in flight) cannot be told from one "
@@ -1165,19 +1142,8 @@ GAP_UNRECORDED_RUN = (
     "start and name a run not yet made)")
 GAP_VERDICT_BEFORE_CANCEL = (
     "the backstops (rows 14, 16) and a spent budget (row 12) write their verdict, then "
-    "cancel the run: a run that succeeds between their reads and the cancel is reported "
-    "by the verdict "
-    "(cancelling first would make a confirmed cancel's TaskRunCancelled the outcome)")
-GAP_STALE_BACKSTOP = (
-    "the backstops (rows 14, 16) and a spent budget (row 12) decide on the cache: a run "
-    "that ended, its end not in the cache yet (the TaskRun watch behind by more than "
-    "--timeout-grace), is finished by the controller's verdict, BuildRunTimeout for a run "
-    "that succeeded, or with the controller's clock as completionTime (a live read of the "
-    "run before a backstop's verdict would tell)")
-GAP_DONE_GIVEN_UP = (
-    "a finished BuildRun whose retry budget is spent on its clean-up (rows 1, 3) is "
-    "looked at no more: its generated ServiceAccount (until the BuildRun is deleted) or "
-    "its still running TaskRun (until it ends) is left; a controller restart looks again")
+    "cancel the run: a run that succeeds between their live read of it and the cancel is "
+    "reported by the verdict (README: the windows that stay open)")
 
 APP = fixtures.BUILD
 
@@ -1365,7 +1331,7 @@ def test_the_run_succeeds_between_the_backstops_verdict_and_its_cancel() -> None
         state.create_buildrun(name="a", build=APP, timeout="1m")
         state.work(calls=100)
         state.time_passes(seconds=125.0)
-        state.work(calls=1)  # the backstop's status write, not made yet
+        state.work(calls=3)  # the backstop's live read and status write made, its cancel not
         state.tekton_progresses(i=0, to=SUCCEEDED)
         state.work(calls=100)
 
@@ -1385,7 +1351,8 @@ def test_the_run_succeeds_between_giving_up_and_its_cancel() -> None:
         state.work(calls=100)
         state.time_passes(seconds=1.0)
         state.work(calls=100)  # the second failure: the budget is spent
-        state.work(calls=2)  # give_up's read, and its status write, not made yet
+        state.work(calls=4)  # give_up's reads (the run live) and status write made, not its
+        # cancel
         state.tekton_progresses(i=0, to=SUCCEEDED)
         state.work(calls=100)
 
@@ -1428,9 +1395,9 @@ def test_the_old_leader_makes_the_run_again_once_the_recorded_one_is_deleted() -
     replay(steps, strict=True)
 
 
-@pytest.mark.xfail(strict=True, reason=GAP_STALE_BACKSTOP)
-def test_the_backstop_on_a_stale_cache_takes_its_own_completion_time() -> None:
-    """The TaskRun times out (Tekton) while the TaskRun watch is stalled; a minute on, the
+def test_the_backstop_on_a_stale_cache_keeps_the_runs_completion_time() -> None:
+    """Holds since the backstops read the run live before their verdict. Before:
+    The TaskRun times out (Tekton) while the TaskRun watch is stalled; a minute on, the
     backstop, its cache still saying Pending, finishes the BuildRun BuildRunTimeout with
     the controller's clock as completionTime, not the run's. (b). Found by the planted-bug
     script's control run."""
@@ -1448,9 +1415,9 @@ def test_the_backstop_on_a_stale_cache_takes_its_own_completion_time() -> None:
     replay(steps, strict=True)
 
 
-@pytest.mark.xfail(strict=True, reason=GAP_STALE_BACKSTOP)
-def test_the_backstop_on_a_stale_cache_reports_a_success_timed_out() -> None:
-    """The TaskRun succeeds while the TaskRun watch is stalled; two minutes on, the
+def test_the_backstop_on_a_stale_cache_reports_the_runs_success() -> None:
+    """Holds since the backstops read the run live before their verdict. Before:
+    The TaskRun succeeds while the TaskRun watch is stalled; two minutes on, the
     backstop, its cache still saying the run was never started, finishes the BuildRun
     BuildRunTimeout. (b). Found by the randomized long run."""
     def steps(state: Interleavings) -> None:
@@ -1466,9 +1433,10 @@ def test_the_backstop_on_a_stale_cache_reports_a_success_timed_out() -> None:
     replay(steps, strict=True)
 
 
-@pytest.mark.xfail(strict=True, reason=GAP_DONE_GIVEN_UP)
-def test_giving_up_on_a_buildrun_finished_meanwhile_leaves_its_service_account() -> None:
-    """The finish's status write lands but its answer is lost (a failure), and the next
+def test_giving_up_on_a_buildrun_finished_meanwhile_looks_again_at_its_service_account(
+) -> None:
+    """Holds since giving up on a Done BuildRun looks again after the longest backoff.
+    Before: the finish's status write lands but its answer is lost (a failure), and the next
     try's deletion of the generated ServiceAccount (row 3) fails: the budget is spent,
     and give_up leaves a DONE BuildRun alone, so rows 1-3 never run again for it and
     nothing else queues it: the ServiceAccount stays (had its TaskRun still been

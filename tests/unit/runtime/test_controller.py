@@ -33,6 +33,7 @@ class Scripted:
         self.steps = deque(steps)
         self.calls: list[str] = []
         self.gave_up: list[tuple[str, RetryableError]] = []
+        self.after_giving_up: Result = DONE
         self.cancelled = 0
 
     async def reconcile(self, key: str) -> Result:
@@ -49,8 +50,9 @@ class Scripted:
             raise
         return result
 
-    async def give_up(self, key: str, error: RetryableError) -> None:
+    async def give_up(self, key: str, error: RetryableError) -> Result:
         self.gave_up.append((key, error))
+        return self.after_giving_up
 
 
 class Rig:
@@ -160,6 +162,27 @@ def test_a_spent_budget_queues_the_key_now_and_the_next_turn_gives_up() -> None:
         assert rig.reconciler.gave_up == [(KEY, last)]
         assert rig.queue.num_requeues(KEY) == 0 and len(rig.queue) == 0
         assert rig.results() == {"error": 2, "success": 1}
+
+    run(main())
+
+
+def test_giving_up_with_a_requeue_after_looks_again_then_with_a_fresh_budget() -> None:
+    async def main() -> None:
+        rig = Rig(Scripted(RetryableError("server_error", "etcd down"),
+                           RetryableError("server_error", "etcd down"), DONE),
+                  budget=RetryBudget(max_retries=1, max_age=0))
+        rig.reconciler.after_giving_up = Result(requeue_after=500.0)
+        rig.queue.add(KEY)
+        await rig.turn()
+        assert rig.due_after(BASE_DELAY)
+        await rig.turn()  # the budget spent
+        await rig.turn()  # gives up, and asks for another look
+        assert len(rig.reconciler.gave_up) == 1
+        assert rig.due_after(500.0)
+        await rig.turn()  # a reconcile again, not a second give_up
+        assert rig.reconciler.calls == [KEY, KEY, KEY]
+        assert len(rig.reconciler.gave_up) == 1
+        assert rig.results() == {"error": 2, "requeue_after": 1, "success": 1}
 
     run(main())
 
