@@ -44,7 +44,6 @@ import argparse
 import asyncio
 import json
 import logging
-import platform
 import random
 import re
 import sys
@@ -69,6 +68,7 @@ from devtools.fakes.fates import FateWebhook
 from devtools.fakes.proxy import Proxy
 from soak.actors import AttributedWebhook, SecondWriter, poisson
 from soak.api import default_service_account, get_text, persist
+from soak.cli import print_run_header, progress_on_stderr
 from soak.judge import Evidence, Recorder, Report, Timeline, judge
 from soak.plan import NS, Config, Plan, Planned
 from soak.replicas import TEKTON_WEBHOOK_MARKER, ReplicaSet
@@ -380,9 +380,7 @@ async def apiserver_requests(cluster: LocalCluster) -> Counter[str] | None:
 
 
 async def soak(cfg: Config, progress: Callable[[str], None] | None = None) -> Report:
-    def _stderr(line: str) -> None:
-        print(f"soak: {line}", file=sys.stderr, flush=True)
-    return await Soak(cfg, progress or _stderr).run()
+    return await Soak(cfg, progress or progress_on_stderr("soak")).run()
 
 
 def parser() -> argparse.ArgumentParser:
@@ -454,8 +452,7 @@ def main(argv: list[str] | None = None) -> int:
     except Exception as exc:
         print(f"soak: failed to run: {exc!r}", file=sys.stderr)
         return 2
-    print(f"command: {' '.join(['python -m soak.run', *(argv or sys.argv[1:])])}")
-    print(f"started: {started} on {platform.node()} ({platform.machine()})")
+    print_run_header("soak.run", argv, started)
     print(report.text())
     if args.json:
         args.json.write_text(json.dumps(asdict(report), indent=2, default=str))

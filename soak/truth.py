@@ -37,7 +37,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import platform
 import random
 import signal
 import statistics
@@ -61,6 +60,7 @@ from devtools.node.realnode import CONTAINERD, KUBELET, NodeUnavailable, RealNod
 from soak import builds
 from soak.actors import poisson
 from soak.api import default_service_account, persist
+from soak.cli import print_run_header, progress_on_stderr
 from soak.ledger import (
     ATTEMPT_LABEL,
     BUILD_STEP,
@@ -576,9 +576,7 @@ def _seconds(start: str | None, end: str | None) -> float | None:
 
 
 async def truth_soak(cfg: Config, progress: Callable[[str], None] | None = None) -> Report:
-    def _stderr(line: str) -> None:
-        print(f"truth soak: {line}", file=sys.stderr, flush=True)
-    return await TruthSoak(cfg, progress or _stderr).run()
+    return await TruthSoak(cfg, progress or progress_on_stderr("truth soak")).run()
 
 
 def parser() -> argparse.ArgumentParser:
@@ -631,8 +629,7 @@ def main(argv: list[str] | None = None) -> int:
     except Exception as exc:
         print(f"truth soak: failed to run: {exc!r}", file=sys.stderr)
         return 2
-    print(f"command: {' '.join(['python -m soak.truth', *(argv or sys.argv[1:])])}")
-    print(f"started: {started} on {platform.node()} ({platform.machine()})")
+    print_run_header("soak.truth", argv, started)
     print(report.text())
     if args.json:
         args.json.write_text(json.dumps(asdict(report), indent=2, default=str))

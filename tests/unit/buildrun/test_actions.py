@@ -225,12 +225,18 @@ async def test_row_2_reads_the_live_ttl_first_as_shipwright(
         assert rig.kube.writes() == []
 
 
-async def test_row_3_the_generated_service_account_goes_once_done(rig: Rig) -> None:
+def done_with_its_generated_service_account(rig: Rig) -> JSON:
+    """A finished BuildRun of `.generate` whose ServiceAccount is still there."""
     br = rig.buildrun(status=finished(), serviceAccount=".generate")
     rig.kube.add(SERVICEACCOUNTS, {"metadata": {
         "name": serviceaccounts.generated_name(br),
         "ownerReferences": [{"kind": "BuildRun", "name": "br",
                              "uid": br["metadata"]["uid"], "controller": True}]}})
+    return br
+
+
+async def test_row_3_the_generated_service_account_goes_once_done(rig: Rig) -> None:
+    br = done_with_its_generated_service_account(rig)
     assert await rig.reconcile() == DONE
     assert rig.kube.writes() == [("delete", "serviceaccounts",
                                   serviceaccounts.generated_name(br), "")]
@@ -241,11 +247,7 @@ async def test_giving_up_on_a_done_buildrun_looks_again_later(rig: Rig) -> None:
     """Its ServiceAccount's deletion kept failing: nothing else might queue it (the
     interleavings machine left one for good so), so it is looked at again, the queue's
     longest backoff on, and then row 3 deletes it."""
-    br = rig.buildrun(status=finished(), serviceAccount=".generate")
-    rig.kube.add(SERVICEACCOUNTS, {"metadata": {
-        "name": serviceaccounts.generated_name(br),
-        "ownerReferences": [{"kind": "BuildRun", "name": "br",
-                             "uid": br["metadata"]["uid"], "controller": True}]}})
+    br = done_with_its_generated_service_account(rig)
     rig.sync()
     again = await rig.reconciler.give_up("ns/br", RetryableError("server_error", "down"))
     assert again == Result(requeue_after=QueueSettings.max_delay)
@@ -578,11 +580,7 @@ def test_next_look_rows_1_and_3_and_unfinished_buildruns_are_now(rig: Rig) -> No
     rig.taskrun(br, conditions=running())
     rig.sync()
     assert rig.reconciler.next_look(rig.stored()) == 0.0  # row 1: stop the run
-    br = rig.buildrun(status=finished(), serviceAccount=".generate")
-    rig.kube.add(SERVICEACCOUNTS, {"metadata": {
-        "name": serviceaccounts.generated_name(br),
-        "ownerReferences": [{"kind": "BuildRun", "name": "br",
-                             "uid": br["metadata"]["uid"], "controller": True}]}})
+    br = done_with_its_generated_service_account(rig)
     rig.sync()
     assert rig.reconciler.next_look(rig.stored()) == 0.0  # row 3: delete its account
     assert rig.reconciler.next_look(rig.buildrun()) == 0.0  # NEW
