@@ -96,17 +96,17 @@ class Observer:
         now = self.clock()
         is_canceled = canceled(buildrun)
         cancel_overdue = cancel_left(buildrun, now, self.timeout_grace) == 0.0
+        deadline_passed = self._deadline_passed(buildrun, seen, now)
         if (seen.run is not None and not run_finished(seen.run)
-                and (self._deadline_passed(buildrun, seen, now)
-                     or (is_canceled and cancel_overdue))):
+                and (deadline_passed or (is_canceled and cancel_overdue))):
             # A backstop is due, and its verdict cannot be taken back: the run is read
             # live first, so one that ended while its watch lagged by more than the grace
             # reports its own outcome and completionTime (the interleavings machine found
             # a success reported BuildRunTimeout so, docs/development.md).
             seen = await self.observe_run(buildrun, fresh=True)
+            deadline_passed = self._deadline_passed(buildrun, seen, now)
         run, executor = seen.run, seen.executor
         timeout = executor.timeout(run) if run is not None else None
-        deadline_passed = self._deadline_passed(buildrun, seen, now)
         running = run is not None and not run_finished(run)
         # The pod is read only when it can change the decision: a cancel about to be sent
         # on, a backstop due.
