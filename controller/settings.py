@@ -10,9 +10,29 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from controller.runtime.kube import ConfigError
+from controller.runtime.podlogs import READ_LIMIT
 from controller.runtime.settings import LeaderElectionSettings, QueueSettings, RetryBudget
 
-__all__ = ["LeaderElectionSettings", "QueueSettings", "RetryBudget", "Settings"]
+__all__ = ["LeaderElectionSettings", "LogSnippetSettings", "QueueSettings", "RetryBudget",
+           "Settings"]
+
+
+@dataclass(frozen=True)
+class LogSnippetSettings:
+    """--failure-log-snippet: a failed step's last lines in its BuildRun's Warning Event
+    (controller/buildrun/snippets.py), at most `lines` lines and `max_bytes` bytes of them.
+    Refused at construction unless both are positive and `max_bytes` is within what one
+    read asks for (podlogs.READ_LIMIT)."""
+
+    lines: int = 20
+    max_bytes: int = 2048
+
+    def __post_init__(self) -> None:
+        if self.lines < 1 or not 1 <= self.max_bytes <= READ_LIMIT:
+            raise ConfigError(
+                "--failure-log-lines must be at least 1 and --failure-log-bytes from 1 to "
+                f"{READ_LIMIT} (got {self.lines} and {self.max_bytes})")
 
 
 @dataclass(frozen=True)
@@ -35,3 +55,5 @@ class Settings:
     queue: QueueSettings = field(default_factory=QueueSettings)
     budget: RetryBudget = field(default_factory=RetryBudget)
     leader_election: LeaderElectionSettings | None = None
+    # None: off (the default). A log may hold what the Event's readers should not see.
+    log_snippet: LogSnippetSettings | None = None

@@ -24,6 +24,7 @@ from controller.buildrun.executors import Executor
 from controller.buildrun.observe import Seen
 from controller.buildrun.outcomes import run_finished, running_reason
 from controller.buildrun.plan import Plan
+from controller.buildrun.snippets import FailureLogs, failed_step
 from controller.buildrun.states import Action, Decision, decide
 from controller.buildrun.status_writes import (
     cancel_asked,
@@ -63,12 +64,14 @@ log = logging.getLogger(__name__)
 
 class Actions:
     def __init__(self, kube: Kube, recorder: EventRecorder, clock: Clock,
-                 timeout_grace: float) -> None:
+                 timeout_grace: float, failure_logs: FailureLogs | None = None) -> None:
         self.kube = kube
         self.recorder = recorder
         self.clock = clock
         # How long past Tekton's timeout a running BuildRun is given up on (the backstop).
         self.timeout_grace = timeout_grace
+        # --failure-log-snippet: a failed step's last lines in the failure's Event.
+        self.failure_logs = failure_logs
 
     async def act(self, seen: Seen, decision: Decision) -> Result:
         """Carries out the decided row's action; the one place each Action is handled."""
@@ -332,10 +335,16 @@ class Actions:
         if created_at is not None:
             metrics.buildrun_finished(written, label,
                                       max((ended - created_at).total_seconds(), 0.0))
-        self.recorder.record(
-            buildrun, "Normal" if decision.succeeded == "True" else "Warning",
-            decision.reason, decision.message or decision.reason,
-        )
+        event_type = "Normal" if decision.succeeded == "True" else "Warning"
+        message = decision.message or decision.reason
+        step = failed_step(decision) if self.failure_logs is not None else None
+        if self.failure_logs is not None and step is not None:
+            # Read once: only after the one write that finished it (a retry finds it done).
+            self.recorder.record_deferred(buildrun, event_type, decision.reason,
+                                          self.failure_logs.message(meta["namespace"], *step,
+                                                                    message))
+        else:
+            self.recorder.record(buildrun, event_type, decision.reason, message)
         if run is not None and not run_finished(run) and decision.outcome is None:
             # Our verdict (a backstop, a spent budget): the run must not go on to build.
             # An outcome the run's own pod shows (it completed) needs no cancel.

@@ -47,6 +47,14 @@ DELETED = Counter(
     "buildrun_deleted_total",
     "BuildRuns deleted by the controller when their retention TTL ran out",
 )
+# --failure-log-snippet: a failed step's log read for its Event (read), not read (the pod
+# gone, RBAC, no answer: unreadable) or not tried (too many reads waiting: skipped).
+LOG_SNIPPETS = Counter(
+    "buildrun_failure_log_snippets_total",
+    "Failed steps' logs read for their BuildRun's Warning Event (--failure-log-snippet), "
+    "by result",
+    ["result"],
+)
 
 
 def buildrun_started(buildrun: JSON, seconds: float) -> None:

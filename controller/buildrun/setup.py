@@ -23,6 +23,7 @@ from controller.buildrun.executors import EXECUTORS, TASKRUN
 from controller.buildrun.outcomes import run_finished
 from controller.buildrun.reconciler import BuildRunReconciler
 from controller.buildrun.resources.config import ShipwrightConfig
+from controller.buildrun.snippets import FailureLogs
 from controller.runtime.controller import Controller, controller_queue, event_priority
 from controller.runtime.errors import ERROR_CLASSES, RetryableError
 from controller.runtime.events import EventRecorder
@@ -173,6 +174,8 @@ def setup(kube: Kube, settings: Settings, recorder: EventRecorder,
         config=config,
         timeout_grace=settings.timeout_grace,
         look_again=settings.queue.max_delay,
+        failure_logs=(FailureLogs(kube, settings.log_snippet)
+                      if settings.log_snippet is not None else None),
     )
     controller = Controller(
         NAME, reconciler, queue,
