@@ -79,7 +79,6 @@ async def test_a_real_failed_steps_last_lines_are_in_its_warning_event(
     assert done["status"]["failureDetails"]["location"]["container"] == "step-build"
     assert event["reason"] == reasons.FAILED
     message = event["message"]
-    print("EVENT<<", message, ">>")
     assert len(message.encode()) <= MESSAGE_MAX
     # The status's message, then the last 20 of the 30 lines the step printed, the colour
     # of the 25th gone; the log command in the status message prints the same lines.
@@ -108,7 +107,6 @@ async def test_an_unreadable_log_leaves_the_outcome_and_says_why_in_the_event(
     cond = condition(done)
     assert (cond["status"], cond["reason"]) == ("False", reasons.FAILED), cond
     container = done["status"]["failureDetails"]["location"]["container"]
-    print("EVENT<<", event["message"], ">>")
     head, note = event["message"].split("\n")
     assert head == cond["message"]
     assert note.startswith(f"The log of {container} could not be read: "), note
