@@ -1,7 +1,7 @@
 """--failure-log-snippet on the session's stack: a real failing build's last lines in its
 Warning Event, read once; and, where the log cannot be read (kwok's pods have no
-kubelet to read it from), the same outcome with an Event that says why there are no
-lines.
+kubelet to read it from; the controller's ServiceAccount without the opt-in pods/log
+grant), the same outcome with an Event that says why there are no lines.
 
 Each test reads the Events as `kubectl describe` does (a list of the namespace's Events,
 by involved object).
@@ -10,6 +10,8 @@ by involved object).
 from __future__ import annotations
 
 import asyncio
+from dataclasses import replace
+from pathlib import Path
 
 import pytest
 
@@ -21,6 +23,7 @@ from controller.settings import LogSnippetSettings
 from devtools.cluster.stack import TektonStack
 from devtools.node.realnode import RealNode
 from tests.cluster import test_real_builds as real
+from tests.cluster.test_manifests import _service_account_kubeconfig as service_account_kubeconfig
 from tests.harness import (
     World,
     condition,
@@ -110,3 +113,29 @@ async def test_an_unreadable_log_leaves_the_outcome_and_says_why_in_the_event(
     head, note = event["message"].split("\n")
     assert head == cond["message"]
     assert note.startswith(f"The log of {container} could not be read: "), note
+
+
+async def test_without_the_pods_log_grant_the_event_names_what_is_missing(
+    stack: TektonStack, world: World, tmp_path: Path,
+) -> None:
+    """The controller as its ServiceAccount with the install's RBAC and not the opt-in
+    manifests/rbac/pod_logs.yaml: the API server refuses the read (403, before it would
+    ask any kubelet), the BuildRun fails as it would without the flag, and the Event says
+    which grant is missing."""
+    kubeconfig = await service_account_kubeconfig(stack.cluster, tmp_path / "sa.kubeconfig")
+    world.fate("denied", fate="fail", exit_code="3")
+    settings = replace(controller_settings(stack.cluster, world.ns,
+                                           log_snippet=LogSnippetSettings()),
+                       kubeconfig=str(kubeconfig))
+    async with running_controller(settings):
+        await world.buildrun("denied")
+        done = await world.finished("denied", 30)
+        event = await one_failure_event(world.kube, world.ns, "denied")
+    cond = condition(done)
+    assert (cond["status"], cond["reason"]) == ("False", reasons.FAILED), cond
+    head, note = event["message"].split("\n")
+    assert head == cond["message"]
+    container = done["status"]["failureDetails"]["location"]["container"]
+    assert note.startswith(
+        f"The log of {container} could not be read: the controller needs get on pods/log "
+        "(manifests/rbac/pod_logs.yaml); 403 Forbidden"), note
