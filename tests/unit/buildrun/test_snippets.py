@@ -11,7 +11,10 @@ from controller.buildrun import reasons
 from controller.buildrun.outcomes import Outcome
 from controller.buildrun.snippets import (
     LINES_ROOM,
+    MAX_WAITING,
     PROBLEM_MAX,
+    SKIPPED,
+    FailureLogs,
     _problem,
     event_message,
     failed_step,
@@ -20,6 +23,8 @@ from controller.buildrun.states import Action, Decision
 from controller.runtime.events import MESSAGE_MAX
 from controller.runtime.kube import ApiError
 from controller.runtime.podlogs import ELLIPSIS, Tail
+from controller.settings import LogSnippetSettings
+from tests.harness import metric
 
 STEP = "step-build"
 FAILED = ("buildrun step step-build failed, for detailed information: kubectl --namespace ns "
@@ -111,3 +116,15 @@ def test_the_problem_in_a_few_words() -> None:
         '404 NotFound: pods "p" not found'
     assert _problem(TimeoutError(), 2.5) == "no answer within 2.5 s"
     assert _problem(ConnectionResetError("reset"), 5) == "ConnectionResetError: reset"
+
+
+async def test_past_max_waiting_reads_the_event_goes_without_lines_at_once() -> None:
+    """A burst of failures never becomes an unbounded queue of kubelet reads: no read is
+    made (there is no server here to make one to)."""
+    logs = FailureLogs(None, LogSnippetSettings())  # type: ignore[arg-type]
+    logs._waiting = MAX_WAITING
+    before = metric("buildrun_failure_log_snippets_total", result=SKIPPED)
+    text = await logs.message("ns", "br-pod", STEP, FAILED)
+    assert text == (f"{FAILED}\nThe log of step-build could not be read: {MAX_WAITING} other "
+                    "reads were waiting")
+    assert metric("buildrun_failure_log_snippets_total", result=SKIPPED) - before == 1
