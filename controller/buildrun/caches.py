@@ -6,6 +6,7 @@ from collections import OrderedDict
 from dataclasses import dataclass, field
 
 from controller.buildrun.buildruns import phase_of
+from controller.buildrun.outcomes import IMAGE_WAITING_REASONS
 from controller.buildrun.states import Phase
 from controller.runtime.kube import JSON, PODS, SERVICEACCOUNTS, Kube, Resource, key_of
 from controller.runtime.shapes import at, mapping, objects, text
@@ -60,7 +61,10 @@ def slim_pod(pod: JSON) -> JSON:
     and its containers run on for the grace period) keeps more while it goes: its
     BuildRun label, phase and each container's end (exit code, and the termination
     message that holds its results), so that what it ends as can be told when it is
-    gone (`EndedPods`): a build that ends then has pushed its image."""
+    gone (`EndedPods`): a build that ends then has pushed its image.
+
+    A pod that cannot start keeps why (`_waiting`: the scheduler's and the kubelet's
+    words, which a waiting BuildRun's message shows: outcomes.waiting_words)."""
     meta = pod["metadata"]
     slim: JSON = {"metadata": {k: meta[k] for k in ("name", "namespace", "resourceVersion",
                                                      "creationTimestamp") if k in meta}}
@@ -69,6 +73,8 @@ def slim_pod(pod: JSON) -> JSON:
     status: JSON = {}
     if finished:
         status["initContainerStatuses"] = [{"state": {"terminated": {"finishedAt": finished}}}]
+    if not meta.get("deletionTimestamp"):
+        status.update(_waiting(pod))
     if meta.get("deletionTimestamp"):
         slim["metadata"]["deletionTimestamp"] = meta["deletionTimestamp"]
         owner = text(mapping(meta.get("labels")).get(LABEL_BUILDRUN))
@@ -80,6 +86,27 @@ def slim_pod(pod: JSON) -> JSON:
     if status:
         slim["status"] = status
     return slim
+
+
+def _waiting(pod: JSON) -> JSON:
+    """What `outcomes.waiting_words` reads of a pod that cannot start, in the pod's own
+    shape: its PodScheduled condition while False, and the containers waiting for an
+    image they cannot pull (name, reason, message). Nothing once it is scheduled and its
+    images are pulled, so a running build's pod stays a few hundred bytes."""
+    kept: JSON = {}
+    scheduled = [{k: c[k] for k in ("type", "status", "reason", "message") if k in c}
+                 for c in objects(at(pod, "status", "conditions"))
+                 if c.get("type") == "PodScheduled" and c.get("status") == "False"]
+    if scheduled:
+        kept["conditions"] = scheduled
+    waiting = [{"name": c.get("name"), "state": {"waiting": {
+                    k: w[k] for k in ("reason", "message") if k in w}}}
+               for c in objects(at(pod, "status", "containerStatuses"))
+               if (w := mapping(at(c, "state", "waiting"))).get("reason")
+               in IMAGE_WAITING_REASONS]
+    if waiting:
+        kept["containerStatuses"] = waiting
+    return kept
 
 
 def _container_end(container: JSON) -> JSON:

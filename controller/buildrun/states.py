@@ -109,6 +109,11 @@ class Observation:
     deadline_passed: bool = False
     # RUNNING, when the deadline passed: BuildRunTimeout's message (outcomes.timeout_message).
     timeout_message: str = ""
+    # RUNNING: the pending deadline passed, the run never reported Running
+    # (buildruns.pending_left: --pending-timeout or the annotation, from the run's
+    # creation), and BuildRunPendingTimeout's message (outcomes.pending_timeout_message).
+    pending_deadline_passed: bool = False
+    pending_message: str = ""
     # NEW only: the user error found while resolving Build, strategy, params, SA.
     user_error: UserError | None = None
     # NEW only: the referenced Build has no status.registered yet (its validation has not
@@ -197,6 +202,10 @@ def _timed_out(o: Observation) -> Decision:
     return Decision(Action.FINISH, reasons.BUILD_RUN_TIMEOUT, o.timeout_message)
 
 
+def _pending_timed_out(o: Observation) -> Decision:
+    return Decision(Action.FINISH, reasons.BUILD_RUN_PENDING_TIMEOUT, o.pending_message)
+
+
 def _executor_missing(o: Observation) -> Decision:
     return Decision(Action.FINISH, reasons.TASK_RUN_IS_MISSING,
                     f"the {o.executor_kind} was deleted before it finished")
@@ -261,7 +270,11 @@ TABLE: tuple[Row, ...] = (
     # the timeout it holds; this row only when it has not, --timeout-grace later.
     Row(16, Phase.RUNNING, "timeout plus the grace passed, Tekton never ended the TaskRun",
         lambda o: o.deadline_passed, _timed_out),
-    Row(17, Phase.RUNNING, "TaskRun in progress", lambda _: True,
+    # Ours, off unless asked for (--pending-timeout, the annotation): a run that never
+    # started running (unschedulable, an image that cannot be pulled) is ended and stopped.
+    Row(17, Phase.RUNNING, "pending timeout passed, the TaskRun never ran",
+        lambda o: o.pending_deadline_passed, _pending_timed_out),
+    Row(18, Phase.RUNNING, "TaskRun in progress", lambda _: True,
         _just(Action.PROGRESS)),
 )
 
