@@ -55,11 +55,12 @@ def slim_pod(pod: JSON) -> JSON:
     """The Pod informer's transform: what Shipwright's ramp-up metrics read of a run's
     pod (`shipwright.metrics.taskrun_pod_seen`: its creation time and its last init
     container's finish), and what the cache needs (name, namespace, resourceVersion).
-    A few hundred bytes, where a whole pod of a build is ten to twenty KB.
+    A few hundred bytes, where a whole pod of a build is ten to twenty KB; with its
+    BuildRun label, so that its events find their BuildRun (setup.py's on_pod).
 
     A pod on its way out (deletionTimestamp: Tekton deletes the pod of a run it cancels,
     and its containers run on for the grace period) keeps more while it goes: its
-    BuildRun label, phase and each container's end (exit code, and the termination
+    phase and each container's end (exit code, and the termination
     message that holds its results), so that what it ends as can be told when it is
     gone (`EndedPods`): a build that ends then has pushed its image.
 
@@ -73,13 +74,15 @@ def slim_pod(pod: JSON) -> JSON:
     status: JSON = {}
     if finished:
         status["initContainerStatuses"] = [{"state": {"terminated": {"finishedAt": finished}}}]
-    if not meta.get("deletionTimestamp"):
-        status.update(_waiting(pod))
+    waiting = {} if meta.get("deletionTimestamp") else _waiting(pod)
+    status.update(waiting)
+    owner = text(mapping(meta.get("labels")).get(LABEL_BUILDRUN))
+    if owner:
+        # Which BuildRun its events wake (owner_buildrun): one on its way out, one whose
+        # reason to wait changed (setup.py).
+        slim["metadata"]["labels"] = {LABEL_BUILDRUN: owner}
     if meta.get("deletionTimestamp"):
         slim["metadata"]["deletionTimestamp"] = meta["deletionTimestamp"]
-        owner = text(mapping(meta.get("labels")).get(LABEL_BUILDRUN))
-        if owner:
-            slim["metadata"]["labels"] = {LABEL_BUILDRUN: owner}
         status["phase"] = at(pod, "status", "phase")
         status["containerStatuses"] = [_container_end(c) for c in objects(
             at(pod, "status", "containerStatuses"))]

@@ -171,9 +171,9 @@ async def test_a_builds_event_wakes_its_new_buildruns_and_reads_no_finished_one(
 
 
 async def test_a_pod_wakes_its_buildrun_only_on_its_way_out(wired: Wired) -> None:
-    """A pod's events wake nothing, but those of one on its way out (Tekton deletes the pod
-    of a run it cancels): its BuildRun awaits its end, and once it is gone its last state
-    is kept (row 11)."""
+    """A running pod's events wake nothing, but those of one on its way out (Tekton deletes
+    the pod of a run it cancels): its BuildRun awaits its end, and once it is gone its last
+    state is kept (row 11). (One that cannot start: the test below.)"""
     pods = wired.informers.get(PODS)
     pod: JSON = {"metadata": {"namespace": "ns", "name": "br-pod", "resourceVersion": "1",
                               "labels": {"buildrun.shipwright.io/name": "br"}},
@@ -202,3 +202,46 @@ async def test_a_pod_wakes_its_buildrun_only_on_its_way_out(wired: Wired) -> Non
                      "labels": {"buildrun.shipwright.io/name": "br"}},
         "status": {"phase": "Succeeded", "containerStatuses": [
             {"name": "step-push", "state": {"terminated": {"exitCode": 0, "message": "[]"}}}]}}
+
+
+async def test_a_pod_wakes_its_buildrun_when_why_it_waits_changes_its_meaning(
+        wired: Wired) -> None:
+    """The scheduler's and the kubelet's words reach the BuildRun's message (row 18): a
+    pod event wakes it when they change their meaning, not when only a back-off's duration
+    or a timestamp moves, and the pod cache keeps them (slim_pod)."""
+    pods = wired.informers.get(PODS)
+    rv = iter(range(1, 100))
+
+    async def send(status: JSON) -> list[tuple[str, int]]:
+        pod = {"metadata": {"namespace": "ns", "name": "br-pod", "resourceVersion":
+                            str(next(rv)), "labels": {"buildrun.shipwright.io/name": "br"}},
+               "status": {"phase": "Pending", **status}}
+        pods._on_event({"type": "MODIFIED" if "ns/br-pod" in pods.store else "ADDED",
+                        "object": pod})
+        queued = await wired.queued()
+        for key, _ in queued:
+            wired.controller.queue.done(key)
+        return queued
+
+    def unschedulable(at: str) -> JSON:
+        return {"conditions": [{"type": "PodScheduled", "status": "False",
+                                "reason": "Unschedulable", "lastTransitionTime": at,
+                                "message": "0/1 nodes are available: 1 Insufficient cpu."}]}
+
+    def backoff(seconds: int) -> JSON:
+        return {"conditions": [{"type": "PodScheduled", "status": "True"}],
+                "containerStatuses": [{"name": "step-build", "state": {"waiting": {
+                    "reason": "ImagePullBackOff",
+                    "message": f'Back-off {seconds}s pulling image "r/x:1"'}}}]}
+
+    assert await send(unschedulable("2026-12-06T08:00:00Z")) == [("ns/br", 0)]
+    assert await send(unschedulable("2026-12-06T08:00:09Z")) == []
+    assert await send(backoff(10)) == [("ns/br", 0)]
+    assert await send(backoff(20)) == []
+    assert pods.store.get("ns/br-pod")["status"]["containerStatuses"] == [  # type: ignore[index]
+        {"name": "step-build", "state": {"waiting": {
+            "reason": "ImagePullBackOff", "message": 'Back-off 20s pulling image "r/x:1"'}}}]
+    # Pulled: nothing to say any more, the BuildRun says Tekton's words again.
+    assert await send({"conditions": [{"type": "PodScheduled", "status": "True"}]}) == [
+        ("ns/br", 0)]
+    assert await send({"conditions": [{"type": "PodScheduled", "status": "True"}]}) == []
