@@ -19,7 +19,8 @@ from typing import Any
 
 import pytest
 
-from controller.buildrun import annotations, reasons, serviceaccounts
+from controller.buildrun import reasons, serviceaccounts
+from controller.buildrun.annotations import PENDING_TIMEOUT
 from controller.buildrun.caches import UNWATCHED_POLL, Caches, slim_pod
 from controller.buildrun.executors import EXECUTORS, TASKRUN_CANCELLED
 from controller.buildrun.reconciler import BuildRunReconciler
@@ -1016,15 +1017,15 @@ async def test_row_17_reads_the_taskrun_live_first_a_run_that_started_goes_on() 
     rig.sync()
     rig.kube.modify(TASKRUNS, "tr", lambda tr: tr["status"].update(conditions=running()))
     # Only the timeout backstop is left (from the BuildRun's startTime, 30 s ago).
-    assert await rig.reconcile(sync=False) == Result(requeue_after=pytest.approx(
-        3600 + GRACE - 30 + 0.05))
+    assert (await rig.reconcile(sync=False)).requeue_after == pytest.approx(
+        3600 + GRACE - 30 + 0.05)
     assert rig.condition()["reason"] == reasons.RUNNING
     assert not canceled(rig.kube)
 
 
 def annotate(rig: Rig, resource: Resource, name: str, value: str) -> None:
     rig.kube.modify(resource, name, lambda obj: obj["metadata"].setdefault(
-        "annotations", {}).update({annotations.PENDING_TIMEOUT: value}))
+        "annotations", {}).update({PENDING_TIMEOUT: value}))
 
 
 @pytest.mark.parametrize(("flag", "on_build", "on_buildrun", "ends"), [
@@ -1072,7 +1073,7 @@ async def test_row_8_a_pending_timeout_that_is_no_duration_fails_the_start(
     assert (rig.condition()["status"], rig.condition()["reason"]) == (
         "False", reasons.INVALID_PENDING_TIMEOUT)
     assert rig.condition()["message"].startswith(
-        f"{named}: annotation {annotations.PENDING_TIMEOUT}: invalid duration 'soon'")
+        f"{named}: annotation {PENDING_TIMEOUT}: invalid duration 'soon'")
     assert rig.taskruns() == []
 
 
