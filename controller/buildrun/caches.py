@@ -7,10 +7,12 @@ from dataclasses import dataclass, field
 
 from controller.buildrun.buildruns import phase_of
 from controller.buildrun.outcomes import IMAGE_WAITING_REASONS
+from controller.buildrun.reasons import BUILD_RUN_CANCELED, RUNNING, metric_reason
 from controller.buildrun.states import Phase
 from controller.runtime.kube import JSON, PODS, SERVICEACCOUNTS, Kube, Resource, key_of
 from controller.runtime.shapes import at, mapping, objects, text
 from controller.runtime.store import Indexer, Store
+from controller.shipwright.conditions import succeeded_condition
 from controller.shipwright.indexes import build_names
 from controller.shipwright.labels import LABEL_BUILDRUN
 from controller.shipwright.resources import (
@@ -167,6 +169,25 @@ def _waiting_build(buildrun: JSON) -> list[str]:
 # finished BuildRuns cost 20,000 decodes per event of the Build through its BY_BUILD index.
 NEW_BY_BUILD = "new-by-build"
 NEW_BY_BUILD_INDEXERS: dict[str, Indexer] = {NEW_BY_BUILD: _waiting_build}
+
+
+def _waiting_reason(buildrun: JSON) -> list[str]:
+    """Why a started BuildRun waits, as its condition says it: Tekton's reason (Pending,
+    ExceededNodeResources, PullImageFailed, ...) as a metric label (reasons.metric_reason);
+    none once it runs, is being cancelled, or has finished."""
+    if phase_of(buildrun) is not Phase.RUNNING:
+        return []
+    condition = succeeded_condition(buildrun.get("status")) or {}
+    reason = text(condition.get("reason"))
+    if condition.get("status") != "Unknown" or reason in ("", RUNNING, BUILD_RUN_CANCELED):
+        return []
+    return [metric_reason(reason)]
+
+
+# Store.index_counts(WAITING) -> how many BuildRuns wait now, by reason: the gauge
+# buildrun_waiting (metrics.WAITING), read at scrape time.
+WAITING = "waiting"
+WAITING_INDEXERS: dict[str, Indexer] = {WAITING: _waiting_reason}
 
 
 # Store.by_index(BY_BUILDRUN, "namespace/buildrun") -> the TaskRuns (PipelineRuns) of that

@@ -14,6 +14,8 @@ from controller.buildrun.caches import (
     NEW_BY_BUILD,
     NEW_BY_BUILD_INDEXERS,
     OWN_RUNS,
+    WAITING,
+    WAITING_INDEXERS,
     Caches,
     finished_buildrun,
     owner_buildrun,
@@ -147,8 +149,9 @@ def setup(kube: Kube, settings: Settings, recorder: EventRecorder,
     config = ShipwrightConfig.from_env()
     executor = EXECUTORS[config.executor]  # resolved once, here
     # Updated whole (status_writes.write_status), frozen once finished.
-    buildruns = informers.informer(BUILDRUNS, indexers=BUILDRUN_INDEXERS | NEW_BY_BUILD_INDEXERS,
-                                   freeze=finished_buildrun, updated=True)
+    buildruns = informers.informer(BUILDRUNS, indexers=BUILDRUN_INDEXERS | NEW_BY_BUILD_INDEXERS
+                                   | WAITING_INDEXERS, freeze=finished_buildrun, updated=True)
+    buildrun_metrics.WAITING.watch(buildruns.store, WAITING)
     builds = informers.informer(BUILDS)
     # Read when a BuildRun starts; a BuildRun never waits on a strategy, so no handler.
     strategies = informers.informer(BUILDSTRATEGIES)

@@ -20,6 +20,7 @@ from controller.runtime.timestamps import format_time, now
 from controller.settings import Settings
 from controller.shipwright.resources import BUILDRUNS, BUILDS, PIPELINERUNS, TASKRUNS
 from tests.fakekube import FakeKube
+from tests.harness import metric
 
 DONE_AT = format_time(now())  # a retention TTL of an hour has not run out
 
@@ -245,3 +246,29 @@ async def test_a_pod_wakes_its_buildrun_when_why_it_waits_changes_its_meaning(
     assert await send({"conditions": [{"type": "PodScheduled", "status": "True"}]}) == [
         ("ns/br", 0)]
     assert await send({"conditions": [{"type": "PodScheduled", "status": "True"}]}) == []
+
+
+def test_buildrun_waiting_counts_the_buildruns_waiting_now_by_reason(wired: Wired) -> None:
+    """The gauge is read off the BuildRun cache's index at scrape time: a BuildRun counts
+    under the reason its condition shows while its run has not reported Running, and no
+    more once it runs, is being cancelled or has finished."""
+    def started(name: str, reason: str, status: str = "Unknown") -> JSON:
+        return buildrun(name, taskRunName=f"{name}-tr", conditions=[
+            {"type": "Succeeded", "status": status, "reason": reason, "message": "m"}])
+
+    def waiting() -> dict[str, float]:
+        return {reason: metric("buildrun_waiting", reason=reason) for reason in (
+            "ExceededNodeResources", "PullImageFailed", "Pending", "Running",
+            "BuildRunCanceled", "Other")}
+
+    for br in (started("a", "ExceededNodeResources"), started("b", "ExceededNodeResources"),
+               started("c", "PullImageFailed"), started("d", "Running"),
+               started("e", "BuildRunCanceled"), started("f", "made up by hand"),
+               buildrun("new"), finished("done")):
+        wired.emit(BUILDRUNS, "ADDED", br)
+    assert waiting() == {"ExceededNodeResources": 2, "PullImageFailed": 1, "Pending": 0,
+                         "Running": 0, "BuildRunCanceled": 0, "Other": 1}
+    wired.emit(BUILDRUNS, "MODIFIED", started("a", "Running"), started("a", "x"))
+    wired.emit(BUILDRUNS, "DELETED", started("c", "PullImageFailed"))
+    assert waiting()["ExceededNodeResources"] == 1
+    assert waiting()["PullImageFailed"] == 0
