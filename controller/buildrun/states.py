@@ -32,8 +32,13 @@ completed before the request could be processed, its success and image (row 11),
 Shipwright does; only a run that never confirms the cancel is ended by a backstop
 (row 14), like the timeout's (row 16).
 
-Whenever a BuildRun finishes while its TaskRun still runs (the backstops, a spent
-retry budget), the TaskRun is cancelled after the status is written; DONE row 1
+A run that has not started running shows Tekton's reason (row 18; its pod's words
+where it cannot be scheduled or pull an image) and, only when a pending timeout is set
+(--pending-timeout, the annotation), is ended BuildRunPendingTimeout once it has waited
+that long (row 17).
+
+Whenever a BuildRun finishes while its TaskRun still runs (the backstops, the pending
+deadline, a spent retry budget), the TaskRun is cancelled after the status is written; DONE row 1
 repeats that until it sticks. Once the TaskRun has stopped, a ServiceAccount
 generated for the BuildRun is deleted (row 3). The only other thing that happens to
 a DONE BuildRun is its deletion when its retention TTL runs out (row 2); the
@@ -69,11 +74,12 @@ class Action(enum.Enum):
     NOTHING = "nothing"
     STOP_RUN = "cancel the TaskRun if it still runs; status unchanged"
     DELETE = "delete the BuildRun (retention TTL), preconditioned on uid and resourceVersion"
-    START = ("create the TaskRun (adopt it on AlreadyExists), write its Pending/Running "
-             "condition, requeue at the timeout backstop")
+    START = ("create the TaskRun (adopt it on AlreadyExists), write its progress "
+             "condition (Tekton's reason), requeue at the timeout backstop")
     FINISH = "write the terminal status, then cancel the TaskRun if it still runs"
-    PROGRESS = ("write Pending/Running (and the TaskRun's startTime) if it changed, requeue "
-                "at the timeout backstop")
+    PROGRESS = ("write Tekton's reason and message, or why its pod waits (and the "
+                "TaskRun's startTime), if their meaning changed; requeue at the timeout "
+                "backstop or the pending deadline")
     DELETE_SERVICE_ACCOUNT = ("delete the ServiceAccount generated for the BuildRun "
                               "(preconditioned on its uid)")
     ADOPT = ("record the run in the status (with the build spec snapshot, when the BuildRun "
