@@ -76,8 +76,9 @@ def slim_pod(pod: JSON) -> JSON:
     status: JSON = {}
     if finished:
         status["initContainerStatuses"] = [{"state": {"terminated": {"finishedAt": finished}}}]
-    waiting = {} if meta.get("deletionTimestamp") else _waiting(pod)
-    status.update(waiting)
+    # Kept on the way out too: Tekton deletes the pod of a run it fails or cancels, and a
+    # BuildRun that looks then still says why it waited (not Tekton's words again).
+    status.update(_waiting(pod))
     owner = text(mapping(meta.get("labels")).get(LABEL_BUILDRUN))
     if owner:
         # Which BuildRun its events wake (owner_buildrun): one on its way out, one whose
@@ -86,6 +87,7 @@ def slim_pod(pod: JSON) -> JSON:
     if meta.get("deletionTimestamp"):
         slim["metadata"]["deletionTimestamp"] = meta["deletionTimestamp"]
         status["phase"] = at(pod, "status", "phase")
+        # Each container's end; one that never started keeps the kubelet's words.
         status["containerStatuses"] = [_container_end(c) for c in objects(
             at(pod, "status", "containerStatuses"))]
     if status:
@@ -115,9 +117,14 @@ def _waiting(pod: JSON) -> JSON:
 
 
 def _container_end(container: JSON) -> JSON:
-    """A container's name and, once it terminated, its exit code and message."""
+    """A container's name and, once it terminated, its exit code and message; one waiting
+    for an image it cannot pull keeps that (the kubelet's reason and message)."""
     terminated = mapping(at(container, "state", "terminated"))
     end = {k: terminated[k] for k in ("exitCode", "message") if k in terminated}
+    waiting = mapping(at(container, "state", "waiting"))
+    if not terminated and waiting.get("reason") in IMAGE_WAITING_REASONS:
+        return {"name": container.get("name"), "state": {"waiting": {
+            k: waiting[k] for k in ("reason", "message") if k in waiting}}}
     return {"name": container.get("name"),
             "state": {"terminated": end} if terminated else {"running": {}}}
 

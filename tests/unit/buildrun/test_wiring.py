@@ -12,6 +12,7 @@ import pytest
 
 from controller.buildrun import setup as buildrun_setup
 from controller.buildrun.caches import OWN_RUNS, slim_pod
+from controller.buildrun.outcomes import waiting_words
 from controller.buildrun.reconciler import BuildRunReconciler
 from controller.runtime.controller import LOW_PRIORITY, Controller
 from controller.runtime.informers import EventType, Informer, InformerFactory
@@ -272,3 +273,34 @@ def test_buildrun_waiting_counts_the_buildruns_waiting_now_by_reason(wired: Wire
     wired.emit(BUILDRUNS, "DELETED", started("c", "PullImageFailed"))
     assert waiting()["ExceededNodeResources"] == 1
     assert waiting()["PullImageFailed"] == 0
+
+
+@pytest.mark.parametrize("deleting", [False, True], ids=["live", "on-its-way-out"])
+@pytest.mark.parametrize("status", [
+    {"phase": "Pending", "conditions": [
+        {"type": "PodScheduled", "status": "False", "reason": "Unschedulable",
+         "message": "0/1 nodes are available: 1 Insufficient cpu.",
+         "lastTransitionTime": "2026-12-06T08:00:00Z"}]},
+    {"phase": "Pending", "conditions": [{"type": "PodScheduled", "status": "True"}],
+     "containerStatuses": [
+         {"name": "step-source-default", "state": {"running": {"startedAt": "x"}}},
+         {"name": "step-build", "state": {"waiting": {
+             "reason": "ImagePullBackOff", "message": 'Back-off pulling image "r/x:1"'}},
+          "image": "r/x:1", "imageID": "", "ready": False, "restartCount": 0}]},
+    {"phase": "Running", "conditions": [{"type": "PodScheduled", "status": "True"}],
+     "containerStatuses": [{"name": "step-build", "state": {"running": {}}}]},
+], ids=["unschedulable", "image", "running"])
+def test_the_pod_cache_keeps_why_a_pod_waits_and_no_more(status: JSON, deleting: bool) -> None:
+    """slim_pod keeps what waiting_words reads (Tekton deletes the pod of a run it fails:
+    the words stay until it is gone), and nothing of a pod that waits for neither."""
+    pod: JSON = {"metadata": {"namespace": "ns", "name": "p", "resourceVersion": "1",
+                              "labels": {"buildrun.shipwright.io/name": "br", "x": "y"}},
+                 "spec": {"containers": [{"name": "step-build", "image": "r/x:1"}]},
+                 "status": status}
+    if deleting:
+        pod["metadata"]["deletionTimestamp"] = DONE_AT
+    slim = slim_pod(copy.deepcopy(pod))
+    assert waiting_words(slim) == waiting_words(pod)
+    assert slim["metadata"]["labels"] == {"buildrun.shipwright.io/name": "br"}
+    if waiting_words(pod) is None and not deleting:
+        assert "status" not in slim, slim
