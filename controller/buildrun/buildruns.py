@@ -121,27 +121,19 @@ def annotated_pending_timeout(obj: JSON | None, kind: str) -> float | None:
                         f"{kind} {name!r}: annotation {PENDING_TIMEOUT}: {exc}") from None
 
 
-def pending_timeout(buildrun: JSON, build: JSON | None, default: float | None) -> float | None:
+def pending_timeout(buildrun: JSON, build: JSON | None, default: float | None, *,
+                    started: bool = False) -> float | None:
     """Seconds the BuildRun's run may wait to run (None: no limit): the BuildRun's
     annotation, else its Build's, else `default` (--pending-timeout); "0s" is no limit.
-    Raises UserError for a value that is no duration on the one that decides (the BuildRun
-    is checked before it starts, plan.py); a value made bad after the start is read as
-    none (`pending_timeout_or_default`)."""
-    for obj, kind in ((buildrun, BUILDRUNS.kind), (build, BUILDS.kind)):
-        seconds = annotated_pending_timeout(obj, kind)
-        if seconds is not None:
-            return seconds or None
-    return default
-
-
-def pending_timeout_or_default(buildrun: JSON, build: JSON | None,
-                               default: float | None) -> float | None:
-    """`pending_timeout` of a BuildRun already started: an annotation made bad since is
-    left out (the BuildRun is not failed for it once its run exists)."""
+    Raises UserError for a value that is no duration (checked before the BuildRun starts,
+    plan.py); once `started`, such a value is read as none: the BuildRun is not failed
+    for an annotation made bad while its run exists."""
     for obj, kind in ((buildrun, BUILDRUNS.kind), (build, BUILDS.kind)):
         try:
             seconds = annotated_pending_timeout(obj, kind)
         except UserError:
+            if not started:
+                raise
             continue
         if seconds is not None:
             return seconds or None

@@ -18,7 +18,7 @@ from controller.buildrun.buildruns import (
     deadline_left,
     owned_by,
     pending_left,
-    pending_timeout_or_default,
+    pending_timeout,
     phase_of,
     pod_wait_left,
     recorded_executor_name,
@@ -153,12 +153,12 @@ class Observer:
         Build a started BuildRun names may be gone, or changed since), --pending-timeout."""
         keys = build_names(buildrun)
         build = self.caches.builds.get(keys[0]) if keys else None
-        return pending_timeout_or_default(buildrun, build, self.pending_timeout)
+        return pending_timeout(buildrun, build, self.pending_timeout, started=True)
 
     def _cached_pod(self, executor: Executor, run: JSON | None) -> JSON | None:
         """A running TaskRun's pod, from the pod cache (which keeps why it waits). A
         PipelineRun's pods are its TaskRuns' and not read."""
-        pod_name = executor.pod_name(run, []) if run is not None and executor is TASKRUN else ""
+        pod_name = _taskrun_pod(executor, run)
         if not pod_name:
             return None
         assert run is not None
@@ -176,7 +176,7 @@ class Observer:
         (Tekton would report a build that is done, its image pushed, as cancelled) and
         when a backstop is due (the build may have ended while Tekton could not say so).
         A PipelineRun's pods are its TaskRuns' and not read."""
-        pod_name = executor.pod_name(run, []) if run is not None and executor is TASKRUN else ""
+        pod_name = _taskrun_pod(executor, run)
         if not pod_name:
             return None
         assert run is not None
@@ -319,3 +319,9 @@ class Observer:
             return None
         return sa if owned_by(sa, buildrun) else None
 
+
+
+def _taskrun_pod(executor: Executor, run: JSON | None) -> str:
+    """The name of a TaskRun's pod ("" for none yet, or for a PipelineRun, whose pods are
+    its TaskRuns')."""
+    return executor.pod_name(run, []) if run is not None and executor is TASKRUN else ""
