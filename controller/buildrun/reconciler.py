@@ -50,6 +50,7 @@ class BuildRunReconciler:
         config: ShipwrightConfig = SHIPWRIGHT_DEFAULTS,
         timeout_grace: float = Settings.timeout_grace,
         look_again: float = QueueSettings.max_delay,
+        pending_timeout: float | None = Settings.pending_timeout,
         failure_logs: FailureLogs | None = None,
     ) -> None:
         """`executor` is what a new BuildRun runs as (setup.py resolves BUILDRUN_EXECUTOR
@@ -58,12 +59,14 @@ class BuildRunReconciler:
         how long Tekton gets to end a run past its timeout (row 16) or after a cancel
         (row 14) before the backstops do; `look_again` when a DONE BuildRun whose retry
         budget is spent is tried again (give_up: the queue's longest backoff);
-        `failure_logs` puts a failed step's last lines in its Event (--failure-log-snippet;
-        None: off)."""
+        `pending_timeout` how long a run may wait to run (row 17) where no annotation
+        says (--pending-timeout); `failure_logs` puts a failed step's last lines in its
+        Event (--failure-log-snippet; None: off)."""
         self.kube = kube
         self.caches = caches
         self.planner = Planner(kube, caches, config)
-        self.observer = Observer(kube, caches, self.planner, clock, executor, timeout_grace)
+        self.observer = Observer(kube, caches, self.planner, clock, executor, timeout_grace,
+                                 pending_timeout)
         self.actions = Actions(kube, recorder, clock, timeout_grace, failure_logs)
         self.clock = clock
         self.look_again = look_again
