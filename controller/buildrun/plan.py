@@ -16,7 +16,7 @@ from controller.buildrun.buildruns import spec_of, without_service_account
 from controller.buildrun.caches import Caches
 from controller.buildrun.executors import TASKRUN, Executor
 from controller.buildrun.resources.config import ShipwrightConfig
-from controller.buildrun.spec import build_name, effective_build
+from controller.buildrun.spec import build_name, check_forbidden_env, effective_build
 from controller.buildrun.validation import (
     EMBEDDED_CHECKS,
     check_nodes,
@@ -99,6 +99,9 @@ class Planner:
             # Shipwright checks the BuildRun's own fields (validate.BuildRunFields: no
             # overrides beside an embedded spec) before it validates the spec.
             effective_build(without_service_account(buildrun), embedded)
+        # BuildRunFields' last check in Shipwright's main, before the Build is read.
+        check_forbidden_env(buildrun, self.config.forbidden_env)
+        if name is None:
             failed = await self._embedded_verdict(namespace, embedded)
             if failed is not None:
                 # As Shipwright: the transient Build's message alone.
@@ -179,7 +182,8 @@ class Planner:
             else:
                 strategy = await self.caches.read(self.kube, BUILDSTRATEGIES,
                                             namespace, ref.name)
-        lookups = build_validation.Lookups(missing, strategy)
+        lookups = build_validation.Lookups(missing, strategy,
+                                           forbidden_env=self.config.forbidden_env)
         for check in EMBEDDED_CHECKS:
             verdict = check(transient, lookups)
             if verdict is not None:

@@ -55,6 +55,9 @@ SPEC_ENV_NAME_CAN_NOT_BE_BLANK = build_reasons.SPEC_ENV_NAME_CAN_NOT_BE_BLANK
 SPEC_ENV_ONLY_ONE_OF_VALUE_OR_VALUE_FROM_MUST_BE_SPECIFIED = (
     build_reasons.SPEC_ENV_ONLY_ONE_OF_VALUE_OR_VALUE_FROM_MUST_BE_SPECIFIED
 )
+# The BuildRun's own env names a variable on the FORBIDDEN_ENV_VAR_NAMES blocklist
+# (Shipwright main's validate.BuildRunFields, #2275; off unless that setting is set).
+SPEC_ENV_NAME_FORBIDDEN = build_reasons.SPEC_ENV_NAME_FORBIDDEN
 # image-processing found more vulnerabilities than allowed (its exit code 22), as Shipwright.
 VULNERABILITIES_FOUND = "VulnerabilitiesFound"
 
@@ -167,6 +170,7 @@ USER_ERROR_REASONS: frozenset[str] = frozenset(
         NODE_SELECTOR_PLATFORM_CONFLICT,
         EXECUTOR_NOT_PIPELINE_RUN,
         NODE_PLATFORM_NOT_FOUND,
+        SPEC_ENV_NAME_FORBIDDEN,
         *PARAMETER_REASONS,
     }
 )
