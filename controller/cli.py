@@ -56,6 +56,11 @@ def parser() -> argparse.ArgumentParser:
     run.add_argument("--timeout-grace", type=float, default=d.timeout_grace, metavar="SECONDS",
                      help="seconds Tekton gets to end a run past its timeout, or after a "
                      "cancel, before the BuildRun ends without it")
+    run.add_argument("--fail-on-owner-conflict", action="store_true",
+                     help="fail a BuildRun another object controls (an ownerReference with "
+                     "controller: true) when its Build has retention.atBuildDeletion, with "
+                     "SetOwnerReferenceFailed, as Shipwright's main does (#2252); by default "
+                     "it runs, as in Shipwright v0.20.13")
     run.add_argument("--shutdown-grace-period", type=float, default=d.shutdown_grace,
                      metavar="SECONDS")
 
@@ -141,6 +146,7 @@ def settings_from(args: argparse.Namespace) -> Settings:
         ),
         budget=RetryBudget(max_retries=args.max_retries, max_age=args.max_retry_duration),
         leader_election=leader,
+        fail_on_owner_conflict=args.fail_on_owner_conflict,
     )
 
 

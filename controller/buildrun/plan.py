@@ -12,7 +12,7 @@ import copy
 from dataclasses import dataclass, replace
 
 from controller.buildrun import reasons, serviceaccounts
-from controller.buildrun.buildruns import spec_of, without_service_account
+from controller.buildrun.buildruns import owner_conflict, spec_of, without_service_account
 from controller.buildrun.caches import Caches
 from controller.buildrun.executors import TASKRUN, Executor
 from controller.buildrun.resources.config import ShipwrightConfig
@@ -70,10 +70,13 @@ def snapshot_of(buildrun: JSON, build: JSON | None) -> JSON:
 
 
 class Planner:
-    def __init__(self, kube: Kube, caches: Caches, config: ShipwrightConfig) -> None:
+    def __init__(self, kube: Kube, caches: Caches, config: ShipwrightConfig,
+                 fail_on_owner_conflict: bool = False) -> None:
+        """`fail_on_owner_conflict`: --fail-on-owner-conflict (buildruns.owner_conflict)."""
         self.kube = kube
         self.caches = caches
         self.config = config
+        self.fail_on_owner_conflict = fail_on_owner_conflict
 
     async def validated_build(self, buildrun: JSON) -> tuple[JSON | None, bool]:
         """The referenced Build (None when spec.build.spec embeds one), and whether it
@@ -141,6 +144,13 @@ class Planner:
         ServiceAccount is checked before the strategy, in Shipwright's order.
         """
         namespace = buildrun["metadata"]["namespace"]
+        if build is not None and self.fail_on_owner_conflict:
+            # Shipwright main's order: after the Build's registration and the cancel
+            # (rows 7, 9), before anything else is read (#2252).
+            conflict = owner_conflict(buildrun, build)
+            if conflict is not None:
+                raise UserError(reasons.SET_OWNER_REFERENCE_FAILED,
+                                truncate(conflict, build_validation.MESSAGE_MAX))
         build_spec = build_spec_of(buildrun, build)
         choice = serviceaccounts.choose(buildrun)
         # ".generate" is no object name: the choice is made here, not by spec.py.

@@ -136,6 +136,11 @@ NODE_SELECTOR_PLATFORM_CONFLICT = build_reasons.NODE_SELECTOR_PLATFORM_CONFLICT
 EXECUTOR_NOT_PIPELINE_RUN = "ExecutorNotPipelineRun"
 NODE_PLATFORM_NOT_FOUND = "NodePlatformNotFound"
 
+# Another object controls the BuildRun, so its Build (retention.atBuildDeletion) cannot
+# be made its controller: Shipwright main's BuildRun condition (#2252), with
+# --fail-on-owner-conflict only; v0.20.13 runs such a BuildRun (docs/shipwright-api.md).
+SET_OWNER_REFERENCE_FAILED = "SetOwnerReferenceFailed"
+
 # Failures the user caused and only the user can fix: retrying would give the same answer.
 # Exactly the reasons a UserError is raised with (state table row 8), so the set of
 # reasons a BuildRun can fail with stays closed and documented; tests/unit/buildrun/
@@ -171,6 +176,7 @@ USER_ERROR_REASONS: frozenset[str] = frozenset(
         EXECUTOR_NOT_PIPELINE_RUN,
         NODE_PLATFORM_NOT_FOUND,
         SPEC_ENV_NAME_FORBIDDEN,
+        SET_OWNER_REFERENCE_FAILED,
         *PARAMETER_REASONS,
     }
 )

@@ -173,6 +173,7 @@ def setup(kube: Kube, settings: Settings, recorder: EventRecorder,
         config=config,
         timeout_grace=settings.timeout_grace,
         look_again=settings.queue.max_delay,
+        fail_on_owner_conflict=settings.fail_on_owner_conflict,
     )
     controller = Controller(
         NAME, reconciler, queue,
