@@ -25,6 +25,7 @@ from controller.shipwright.forbidden_env import (
     SHIPWRIGHT_MAIN_DEFAULT,
     ForbiddenEnvNames,
 )
+from tests.doctext import section
 from tests.unit.buildrun.test_taskrun import BUILD, BUILDRUN, STRATEGY
 
 MAIN = ForbiddenEnvNames.of(SHIPWRIGHT_MAIN_DEFAULT)
@@ -136,3 +137,9 @@ def test_a_forbidden_name_in_the_builds_env_fails_the_merge(generator: Any) -> N
         'error(s) occurred merging environment variables into BuildStrategy "kaniko" steps: '
         '[environment variable "LD_AUDIT" is forbidden for security reasons, '
         'environment variable "X" already exists]')
+
+
+def test_readme_spells_mains_default_list_as_the_code_has_it() -> None:
+    """README's "Settings" gives main's list to copy into FORBIDDEN_ENV_VAR_NAMES."""
+    settings = section("README.md", "Settings")
+    assert f"`{','.join(SHIPWRIGHT_MAIN_DEFAULT)}`" in settings
