@@ -33,6 +33,7 @@ from prometheus_client.registry import Collector
 
 from controller.runtime.controller import Controller
 from controller.runtime.kube import JSON
+from controller.runtime.shapes import at, mapping, text
 from controller.runtime.store import Store
 from controller.runtime.timestamps import parse_time
 from controller.shipwright.indexes import ACTIVE
@@ -136,17 +137,17 @@ def _every_value(buildrun: JSON) -> dict[str, str]:
     kind of run its status names, each empty where the BuildRun has none (one that failed
     before it ran, as #2187 records those)."""
     meta = buildrun["metadata"]
-    status = buildrun.get("status") or {}
-    snapshot = status.get("buildSpec") or {}
-    strategy = snapshot.get("strategy") or {}
-    build = str(((buildrun.get("spec") or {}).get("build") or {}).get("name") or "")
+    # Total (a field of the wrong type reads as absent): a scrape reads every running one.
+    status = mapping(buildrun.get("status"))
+    snapshot = mapping(status.get("buildSpec"))
+    strategy = mapping(snapshot.get("strategy"))
     recorded = recorded_executor(status)
     return {
-        **_values(SHIPWRIGHT_LABELS, str(strategy.get("name") or ""), meta["namespace"],
-                  build, meta["name"]),
-        "strategy_kind": str(strategy.get("kind") or "BuildStrategy") if snapshot else "",
+        **_values(SHIPWRIGHT_LABELS, text(strategy.get("name")), meta["namespace"],
+                  text(at(buildrun, "spec", "build", "name")), meta["name"]),
+        "strategy_kind": (text(strategy.get("kind")) or "BuildStrategy") if snapshot else "",
         "executor": recorded.kind if recorded is not None else "",
-        "source_type": str((snapshot.get("source") or {}).get("type") or ""),
+        "source_type": text(at(snapshot, "source", "type")),
     }
 
 
