@@ -12,7 +12,12 @@ import copy
 from dataclasses import dataclass, replace
 
 from controller.buildrun import reasons, serviceaccounts
-from controller.buildrun.buildruns import owner_conflict, spec_of, without_service_account
+from controller.buildrun.buildruns import (
+    owner_conflict,
+    pending_timeout,
+    spec_of,
+    without_service_account,
+)
 from controller.buildrun.caches import Caches
 from controller.buildrun.executors import TASKRUN, Executor
 from controller.buildrun.resources.config import ShipwrightConfig
@@ -151,6 +156,8 @@ class Planner:
             if conflict is not None:
                 raise UserError(reasons.SET_OWNER_REFERENCE_FAILED,
                                 truncate(conflict, build_validation.MESSAGE_MAX))
+        # Only its check: a pending timeout that is no duration fails the start.
+        pending_timeout(buildrun, build, None)
         build_spec = build_spec_of(buildrun, build)
         choice = serviceaccounts.choose(buildrun)
         # ".generate" is no object name: the choice is made here, not by spec.py.

@@ -49,6 +49,7 @@ class BuildRunReconciler:
         config: ShipwrightConfig = SHIPWRIGHT_DEFAULTS,
         timeout_grace: float = Settings.timeout_grace,
         look_again: float = QueueSettings.max_delay,
+        pending_timeout: float | None = Settings.pending_timeout,
         fail_on_owner_conflict: bool = Settings.fail_on_owner_conflict,
     ) -> None:
         """`executor` is what a new BuildRun runs as (setup.py resolves BUILDRUN_EXECUTOR
@@ -57,11 +58,13 @@ class BuildRunReconciler:
         how long Tekton gets to end a run past its timeout (row 16) or after a cancel
         (row 14) before the backstops do; `look_again` when a DONE BuildRun whose retry
         budget is spent is tried again (give_up: the queue's longest backoff);
-        `fail_on_owner_conflict` --fail-on-owner-conflict (Planner)."""
+        `pending_timeout` how long a run may wait to run (row 17) where no annotation
+        says (--pending-timeout); `fail_on_owner_conflict` --fail-on-owner-conflict (Planner)."""
         self.kube = kube
         self.caches = caches
         self.planner = Planner(kube, caches, config, fail_on_owner_conflict)
-        self.observer = Observer(kube, caches, self.planner, clock, executor, timeout_grace)
+        self.observer = Observer(kube, caches, self.planner, clock, executor, timeout_grace,
+                                 pending_timeout)
         self.actions = Actions(kube, recorder, clock, timeout_grace)
         self.clock = clock
         self.look_again = look_again

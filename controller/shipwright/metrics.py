@@ -202,14 +202,13 @@ class _Active(Collector):
         for store, controller in live:
             if store is None or controller is None or not controller.running:
                 continue
-            keys = store.index_keys(ACTIVE, ACTIVE)
             if not _OUTCOME_LABELS:  # the default: a count, nothing read
-                counts[()] += len(keys)
+                counts[()] += store.index_counts(ACTIVE).get(ACTIVE, 0)
                 continue
             # With labels each running BuildRun is read, which the event loop waits for: on
             # the 2-core machine at load 5, beside 20,000 finished, 2-7 ms a scrape with 500
             # running, 45-115 ms with 5,000 (without labels 0.05 ms at 5,000).
-            for key in keys:
+            for key in store.index_keys(ACTIVE, ACTIVE):
                 buildrun = store.get(key)
                 if buildrun is not None:
                     every = _every_value(buildrun)
