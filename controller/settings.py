@@ -40,3 +40,6 @@ class Settings:
     queue: QueueSettings = field(default_factory=QueueSettings)
     budget: RetryBudget = field(default_factory=RetryBudget)
     leader_election: LeaderElectionSettings | None = None
+    # Shipwright main's SetOwnerReferenceFailed (#2252): a BuildRun another object
+    # controls fails when its Build has retention.atBuildDeletion; v0.20.13 runs it.
+    fail_on_owner_conflict: bool = False
