@@ -60,5 +60,8 @@ class Settings:
     queue: QueueSettings = field(default_factory=QueueSettings)
     budget: RetryBudget = field(default_factory=RetryBudget)
     leader_election: LeaderElectionSettings | None = None
+    # Shipwright main's SetOwnerReferenceFailed (#2252): a BuildRun another object
+    # controls fails when its Build has retention.atBuildDeletion; v0.20.13 runs it.
+    fail_on_owner_conflict: bool = False
     # None: off (the default). A log may hold what the Event's readers should not see.
     log_snippet: LogSnippetSettings | None = None

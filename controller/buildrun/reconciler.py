@@ -51,6 +51,7 @@ class BuildRunReconciler:
         timeout_grace: float = Settings.timeout_grace,
         look_again: float = QueueSettings.max_delay,
         pending_timeout: float | None = Settings.pending_timeout,
+        fail_on_owner_conflict: bool = Settings.fail_on_owner_conflict,
         failure_logs: FailureLogs | None = None,
     ) -> None:
         """`executor` is what a new BuildRun runs as (setup.py resolves BUILDRUN_EXECUTOR
@@ -60,11 +61,12 @@ class BuildRunReconciler:
         (row 14) before the backstops do; `look_again` when a DONE BuildRun whose retry
         budget is spent is tried again (give_up: the queue's longest backoff);
         `pending_timeout` how long a run may wait to run (row 17) where no annotation
-        says (--pending-timeout); `failure_logs` puts a failed step's last lines in its
-        Event (--failure-log-snippet; None: off)."""
+        says (--pending-timeout); `fail_on_owner_conflict` --fail-on-owner-conflict (Planner);
+        `failure_logs` puts a failed step's last lines in its Event (--failure-log-snippet;
+        None: off)."""
         self.kube = kube
         self.caches = caches
-        self.planner = Planner(kube, caches, config)
+        self.planner = Planner(kube, caches, config, fail_on_owner_conflict)
         self.observer = Observer(kube, caches, self.planner, clock, executor, timeout_grace,
                                  pending_timeout)
         self.actions = Actions(kube, recorder, clock, timeout_grace, failure_logs)
