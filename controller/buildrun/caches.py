@@ -6,6 +6,7 @@ from collections import OrderedDict
 from dataclasses import dataclass, field
 
 from controller.buildrun.buildruns import phase_of
+from controller.buildrun.retries import DISRUPTION_TARGET
 from controller.buildrun.states import Phase
 from controller.runtime.kube import JSON, PODS, SERVICEACCOUNTS, Kube, Resource, key_of
 from controller.runtime.shapes import at, mapping, objects, text
@@ -75,6 +76,17 @@ def slim_pod(pod: JSON) -> JSON:
         if owner:
             slim["metadata"]["labels"] = {LABEL_BUILDRUN: owner}
         status["phase"] = at(pod, "status", "phase")
+        # What tells the infrastructure's end of it from the build's (retries.py): when its
+        # deletion was asked, the kubelet's reason (Evicted, ...) and a disruption.
+        if "deletionGracePeriodSeconds" in meta:
+            slim["metadata"]["deletionGracePeriodSeconds"] = meta["deletionGracePeriodSeconds"]
+        for key in ("reason", "message"):
+            if at(pod, "status", key):
+                status[key] = at(pod, "status", key)
+        disruptions = [c for c in objects(at(pod, "status", "conditions"))
+                       if c.get("type") == DISRUPTION_TARGET]
+        if disruptions:
+            status["conditions"] = disruptions
         status["containerStatuses"] = [_container_end(c) for c in objects(
             at(pod, "status", "containerStatuses"))]
     if status:

@@ -60,6 +60,15 @@ VULNERABILITIES_FOUND = "VulnerabilitiesFound"
 
 RECONCILER_RETRIES_EXHAUSTED = "ReconcilerRetriesExhausted"
 
+# Infrastructure retries (issue 43 part 3, retries.py): a run's failure the infrastructure
+# caused, where neither Tekton nor Shipwright names it (its pod's DisruptionTarget
+# condition, its pod deleted under it), in the BuildRun's record of its attempts and the
+# metric; the Event of each retry, and the Event of an annotation that could not be read.
+POD_DISRUPTED = "PodDisrupted"
+POD_DELETED = "PodDeleted"
+INFRASTRUCTURE_RETRY = "InfrastructureRetry"
+INFRASTRUCTURE_RETRIES_INVALID = "InfrastructureRetriesInvalid"
+
 # Tekton's reasons on a TaskRun's Succeeded condition that Shipwright maps to its own.
 TASK_RUN_CANCELLED = "TaskRunCancelled"
 TASK_RUN_TIMEOUT = "TaskRunTimeout"
