@@ -59,7 +59,7 @@ class Rig:
     """A namespace with a BuildStrategy, a validated Build and the default
     ServiceAccount, and a reconciler on caches of it, at a fixed clock."""
 
-    def __init__(self, executor: str = "TaskRun") -> None:
+    def __init__(self, executor: str = "TaskRun", **reconciler: Any) -> None:
         self.kube = FakeKube()
         # As setup.py wires it: no PipelineRun informer unless they are the executor.
         self.caches = Caches(unwatched=frozenset() if executor == "PipelineRun"
@@ -67,7 +67,7 @@ class Rig:
         recorder = EventRecorder(self.kube, "test", "test")  # type: ignore[arg-type]
         self.reconciler = BuildRunReconciler(
             self.kube, self.caches, recorder,  # type: ignore[arg-type]
-            executor=EXECUTORS[executor], clock=lambda: NOW)
+            executor=EXECUTORS[executor], **{"clock": lambda: NOW, **reconciler})
         seed_namespace(self.kube)
 
     def sync(self) -> None:
