@@ -169,6 +169,15 @@ class Observer:
         (BuildRunReconciler.next_look), so both judge from the same facts."""
         executor = self.executor_of(buildrun)
         run = self._cached_run(buildrun, executor)
+        if (run is None or run_finished(run)) and attempts_of(buildrun):
+            # A BuildRun that retried may own a later attempt's run its status never named
+            # (created as its retry budget ran out: the recorded run's outcome is the
+            # BuildRun's); row 1 stops that one too. Looked for only then: a lookup per
+            # finished BuildRun at every start is what next_look must not cost.
+            meta = buildrun["metadata"]
+            run = next((other for other in self.caches.store(executor.resource).by_index(
+                BY_BUILDRUN, f"{meta['namespace']}/{meta['name']}")
+                if owned_by(other, buildrun) and not run_finished(other)), run)
         service_account = self._generated_service_account(buildrun)
         observation = Observation(
             phase=Phase.DONE,
