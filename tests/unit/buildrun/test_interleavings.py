@@ -7,10 +7,12 @@ plays everything around it, in any order. Its rules, as hypothesis prints a step
 
 - `create_buildrun`, `user`, `build_timeout`, `garbage_collector`: the user creates a
   BuildRun (of the Build, or of one that does not exist; run as the namespace's
-  ServiceAccount or one generated for it), cancels it, deletes it or recreates it (a
-  namesake: another uid under the same name), deletes its TaskRun, sets the Build's
-  timeout; the garbage collector deletes what a deleted BuildRun owned (its TaskRun, its
-  generated ServiceAccount).
+  ServiceAccount or one generated for it; asking for infrastructure retries or not),
+  cancels it, deletes it or recreates it (a namesake: another uid under the same name),
+  deletes its TaskRun, sets the Build's timeout; the garbage collector deletes what a
+  deleted BuildRun owned (its TaskRun, its generated ServiceAccount).
+- `tekton_evicts`: the kubelet evicts a run's pod and Tekton fails the run PodEvicted (an
+  infrastructure failure, retried where its BuildRun asks: issue 43 part 3).
 - `tekton_progresses`, `tekton_times_out`, `tekton_cancels`: Tekton writes a TaskRun's
   status as it does: Pending (its first look sets startTime), Running, Succeeded (with
   the image digest result) or Failed, only within its own spec.timeout and only while
@@ -40,7 +42,10 @@ and after every step checks the promise (`Interleavings.promise`):
 - (a) once completionTime is set, the BuildRun's status never changes;
 - (b) its outcome is its run's, verdict by verdict (`verdict_problems`);
 - (c) one TaskRun per BuildRun uid, ever, and a status names (and takes startTime from)
-  only its own;
+  only its own; with infrastructure retries asked for, the runs of one uid are
+  sequential: a later one only once every earlier one finished and the last was evicted,
+  within the limit its annotation sets, named for its attempt (`retry_problem`); the
+  outcome is that of the run its final status names;
 - (d) every write lands on the uid of the BuildRun it was decided on (Actions.act's), a
   TaskRun's or ServiceAccount's on one that uid owns;
 - (f) no reconcile raises what the controller takes for a bug (logged with a traceback).

@@ -362,3 +362,18 @@ async def test_row_11_a_bad_annotation_is_off_and_said_in_an_event(
             f"the BuildRun's annotation {INFRASTRUCTURE_RETRIES}: 'many' is not a whole "
             f"number from 0 to {MAX_RETRIES}; infrastructure failures are not retried"
             ) in events
+
+
+async def test_row_1_stops_a_later_attempts_run_the_status_never_named(rig: Rig) -> None:
+    """The retry budget ran out between a retry's create and its status write: the
+    recorded run's outcome is the BuildRun's, and the later attempt's run, owned but never
+    named, is stopped (found by the interleavings machine: it ran on)."""
+    br = rig.buildrun(status={**started(), "completionTime": ago(5), "conditions": [
+        {"type": "Succeeded", "status": "False", "reason": "Failed"}]})
+    rig.kube.modify(BUILDRUNS, "br", lambda o: o["metadata"].setdefault("annotations", {})
+                    .update({INFRASTRUCTURE_ATTEMPTS: json.dumps([{"taskRun": "tr"}])}))
+    evicted(rig, br)
+    later = run_name(br, 2)
+    rig.taskrun(br, later, **tekton_status("Unknown", "Running"))
+    await rig.reconcile()
+    assert rig.kube.writes() == [("patch", "taskruns", later, "")]
