@@ -487,7 +487,8 @@ async def test_an_evicted_build_runs_again_and_succeeds_with_the_second_attempts
     # Its start and completion are the second run's.
     assert done["status"]["startTime"] == runs[second]["status"]["startTime"]
     assert done["status"]["completionTime"] == runs[second]["status"]["completionTime"]
-    print(f"\neviction: {first} evicted ({attempt['reason']}), {second} succeeded "
+    print(f"\neviction: {first} evicted (Tekton: {tekton_condition(runs[first])['reason']}; "
+          f"ours: {attempt['reason']}), {second} succeeded "
           f"{elapsed:.1f}s after the eviction")
 
 
