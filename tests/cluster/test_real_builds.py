@@ -508,3 +508,29 @@ async def test_a_build_that_exits_1_is_never_retried(
     assert condition(done)["reason"] == reasons.FAILED, condition(done)
     assert INFRASTRUCTURE_ATTEMPTS not in (done["metadata"].get("annotations") or {})
     assert len(await w.taskruns()) == 1
+
+
+async def test_a_build_whose_pod_is_deleted_under_it_runs_again(
+    stack: TektonStack, real_node: RealNode, world_real: World, node_env: None,
+) -> None:
+    """`kubectl delete pod --grace-period=2` of a running build (no DisruptionTarget, no
+    Evicted: only the deletion asked before the run failed tells it), retries asked for by
+    the flag: the second attempt runs to its end."""
+    w, node = world_real, real_node
+    await shell_build(w, node, "deleted", "echo started; sleep 20; echo done")
+    async with running_controller(controller_settings(
+            stack.cluster, w.ns, infrastructure_retries=2, infrastructure_retry_delay=1.0)):
+        await w.buildrun("deleted-1", "deleted")
+        pod = await running_step(w, stack.cluster, "deleted-1")
+        first = (await w.get("deleted-1"))["status"]["taskRunName"]
+        await w.kube.request("DELETE", PODS.path(w.ns, pod), body={
+            "kind": "DeleteOptions", "apiVersion": "v1", "gracePeriodSeconds": 2})
+        done = await w.finished("deleted-1", BUILD_SECONDS)
+    runs = {t["metadata"]["name"]: t for t in await w.taskruns()}
+    (attempt,) = json.loads(done["metadata"]["annotations"][INFRASTRUCTURE_ATTEMPTS])
+    print(f"\npod deleted: {first} failed (Tekton: "
+          f"{tekton_condition(runs[first])['reason']}; ours: {attempt['reason']})")
+    assert condition(done)["reason"] == reasons.SUCCEEDED, (condition(done), done["status"])
+    assert (attempt["taskRun"], attempt["reason"]) == (first, reasons.POD_DELETED), attempt
+    assert set(runs) == {first, run_name(done, 2)}
+    assert done["status"]["taskRunName"] == run_name(done, 2)

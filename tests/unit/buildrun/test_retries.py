@@ -377,3 +377,29 @@ async def test_row_1_stops_a_later_attempts_run_the_status_never_named(rig: Rig)
     rig.taskrun(br, later, **tekton_status("Unknown", "Running"))
     await rig.reconcile()
     assert rig.kube.writes() == [("patch", "taskruns", later, "")]
+
+
+# -- the flags ------------------------------------------------------------------------------
+
+
+def test_the_flags_are_off_by_default_and_read_into_the_settings() -> None:
+    from controller.cli import parser, settings_from
+
+    assert (settings_from(parser().parse_args([])).infrastructure_retries,
+            settings_from(parser().parse_args([])).infrastructure_retry_delay) == (0, 10.0)
+    got = settings_from(parser().parse_args(["--infrastructure-retries", "3",
+                                             "--infrastructure-retry-delay", "2.5"]))
+    assert (got.infrastructure_retries, got.infrastructure_retry_delay) == (3, 2.5)
+
+
+@pytest.mark.parametrize(("flag", "value"), [
+    ("--infrastructure-retries", "-1"), ("--infrastructure-retries", str(MAX_RETRIES + 1)),
+    ("--infrastructure-retries", "x"), ("--infrastructure-retry-delay", "0")])
+def test_a_bad_flag_is_refused_with_one_line(flag: str, value: str,
+                                            capsys: pytest.CaptureFixture[str]) -> None:
+    from controller.cli import parser
+
+    with pytest.raises(SystemExit) as exited:
+        parser().parse_args([flag, value])
+    assert exited.value.code == 2
+    assert f"argument {flag}: {value!r} is not a" in capsys.readouterr().err
