@@ -133,7 +133,7 @@ class Actions:
                 written = await self._progress(buildrun, run, seen.pod)
                 deadline = deadline_left(written or buildrun, run, executor.timeout(run),
                                          self.clock(), self.timeout_grace)
-                if seen.pending_left is not None:  # row 17's, if sooner
+                if seen.pending_left is not None:  # row 18's, if sooner
                     deadline = (min(deadline, seen.pending_left) if deadline is not None
                                 else seen.pending_left)
                 if seen.poll is not None:  # nothing else would wake it
@@ -287,7 +287,7 @@ class Actions:
                  extra={"key": f"{meta['namespace']}/{meta['name']}"})
 
     async def _progress(self, buildrun: JSON, run: JSON, pod: JSON | None) -> JSON | None:
-        """Row 18: the run's reason and message (why it waits, in its pod's words where
+        """Row 19: the run's reason and message (why it waits, in its pod's words where
         they say more: `running_reason`), and its startTime once Tekton set it. A message
         that differs only in its volatile parts (a back-off's duration, a timestamp:
         `same_meaning`) is no change: a pod's every update would cost a write."""

@@ -106,7 +106,7 @@ def started(executor: Executor, run: JSON, snapshot: JSON | None, now: str) -> C
 
 
 def progressed(run: JSON, now: str, pod: JSON | None = None) -> Change:
-    """Row 18: the running TaskRun's reason and message on the Succeeded condition, and its
+    """Row 19: the running TaskRun's reason and message on the Succeeded condition, and its
     startTime once Tekton has set it; `pod`, the run's, says why it waits
     (outcomes.running_reason)."""
     reason, message = running_reason(run, pod)
@@ -115,7 +115,7 @@ def progressed(run: JSON, now: str, pod: JSON | None = None) -> Change:
 
 
 def cancel_asked(executor: Executor, now: str) -> Change:
-    """Row 15: Unknown/BuildRunCanceled with Shipwright's words, its lastTransitionTime
+    """Row 16: Unknown/BuildRunCanceled with Shipwright's words, its lastTransitionTime
     the moment the run was asked to stop (from which the cancel backstop counts:
     buildruns.cancel_left); unchanged once shown."""
     def change(status: JSON) -> JSON:

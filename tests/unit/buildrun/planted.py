@@ -52,9 +52,9 @@ def reread_takes_a_namesake() -> Iterator[None]:
 
 @contextlib.contextmanager
 def cancel_finishes_at_once() -> Iterator[None]:
-    """Row 15 finishes BuildRunCanceled at once (then stops the run), as row 14's
+    """Row 16 finishes BuildRunCanceled at once (then stops the run), as row 15's
     backstop does, instead of waiting for the run's end."""
-    table = tuple(replace(row, decide=states._cancel_unconfirmed) if row.number == 15
+    table = tuple(replace(row, decide=states._cancel_unconfirmed) if row.number == 16
                   else row for row in states.TABLE)
     with mock.patch.object(states, "TABLE", table):
         yield
