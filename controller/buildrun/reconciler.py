@@ -50,6 +50,7 @@ class BuildRunReconciler:
         config: ShipwrightConfig = SHIPWRIGHT_DEFAULTS,
         timeout_grace: float = Settings.timeout_grace,
         look_again: float = QueueSettings.max_delay,
+        pending_timeout: float | None = Settings.pending_timeout,
         retries: Policy = OFF,
     ) -> None:
         """`executor` is what a new BuildRun runs as (setup.py resolves BUILDRUN_EXECUTOR
@@ -57,13 +58,14 @@ class BuildRunReconciler:
         environment once, at start (Shipwright's defaults when not given); `timeout_grace`
         how long Tekton gets to end a run past its timeout (row 17) or after a cancel
         (row 15) before the backstops do; `look_again` when a DONE BuildRun whose retry
-        budget is spent is tried again (give_up: the queue's longest backoff); `retries`
-        the infrastructure retries' flags (row 11)."""
+        budget is spent is tried again (give_up: the queue's longest backoff);
+        `pending_timeout` how long a run may wait to run (row 18) where no annotation
+        says (--pending-timeout); `retries` the infrastructure retries' flags (row 11)."""
         self.kube = kube
         self.caches = caches
         self.planner = Planner(kube, caches, config)
         self.observer = Observer(kube, caches, self.planner, clock, executor, timeout_grace,
-                                 retries)
+                                 pending_timeout, retries)
         self.actions = Actions(kube, recorder, clock, timeout_grace, retries)
         self.clock = clock
         self.look_again = look_again

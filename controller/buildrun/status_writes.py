@@ -127,10 +127,11 @@ def retried(executor: Executor, failed: str, run: JSON, now: str) -> Change:
     return change
 
 
-def progressed(run: JSON, now: str) -> Change:
-    """Row 17: the running TaskRun's reason and message on the Succeeded condition, and its
-    startTime once Tekton has set it."""
-    reason, message = running_reason(run)
+def progressed(run: JSON, now: str, pod: JSON | None = None) -> Change:
+    """Row 19: the running TaskRun's reason and message on the Succeeded condition, and its
+    startTime once Tekton has set it; `pod`, the run's, says why it waits
+    (outcomes.running_reason)."""
+    reason, message = running_reason(run, pod)
     return lambda status: with_condition(with_start(with_executor(status), run_start(run)),
                                          "Unknown", reason, message, now)
 
