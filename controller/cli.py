@@ -77,6 +77,11 @@ def parser() -> argparse.ArgumentParser:
                      metavar="SECONDS", help="end a BuildRun whose TaskRun has not run this "
                      "long after its creation (BuildRunPendingTimeout); 0 (default) "
                      f"disables; a BuildRun's or Build's annotation {PENDING_TIMEOUT} wins")
+    run.add_argument("--fail-on-owner-conflict", action="store_true",
+                     help="fail a BuildRun another object controls (an ownerReference with "
+                     "controller: true) when its Build has retention.atBuildDeletion, with "
+                     "SetOwnerReferenceFailed, as Shipwright's main does (#2252); by default "
+                     "it runs, as in Shipwright v0.20.13")
     run.add_argument("--shutdown-grace-period", type=float, default=d.shutdown_grace,
                      metavar="SECONDS")
     run.add_argument("--infrastructure-retries", type=_retries,
@@ -174,6 +179,7 @@ def settings_from(args: argparse.Namespace) -> Settings:
         leader_election=leader,
         infrastructure_retries=args.infrastructure_retries,
         infrastructure_retry_delay=args.infrastructure_retry_delay,
+        fail_on_owner_conflict=args.fail_on_owner_conflict,
     )
 
 

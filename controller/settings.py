@@ -45,3 +45,6 @@ class Settings:
     # Shipwright), and the delay before the first retry, doubled for each one after.
     infrastructure_retries: int = 0
     infrastructure_retry_delay: float = 10.0
+    # Shipwright main's SetOwnerReferenceFailed (#2252): a BuildRun another object
+    # controls fails when its Build has retention.atBuildDeletion; v0.20.13 runs it.
+    fail_on_owner_conflict: bool = False

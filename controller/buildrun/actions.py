@@ -419,6 +419,7 @@ class Actions:
         # bounded all the same.
         label = reasons.metric_reason(decision.reason)
         metrics.COMPLETED.labels(label, meta["namespace"]).inc()
+        metrics.buildrun_concluded(written, decision.succeeded == "True", label)
         if decision.reason == reasons.RECONCILER_RETRIES_EXHAUSTED:
             metrics.RETRY_EXHAUSTED.inc()
         created_at = parse_time(meta.get("creationTimestamp"))

@@ -55,6 +55,9 @@ SPEC_ENV_NAME_CAN_NOT_BE_BLANK = build_reasons.SPEC_ENV_NAME_CAN_NOT_BE_BLANK
 SPEC_ENV_ONLY_ONE_OF_VALUE_OR_VALUE_FROM_MUST_BE_SPECIFIED = (
     build_reasons.SPEC_ENV_ONLY_ONE_OF_VALUE_OR_VALUE_FROM_MUST_BE_SPECIFIED
 )
+# The BuildRun's own env names a variable on the FORBIDDEN_ENV_VAR_NAMES blocklist
+# (Shipwright main's validate.BuildRunFields, #2275; off unless that setting is set).
+SPEC_ENV_NAME_FORBIDDEN = build_reasons.SPEC_ENV_NAME_FORBIDDEN
 # image-processing found more vulnerabilities than allowed (its exit code 22), as Shipwright.
 VULNERABILITIES_FOUND = "VulnerabilitiesFound"
 
@@ -147,6 +150,11 @@ NODE_SELECTOR_PLATFORM_CONFLICT = build_reasons.NODE_SELECTOR_PLATFORM_CONFLICT
 EXECUTOR_NOT_PIPELINE_RUN = "ExecutorNotPipelineRun"
 NODE_PLATFORM_NOT_FOUND = "NodePlatformNotFound"
 
+# Another object controls the BuildRun, so its Build (retention.atBuildDeletion) cannot
+# be made its controller: Shipwright main's BuildRun condition (#2252), with
+# --fail-on-owner-conflict only; v0.20.13 runs such a BuildRun (docs/shipwright-api.md).
+SET_OWNER_REFERENCE_FAILED = "SetOwnerReferenceFailed"
+
 # Failures the user caused and only the user can fix: retrying would give the same answer.
 # Exactly the reasons a UserError is raised with (state table row 8), so the set of
 # reasons a BuildRun can fail with stays closed and documented; tests/unit/buildrun/
@@ -182,6 +190,8 @@ USER_ERROR_REASONS: frozenset[str] = frozenset(
         EXECUTOR_NOT_PIPELINE_RUN,
         NODE_PLATFORM_NOT_FOUND,
         INVALID_PENDING_TIMEOUT,
+        SPEC_ENV_NAME_FORBIDDEN,
+        SET_OWNER_REFERENCE_FAILED,
         *PARAMETER_REASONS,
     }
 )

@@ -52,6 +52,7 @@ class BuildRunReconciler:
         look_again: float = QueueSettings.max_delay,
         pending_timeout: float | None = Settings.pending_timeout,
         retries: Policy = OFF,
+        fail_on_owner_conflict: bool = Settings.fail_on_owner_conflict,
     ) -> None:
         """`executor` is what a new BuildRun runs as (setup.py resolves BUILDRUN_EXECUTOR
         to it once); `config` the generators' settings, which setup.py reads from the
@@ -60,10 +61,11 @@ class BuildRunReconciler:
         (row 15) before the backstops do; `look_again` when a DONE BuildRun whose retry
         budget is spent is tried again (give_up: the queue's longest backoff);
         `pending_timeout` how long a run may wait to run (row 18) where no annotation
-        says (--pending-timeout); `retries` the infrastructure retries' flags (row 11)."""
+        says (--pending-timeout); `fail_on_owner_conflict` --fail-on-owner-conflict (Planner);
+        `retries` the infrastructure retries' flags (row 11)."""
         self.kube = kube
         self.caches = caches
-        self.planner = Planner(kube, caches, config)
+        self.planner = Planner(kube, caches, config, fail_on_owner_conflict)
         self.observer = Observer(kube, caches, self.planner, clock, executor, timeout_grace,
                                  pending_timeout, retries)
         self.actions = Actions(kube, recorder, clock, timeout_grace, retries)

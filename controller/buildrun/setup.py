@@ -35,6 +35,7 @@ from controller.runtime.shapes import at, mapping
 from controller.runtime.store import Store
 from controller.settings import Settings
 from controller.shipwright import field_managers
+from controller.shipwright import metrics as shipwright_metrics
 from controller.shipwright.conditions import succeeded_condition
 from controller.shipwright.indexes import BUILDRUN_INDEXERS
 from controller.shipwright.resources import (
@@ -191,6 +192,7 @@ def setup(kube: Kube, settings: Settings, recorder: EventRecorder,
         look_again=settings.queue.max_delay,
         retries=Policy(settings.infrastructure_retries, settings.infrastructure_retry_delay),
         pending_timeout=settings.pending_timeout,
+        fail_on_owner_conflict=settings.fail_on_owner_conflict,
     )
     controller = Controller(
         NAME, reconciler, queue,
@@ -200,6 +202,8 @@ def setup(kube: Kube, settings: Settings, recorder: EventRecorder,
         on_retry=_count_retry,
     )
     _zero_retry_series()
+    # Shipwright #2187's build_buildruns_active, from this cache while this controller runs.
+    shipwright_metrics.count_active(buildruns.store, controller)
     _wire(controller, reconciler, buildruns, builds, list(runs.values()), service_accounts,
           pods)
     return controller

@@ -35,6 +35,11 @@ from controller.runtime.name_rules import (
 )
 from controller.runtime.shapes import at, mapping, text
 from controller.runtime.text import truncate
+from controller.shipwright.forbidden_env import (
+    NO_FORBIDDEN_ENV,
+    ForbiddenEnvNames,
+    forbidden_message,
+)
 from controller.shipwright.params import validate_params
 from controller.shipwright.resources import BUILDSTRATEGIES, CLUSTERBUILDSTRATEGIES
 
@@ -91,11 +96,14 @@ class StrategyRef:
 
 @dataclass(frozen=True)
 class Lookups:
-    """What the reconciler read from the API server for one Build."""
+    """What the reconciler read from the API server for one Build, and the one setting
+    a check reads (the process's, read at start)."""
 
     missing_secrets: frozenset[str] = frozenset()
     strategy: JSON | None = None  # the referenced strategy; None: not found (or kind unknown)
     repository_error: str | None = None  # why the verified Git remote is unreachable
+    # FORBIDDEN_ENV_VAR_NAMES (Shipwright main's blocklist); none unless it is set.
+    forbidden_env: ForbiddenEnvNames = NO_FORBIDDEN_ENV
 
 
 def _spec(build: JSON) -> JSON:
@@ -352,12 +360,16 @@ def check_build_name(build: JSON, _: Lookups) -> Verdict | None:
     return Verdict(reasons.BUILD_NAME_INVALID, ", ".join(errors)) if errors else None
 
 
-def check_env(build: JSON, _: Lookups) -> Verdict | None:
+def check_env(build: JSON, lookups: Lookups) -> Verdict | None:
     found = None  # every failure overwrites the last, as in Shipwright
     for var in _spec(build).get("env") or []:
         if not var.get("name"):
             found = Verdict(reasons.SPEC_ENV_NAME_CAN_NOT_BE_BLANK,
                             "name for environment variable must not be blank")
+        # Shipwright main's check, between the two (pkg/validate/envvars.go, #2275).
+        if lookups.forbidden_env.forbids(str(var.get("name") or "")):
+            found = Verdict(reasons.SPEC_ENV_NAME_FORBIDDEN,
+                            forbidden_message(str(var.get("name") or "")))
         if var.get("value") and var.get("valueFrom") is not None:
             found = Verdict(reasons.SPEC_ENV_ONLY_ONE_OF_VALUE_OR_VALUE_FROM_MUST_BE_SPECIFIED,
                             "only one of value or valueFrom must be specified")

@@ -153,9 +153,12 @@ FIELDS: list[Field] = [
            _TK + "test_timeout_tekton_stops_the_taskrun_and_deletes_its_pod",
            _TK + "test_the_timeout_backstop_when_tekton_never_ends_the_taskrun"), oracle=True),
     Field(BOTH, ".spec.env", "env of every strategy step; names checked as Shipwright checks "
-          "them (our CEL rules refuse a blank name or value with valueFrom at admission)",
+          "them (our CEL rules refuse a blank name or value with valueFrom at admission); with "
+          "`FORBIDDEN_ENV_VAR_NAMES`, main's blocklist too (\"Shipwright's main\" below)",
           (_SP + "test_effective_build_checks_env_as_shipwright",
-           _TR + "test_env_named_twice_by_build_and_step_is_refused"), oracle=True),
+           _TR + "test_env_named_twice_by_build_and_step_is_refused",
+           "tests/cluster/test_shipwright_main.py::"
+           "test_forbidden_env_names_are_main_s_with_the_setting"), oracle=True),
     Field(BOTH, ".spec.volumes", "replace the strategy's overridable volumes of the same name "
           "(UndefinedVolume, VolumeNotOverridable otherwise)",
           (_TR + "test_volume_overrides_are_checked",

@@ -47,6 +47,12 @@ from controller.runtime.name_rules import (
     as_label_value,
     dns1123_subdomain_errors,
 )
+from controller.shipwright.forbidden_env import (
+    NO_FORBIDDEN_ENV,
+    ForbiddenEnvNames,
+    forbidden_message,
+    forbidden_step_message,
+)
 from controller.shipwright.labels import (
     LABEL_BUILD,
     LABEL_BUILD_GENERATION,
@@ -207,14 +213,19 @@ def _param_spec(name: str, description: str) -> JSON:
 # --- the strategy
 
 
-def _merge_env(new: list[JSON], into: list[JSON], overwrite: bool) -> tuple[list[JSON], list[str]]:
+def _merge_env(new: list[JSON], into: list[JSON], overwrite: bool,
+               forbidden: ForbiddenEnvNames = NO_FORBIDDEN_ENV) -> tuple[list[JSON], list[str]]:
     """Shipwright's env.MergeEnvVars: `new` into `into`; a name in both replaces (overwrite)
-    or is an error."""
+    or is an error, and (Shipwright main, #2275) a name of `new` on the blocklist is an
+    error and left out."""
     merged = copy.deepcopy(into)
     index = {var.get("name"): i for i, var in enumerate(merged)}
     errors = []
     for var in new:
         name = var.get("name")
+        if forbidden.forbids(str(name or "")):
+            errors.append(forbidden_message(str(name or "")))
+            continue
         if name in index and overwrite:
             merged[index[name]] = copy.deepcopy(var)
         elif name in index:
@@ -243,12 +254,18 @@ def strategy_param_specs(strategy_spec: JSON) -> list[JSON]:
     return specs
 
 
-def add_strategy_steps(task_spec: JSON, build: JSON, buildrun: JSON, strategy: JSON) -> None:
+def add_strategy_steps(task_spec: JSON, build: JSON, buildrun: JSON, strategy: JSON,
+                       forbidden: ForbiddenEnvNames = NO_FORBIDDEN_ENV) -> None:
     """The strategy's steps (env, resources and their overrides, mounts) and the volumes
-    they mount (Shipwright's applyBuildStrategySteps and generateTaskSpecVolumes)."""
+    they mount (Shipwright's applyBuildStrategySteps and generateTaskSpecVolumes).
+    `forbidden` is FORBIDDEN_ENV_VAR_NAMES (Shipwright main, #2275): a step's own env,
+    or the Build's merged into it, naming one fails generation as main's does."""
     build_spec = build.get("spec") or {}
     run_spec = buildrun.get("spec") or {}
     strategy_spec = strategy.get("spec") or {}
+    # Main checks the BuildRun's env here too ("failed to merge environment variables"),
+    # but its BuildRunFields refuses such a BuildRun first, as planning does here
+    # (spec.check_forbidden_env): no blocklist for this merge, which cannot fail then.
     combined, _ = _merge_env(run_spec.get("env") or [], build_spec.get("env") or [], True)
     overrides: dict[str, JSON] = {}
     embedded = (run_spec.get("build") or {}).get("spec") or {}
@@ -270,7 +287,11 @@ def add_strategy_steps(task_spec: JSON, build: JSON, buildrun: JSON, strategy: J
     mounts: dict[str, bool] = {}
     strategy_name = (build_spec.get("strategy") or {}).get("name") or ""
     for container in strategy_spec.get("steps") or []:
-        env, errors = _merge_env(combined, container.get("env") or [], False)
+        for var in container.get("env") or []:
+            if forbidden.forbids(str(var.get("name") or "")):
+                raise UserError(TASK_RUN_GENERATION_FAILED, forbidden_step_message(
+                    str(container.get("name") or ""), str(var.get("name") or "")))
+        env, errors = _merge_env(combined, container.get("env") or [], False, forbidden)
         if errors:
             raise UserError(
                 TASK_RUN_GENERATION_FAILED,
