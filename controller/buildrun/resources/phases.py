@@ -76,7 +76,7 @@ _UNPROPAGATED_PREFIXES = (
 _LAST_APPLIED = "kubectl.kubernetes.io/last-applied-configuration"
 
 
-def run_name(buildrun: JSON) -> str:
+def run_name(buildrun: JSON, attempt: int = 1) -> str:
     """The TaskRun's or PipelineRun's name: what Shipwright's generateName makes of the
     BuildRun (its name and a dash, the API server adding five characters), with the five
     characters derived from the BuildRun's uid instead of drawn at random. A TaskRun and
@@ -90,6 +90,10 @@ def run_name(buildrun: JSON) -> str:
     it TaskRunIsMissing. At most 63 characters (Tekton puts the name in a label on the
     pod): a BuildRun name over 57 is cut to 57 (generateName cuts it to 58, the dash
     lost), and then, as with Shipwright's, the name no longer leads back to the BuildRun.
+
+    `attempt`: a later attempt's run after an infrastructure failure (retries.py), the
+    five characters derived from the uid and the attempt's number, so a restart between
+    recording the attempt and creating its run finds the run it made (AlreadyExists).
     """
     metadata = buildrun.get("metadata") or {}
     name = str(metadata.get("name") or "")
@@ -97,7 +101,8 @@ def run_name(buildrun: JSON) -> str:
     if dns1123_subdomain_errors(prefix):
         # Never for a name the API server admitted (a DNS-1123 subdomain, kept as it is).
         prefix = re.sub(r"[^a-z0-9-]", "-", name.lower())[:RUN_NAME_PREFIX_MAX].strip("-")
-    suffix = _suffix(str(metadata.get("uid") or ""))
+    uid = str(metadata.get("uid") or "")
+    suffix = _suffix(uid if attempt == 1 else f"{uid}/attempt-{attempt}")
     return f"{prefix}-{suffix}" if prefix else suffix
 
 
