@@ -53,6 +53,12 @@ DELETED = Counter(
     "buildrun_deleted_total",
     "BuildRuns deleted by the controller when their retention TTL ran out",
 )
+# Issue 43 part 3: a closed set of reasons (retries.infrastructure_failure's).
+INFRASTRUCTURE_RETRIES = Counter(
+    "buildrun_infrastructure_retries_total",
+    "Runs that failed for the infrastructure and were run again as a new TaskRun, by reason",
+    ["reason"],
+)
 # --failure-log-snippet: a failed step's log read for its Event (read), not read (the pod
 # gone, RBAC, no answer: unreadable) or not tried (too many reads waiting: skipped).
 LOG_SNIPPETS = Counter(

@@ -63,8 +63,16 @@ VULNERABILITIES_FOUND = "VulnerabilitiesFound"
 
 RECONCILER_RETRIES_EXHAUSTED = "ReconcilerRetriesExhausted"
 
+# Infrastructure retries (issue 43 part 3, retries.py): a run's failure the infrastructure
+# caused, where neither Tekton nor Shipwright names it (its pod's DisruptionTarget
+# condition, its pod deleted under it), in the BuildRun's record of its attempts and the
+# metric; the Event of each retry, and the Event of an annotation that could not be read.
+POD_DISRUPTED = "PodDisrupted"
+POD_DELETED = "PodDeleted"
+INFRASTRUCTURE_RETRY = "InfrastructureRetry"
+INFRASTRUCTURE_RETRIES_INVALID = "InfrastructureRetriesInvalid"
 # Ours, not Shipwright's (issue 43): the TaskRun never ran within the pending timeout
-# (--pending-timeout, annotations.PENDING_TIMEOUT; state table row 17), and the
+# (--pending-timeout, annotations.PENDING_TIMEOUT; state table row 18), and the
 # annotation's value that is no duration (a user error, row 8).
 BUILD_RUN_PENDING_TIMEOUT = "BuildRunPendingTimeout"
 INVALID_PENDING_TIMEOUT = "InvalidPendingTimeout"

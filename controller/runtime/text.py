@@ -10,6 +10,7 @@ def truncate(text: str, limit: int) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
-def go_quote(text: str) -> str:
-    """Go's %q for the plain strings Shipwright quotes into its messages."""
-    return json.dumps(text, ensure_ascii=False)
+def go_quote(text: object) -> str:
+    """Go's %q for the plain strings Shipwright quotes into its messages (a value read
+    from a field of the wrong type quoted as its str())."""
+    return json.dumps(str(text), ensure_ascii=False)
