@@ -41,7 +41,7 @@ stack:
 # code 3 (this machine cannot hold a real node: not root, no apt-get) lets `make test` go
 # on: tests/cluster/test_real_builds.py then skips, saying why.
 node:
-	hack/node-images/build >/dev/null && hack/kubelet/build >/dev/null || [ $$? -eq 3 ]
+	hack/node-images/build >/dev/null && hack/kubelet/build >/dev/null && hack/kube-proxy/build >/dev/null || [ $$? -eq 3 ]
 
 # Puts Shipwright's source (the reference for drop-in: CRDs, samples, docs) into the Go
 # module cache; devtools/shipwright/source.py finds it there. About 3 s the first time.
