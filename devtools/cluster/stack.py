@@ -72,10 +72,17 @@ NODE = "kwok-node-0"
 # manager's own hostPath provisioner), and Tekton's affinity assistant, a StatefulSet,
 # puts the PipelineRun's pods beside that volume. The claim protection controller removes
 # the kubernetes.io/pvc-protection finalizer, without which a namespace never goes.
+# The real node runs the Deployment in manifests/ as a cluster does (issue 41): the
+# Deployment and ReplicaSet controllers make its pods, the disruption controller keeps its
+# PodDisruptionBudget's status (which the eviction API reads), and the EndpointSlice
+# controller gives a Service the addresses of its pods, which kube-proxy routes to on the
+# real node's pod network (devtools.node.realnode).
 KCM_CONTROLLERS = (
     "garbagecollector,serviceaccount,serviceaccount-token,namespace,root-ca-cert-publisher,"
     "persistentvolume-binder-controller,persistentvolume-protection-controller,"
-    "persistentvolumeclaim-protection-controller,statefulset-controller"
+    "persistentvolumeclaim-protection-controller,statefulset-controller,"
+    "deployment-controller,replicaset-controller,disruption-controller,"
+    "endpointslice-controller"
 )
 # The default StorageClass: kube-controller-manager's in-tree hostPath provisioner
 # (--enable-hostpath-provisioner; a directory under /tmp/hostpath_pv per claim, deleted

@@ -4,6 +4,7 @@ node it makes."""
 
 from __future__ import annotations
 
+import json
 import os
 import tomllib
 from pathlib import Path
@@ -34,7 +35,7 @@ class _Cluster:
 
 
 def node(tmp_path: Path) -> RealNode:
-    prepared = realnode.Prepared(Path("/nowhere/kubelet"), IMAGES)
+    prepared = realnode.Prepared(Path("/nowhere/kubelet"), IMAGES, Path("/nowhere/kube-proxy"))
     return RealNode(tmp_path, _Cluster(), prepared, tmp_path / "ca.crt")  # type: ignore[arg-type]
 
 
@@ -52,7 +53,11 @@ def test_containerd_config_is_toml_with_the_registry_as_every_mirror(tmp_path: P
     assert cri["registry"]["mirrors"] == {
         host: {"endpoint": [f"http://{n.registry.address}"]}
         for host in ("buildrun.test", "quay.io", "docker.io", n.registry.address)}
-    assert (tmp_path / "cni" / "10-loopback.conflist").exists()
+    assert cri["cni"]["bin_dir"] == str(realnode.CNI_BIN)
+    network = json.loads((tmp_path / "cni" / realnode.CNI_CONFIG).read_text())
+    bridge = network["plugins"][0]
+    assert bridge["type"] == "bridge" and bridge["isGateway"] is True
+    assert bridge["ipam"]["ranges"] == [[{"subnet": realnode.POD_CIDR}]]
 
 
 def test_the_kubelet_registers_the_taint_and_label_placement_names(tmp_path: Path) -> None:
