@@ -176,3 +176,23 @@ async def test_a_stack_where_no_real_node_can_run_says_why_and_runs_without(
     # Tekton's images stay the names nothing pulls; the API server gets no kubelet cert.
     assert s.tekton.images == fake_images(s.tekton.version)
     assert not any("kubelet-client" in a for a in s.cluster._apiserver.argv)
+
+
+def test_kube_proxy_routes_services_in_the_nodes_namespace_only(tmp_path: Path) -> None:
+    """iptables mode for the pod network's range, masquerading every Service packet (no
+    br_netfilter needed for a pod that calls a Service backed by its neighbour), and the
+    host-wide conntrack settings left alone."""
+    n = node(tmp_path)
+    config = yaml.safe_load(n._kube_proxy_config().read_text())
+    assert config["mode"] == "iptables" and config["clusterCIDR"] == realnode.POD_CIDR
+    assert config["hostnameOverride"] == realnode.NODE
+    assert config["iptables"]["masqueradeAll"] is True
+    assert config["conntrack"]["maxPerCore"] == 0
+    assert config["clientConnection"]["kubeconfig"] == str(_Cluster.kubeconfig)
+
+
+def test_the_kubelets_port_is_the_one_the_host_forwards(tmp_path: Path) -> None:
+    n = node(tmp_path)
+    config = yaml.safe_load(n._kubelet_config(Path("/run/containerd/containerd.sock"))
+                            .read_text())
+    assert config["port"] == n.kubelet_port
