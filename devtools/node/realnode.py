@@ -59,8 +59,9 @@ pods run on, as a node's service manager would (devtools.node.nodens: the contai
 are kept; a new containerd finds them, a new kubelet its pods); a soak's fault.
 
 Where the machine cannot hold a real node, `unavailable()` says what is missing in one
-line (and tests skip with it): no root, no overlayfs, no cgroup memory controller, or
-the Debian tools cannot be installed.
+line (and tests skip with it): no root, no overlayfs, no cgroup memory controller, no
+network namespace of its own, or the Debian tools (iptables and the CNI plugins among
+them) cannot be installed.
 
 Measured on the shared 2-core machine, everything cached (`python -m
 devtools.cluster.stack DIR --real-node`, BENCHMARKS.md): registry and Git server up in
