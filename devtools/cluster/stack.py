@@ -241,7 +241,13 @@ class TektonStack:
         (folder / "ca.crt").write_bytes(ca.cert_pem)
         cert, key = issue_client_cert(ca, realnode.KUBELET_CLIENT, ("system:masters",)).write(
             folder, "apiserver-kubelet-client")
-        return [f"--kubelet-client-certificate={cert}", f"--kubelet-client-key={key}"]
+        # A pod's projected ServiceAccount token lives as long as it asks (at least the
+        # API server's minimum, 10 minutes), not the year the API server otherwise grants
+        # a default-lifetime token for old clients: an old token then really stops
+        # working, and a client that never re-reads its token file fails, as in a cluster
+        # that rotates them (tests/cluster/test_in_cluster.py, the rotation).
+        return [f"--kubelet-client-certificate={cert}", f"--kubelet-client-key={key}",
+                "--service-account-extend-token-expiration=false"]
 
     async def real_node(self) -> RealNode:
         """The real node, started on the first call (Ready in 1.9-2.9 s): NodeUnavailable (one

@@ -41,8 +41,8 @@ only to loopback or to addresses inside namespaces the stack makes:
                     host-local addresses from POD_CIDR, in the node's namespace only
   Services          kube-proxy (hack/kube-proxy/build, the kubelet's module), iptables
                     mode, in the node's namespace: a pod reaches a Service's ClusterIP
-                    (localcluster.SERVICE_CIDR) and the API server at the `kubernetes` Service, as in
-                    any cluster (in-cluster configuration works unchanged)
+                    (localcluster.SERVICE_CIDR) and the API server at the `kubernetes`
+                    Service, as in any cluster (in-cluster configuration unchanged)
   the host's ports  the API server's, the registry's and the Git server's 127.0.0.1 ports
                     are served inside on every address of the namespace, each connection
                     forwarded through a Unix socket to the host's 127.0.0.1 (the Gateway of
