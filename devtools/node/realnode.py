@@ -217,10 +217,21 @@ def prepare() -> Prepared:
         if not (CNI_BIN / plugin).exists():
             raise NodeUnavailable(f"the real node needs the CNI plugin {CNI_BIN / plugin} "
                                   "(make node installs containernetworking-plugins)")
-    why = netns.available()
+    why = netns.available() or _netfilter_unavailable()
     if why:
         raise NodeUnavailable(f"the real node needs a network namespace of its own: {why}")
     return Prepared(kubelet, images, kube_proxy)
+
+
+def _netfilter_unavailable() -> str | None:
+    """Why kube-proxy could not program Services in a new network namespace (its NAT
+    table), or None."""
+    probe = subprocess.run(["unshare", "--net", "iptables", "-t", "nat", "-L", "-n"],
+                           capture_output=True, text=True, env={"PATH": PATH})
+    if probe.returncode == 0:
+        return None
+    lines = (probe.stderr.strip() or f"exit code {probe.returncode}").splitlines()
+    return f"kube-proxy needs netfilter's NAT table (iptables: {lines[0]})"
 
 
 def _port_open(port: int) -> bool:

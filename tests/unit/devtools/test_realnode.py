@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
 import tomllib
 from pathlib import Path
 from typing import Any
@@ -196,3 +197,28 @@ def test_the_kubelets_port_is_the_one_the_host_forwards(tmp_path: Path) -> None:
     config = yaml.safe_load(n._kubelet_config(Path("/run/containerd/containerd.sock"))
                             .read_text())
     assert config["port"] == n.kubelet_port
+
+
+def test_a_machine_without_netfilter_says_so_in_one_line(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """iptables that cannot list the NAT table in a new network namespace (no nf_tables
+    or ip_tables in the kernel): one line naming it, for the tests' skip."""
+    real_run = subprocess.run
+
+    def run(argv: list[str], **kwargs: Any) -> Any:
+        if "iptables" in argv:
+            return subprocess.CompletedProcess(
+                argv, 3, "", "iptables v1.8.9 (nf_tables): Could not fetch rule set "
+                "generation id: Invalid argument\n")
+        return real_run(argv, **kwargs)
+    monkeypatch.setattr(subprocess, "run", run)
+    why = realnode._netfilter_unavailable()
+    assert why is not None and "\n" not in why
+    assert why.startswith("kube-proxy needs netfilter's NAT table (iptables: iptables v1.8.9")
+
+
+def test_this_machines_netfilter_is_found() -> None:
+    if os.geteuid() != 0:
+        pytest.skip("unshare --net needs root")
+    assert realnode._netfilter_unavailable() is None
