@@ -387,7 +387,7 @@ class RealNode:
         """The host's side of the node's network namespace (devtools.cluster.netns)."""
         self.net_folder = Path(tempfile.mkdtemp(prefix="buildrun-node-net-"))
         ports = [arg for port in self._forwarded_ports() for arg in ("--port", str(port))]
-        self._spawn("network gateway",
+        self._spawn("network-gateway",
                     [sys.executable, "-m", "devtools.cluster.netns", "--gateway",
                      "--folder", str(self.net_folder), *ports,
                      "--reverse", str(self.kubelet_port)],
