@@ -17,6 +17,7 @@ import uuid
 from pathlib import Path
 
 from controller import app
+from controller.buildrun.annotations import PENDING_TIMEOUT
 from controller.commands import history, migrate, runner
 from controller.runtime import logs
 from controller.runtime.kube import ConfigError
@@ -56,6 +57,10 @@ def parser() -> argparse.ArgumentParser:
     run.add_argument("--timeout-grace", type=float, default=d.timeout_grace, metavar="SECONDS",
                      help="seconds Tekton gets to end a run past its timeout, or after a "
                      "cancel, before the BuildRun ends without it")
+    run.add_argument("--pending-timeout", type=_optional_seconds, default=d.pending_timeout,
+                     metavar="SECONDS", help="end a BuildRun whose TaskRun has not run this "
+                     "long after its creation (BuildRunPendingTimeout); 0 (default) "
+                     f"disables; a BuildRun's or Build's annotation {PENDING_TIMEOUT} wins")
     run.add_argument("--shutdown-grace-period", type=float, default=d.shutdown_grace,
                      metavar="SECONDS")
 
@@ -135,6 +140,7 @@ def settings_from(args: argparse.Namespace) -> Settings:
         probe_address=args.health_probe_bind_address,
         shutdown_grace=args.shutdown_grace_period,
         timeout_grace=args.timeout_grace,
+        pending_timeout=args.pending_timeout,
         queue=QueueSettings(
             base_delay=args.backoff_base_delay, max_delay=args.backoff_max_delay,
             qps=args.rate_limit_qps, burst=args.rate_limit_burst, jitter=args.backoff_jitter,

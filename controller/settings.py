@@ -32,6 +32,11 @@ class Settings:
     # (TaskRunTimeout), 0 s after it in whole seconds on the stack (test_tekton's timeout
     # test), so a minute is room for a Tekton controller that restarts.
     timeout_grace: float = 60.0
+    # Seconds a BuildRun's TaskRun may wait to run (from its creation until Tekton reports
+    # it Running) before the BuildRun ends BuildRunPendingTimeout; None: no limit (the
+    # default, as Shipwright, whose BuildRun waits until its own timeout). A BuildRun's or
+    # Build's annotation (annotations.PENDING_TIMEOUT) wins over it.
+    pending_timeout: float | None = None
     queue: QueueSettings = field(default_factory=QueueSettings)
     budget: RetryBudget = field(default_factory=RetryBudget)
     leader_election: LeaderElectionSettings | None = None

@@ -22,7 +22,7 @@ from controller.buildrun.buildruns import (
 )
 from controller.buildrun.executors import Executor
 from controller.buildrun.observe import Seen
-from controller.buildrun.outcomes import run_finished, running_reason
+from controller.buildrun.outcomes import run_finished, running_reason, same_meaning
 from controller.buildrun.plan import Plan
 from controller.buildrun.states import Action, Decision, decide
 from controller.buildrun.status_writes import (
@@ -52,6 +52,7 @@ from controller.runtime.kube import (
     ApiError,
     Kube,
 )
+from controller.runtime.shapes import text
 from controller.runtime.timestamps import Clock, format_time, parse_time
 from controller.shipwright import field_managers
 from controller.shipwright import metrics as shipwright_metrics
@@ -129,9 +130,12 @@ class Actions:
                                                self.timeout_grace))
             case Action.PROGRESS:
                 assert run is not None
-                written = await self._progress(buildrun, run)
+                written = await self._progress(buildrun, run, seen.pod)
                 deadline = deadline_left(written or buildrun, run, executor.timeout(run),
                                          self.clock(), self.timeout_grace)
+                if seen.pending_left is not None:  # row 17's, if sooner
+                    deadline = (min(deadline, seen.pending_left) if deadline is not None
+                                else seen.pending_left)
                 if seen.poll is not None:  # nothing else would wake it
                     deadline = min(deadline, seen.poll) if deadline is not None else seen.poll
                 return _requeue_at(deadline)
@@ -282,16 +286,20 @@ class Actions:
         log.info("deleted the ServiceAccount generated for the BuildRun",
                  extra={"key": f"{meta['namespace']}/{meta['name']}"})
 
-    async def _progress(self, buildrun: JSON, run: JSON) -> JSON | None:
-        """Row 16: the run's reason and message, and its startTime once Tekton set it."""
-        reason, message = running_reason(run)
+    async def _progress(self, buildrun: JSON, run: JSON, pod: JSON | None) -> JSON | None:
+        """Row 18: the run's reason and message (why it waits, in its pod's words where
+        they say more: `running_reason`), and its startTime once Tekton set it. A message
+        that differs only in its volatile parts (a back-off's duration, a timestamp:
+        `same_meaning`) is no change: a pod's every update would cost a write."""
+        reason, message = running_reason(run, pod)
         status = buildrun.get("status") or {}
         current = succeeded_condition(status) or {}
-        if (current.get("reason") == reason and current.get("message") == message
+        if (current.get("reason") == reason
+                and same_meaning(text(current.get("message")), message)
                 and (status.get("startTime") or not run_start(run))):
             return None
         now = format_time(self.clock())
-        written = await write_status(self.kube, buildrun, progressed(run, now))
+        written = await write_status(self.kube, buildrun, progressed(run, now, pod))
         self._established(buildrun, written)
         if written is not None and reason == reasons.RUNNING and current.get("reason") != reason:
             created = parse_time(run["metadata"].get("creationTimestamp"))

@@ -13,3 +13,11 @@ future Shipwright feature under its own domain cannot collide with them.
 from __future__ import annotations
 
 PREFIX = "buildrun-controller.dev/"
+
+# How long a BuildRun may wait for its TaskRun to run (from the TaskRun's creation until
+# Tekton reports it Running) before it ends BuildRunPendingTimeout, the run cancelled: a
+# duration as spec.timeout is written ("10m", "1h30m"; "0s" for none). On a BuildRun, or
+# on its Build for all its BuildRuns; the BuildRun's wins, and either wins over
+# --pending-timeout. A value that is no duration fails the BuildRun InvalidPendingTimeout
+# before it starts (README, "Why a build waits").
+PENDING_TIMEOUT = PREFIX + "pending-timeout"

@@ -6,10 +6,12 @@ from __future__ import annotations
 
 import datetime
 
-from controller.buildrun.reasons import BUILD_RUN_CANCELED
+from controller.buildrun.annotations import PENDING_TIMEOUT
+from controller.buildrun.reasons import BUILD_RUN_CANCELED, INVALID_PENDING_TIMEOUT, RUNNING
 from controller.buildrun.resources.phases import run_name
 from controller.buildrun.spec import parse_duration
 from controller.buildrun.states import Phase
+from controller.runtime.errors import UserError
 from controller.runtime.kube import JSON
 from controller.runtime.name_rules import label_value_errors
 from controller.runtime.shapes import at, mapping, objects, text
@@ -17,6 +19,7 @@ from controller.runtime.timestamps import parse_time
 from controller.shipwright.conditions import succeeded_condition
 from controller.shipwright.labels import LABEL_BUILD, LABEL_BUILD_GENERATION
 from controller.shipwright.recorded_executor import recorded_executor
+from controller.shipwright.resources import BUILDRUNS, BUILDS
 
 # spec.state of a BuildRun the user cancels (Shipwright spells the reason the same).
 CANCELED = "BuildRunCanceled"
@@ -101,6 +104,57 @@ def deadline_left(buildrun: JSON, run: JSON | None, timeout: float | None,
     start = (text(status_of(buildrun).get("startTime")) or run_start(run)
              or text(at(run, "metadata", "creationTimestamp")))
     return _left(start, timeout + grace, now)
+
+
+def annotated_pending_timeout(obj: JSON | None, kind: str) -> float | None:
+    """The pending timeout an object's annotation (annotations.PENDING_TIMEOUT) asks for,
+    in seconds (0.0: none), None when it has none. UserError (InvalidPendingTimeout)
+    when its value is no duration, naming the object (`kind`, its name)."""
+    value = mapping(at(obj, "metadata", "annotations")).get(PENDING_TIMEOUT)
+    if value is None:
+        return None
+    try:
+        return parse_duration(text(value))
+    except ValueError as exc:
+        name = text(at(obj, "metadata", "name"))
+        raise UserError(INVALID_PENDING_TIMEOUT,
+                        f"{kind} {name!r}: annotation {PENDING_TIMEOUT}: {exc}") from None
+
+
+def pending_timeout(buildrun: JSON, build: JSON | None, default: float | None, *,
+                    started: bool = False) -> float | None:
+    """Seconds the BuildRun's run may wait to run (None: no limit): the BuildRun's
+    annotation, else its Build's, else `default` (--pending-timeout); "0s" is no limit.
+    Raises UserError for a value that is no duration (checked before the BuildRun starts,
+    plan.py); once `started`, such a value is read as none: the BuildRun is not failed
+    for an annotation made bad while its run exists."""
+    for obj, kind in ((buildrun, BUILDRUNS.kind), (build, BUILDS.kind)):
+        try:
+            seconds = annotated_pending_timeout(obj, kind)
+        except UserError:
+            if not started:
+                raise
+            continue
+        if seconds is not None:
+            return seconds or None
+    return default
+
+
+def run_reported_running(run: JSON) -> bool:
+    """Whether Tekton has said the run runs (its Succeeded condition's reason Running, a
+    TaskRun's pod phase Running) or has ended it."""
+    condition = succeeded_condition(run.get("status")) or {}
+    return condition.get("reason") == RUNNING or condition.get("status") in ("True", "False")
+
+
+def pending_left(run: JSON | None, timeout: float | None,
+                 now: datetime.datetime) -> float | None:
+    """Seconds until the pending deadline (0.0 once passed): `timeout` after the run's
+    creation (the BuildRun's start); None without a timeout, without a run, or once
+    Tekton has reported it Running."""
+    if run is None or timeout is None or run_reported_running(run):
+        return None
+    return _left(text(at(run, "metadata", "creationTimestamp")), timeout, now)
 
 
 def cancel_asked_at(buildrun: JSON) -> str | None:

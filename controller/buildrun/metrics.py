@@ -5,9 +5,14 @@ measures the same moment, one call here records both."""
 
 from __future__ import annotations
 
-from prometheus_client import Counter, Histogram
+from collections.abc import Iterator
+
+from prometheus_client import REGISTRY, Counter, Histogram
+from prometheus_client.core import GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
 
 from controller.runtime.kube import JSON
+from controller.runtime.store import Store
 from controller.shipwright import metrics as shipwright_metrics
 
 # Builds take seconds to hours.
@@ -47,6 +52,34 @@ DELETED = Counter(
     "buildrun_deleted_total",
     "BuildRuns deleted by the controller when their retention TTL ran out",
 )
+
+
+class _Waiting(Collector):
+    """buildrun_waiting{reason}: the BuildRuns whose run has not reported Running, by the
+    reason their condition shows (Tekton's: Pending, ExceededNodeResources,
+    PullImageFailed, ...), counted at scrape time from the BuildRun cache's index
+    (caches.WAITING), so it is right from the first list on, on a standby too, and costs
+    nothing between scrapes. setup.py points it at the informer's store."""
+
+    def __init__(self) -> None:
+        self._source: tuple[Store, str] | None = None
+
+    def watch(self, store: Store, index: str) -> None:
+        self._source = (store, index)
+
+    def collect(self) -> Iterator[Metric]:
+        family = GaugeMetricFamily(
+            "buildrun_waiting", "Started BuildRuns whose run has not reported Running "
+            "yet, by the reason on their Succeeded condition", labels=["reason"])
+        if self._source is not None:
+            store, index = self._source
+            for reason, count in sorted(store.index_counts(index).items()):
+                family.add_metric([reason], count)
+        yield family
+
+
+WAITING = _Waiting()
+REGISTRY.register(WAITING)
 
 
 def buildrun_started(buildrun: JSON, seconds: float) -> None:

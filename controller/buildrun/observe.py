@@ -17,6 +17,8 @@ from controller.buildrun.buildruns import (
     canceled,
     deadline_left,
     owned_by,
+    pending_left,
+    pending_timeout,
     phase_of,
     pod_wait_left,
     recorded_executor_name,
@@ -27,7 +29,9 @@ from controller.buildrun.executors import TASKRUN, Executor, executor_of
 from controller.buildrun.outcomes import (
     Outcome,
     completed_pod_outcome,
+    pending_timeout_message,
     run_finished,
+    running_reason,
     timeout_message,
 )
 from controller.buildrun.plan import Plan, Planner
@@ -39,6 +43,7 @@ from controller.runtime.kube import JSON, PODS, Kube
 from controller.runtime.shapes import at, text
 from controller.runtime.timestamps import Clock
 from controller.shipwright.conditions import succeeded_condition
+from controller.shipwright.indexes import build_names
 from controller.shipwright.resources import BUILDRUNS, TASKRUNS
 
 
@@ -66,11 +71,17 @@ class Seen:
     # A finished run's pod as the pod cache holds it, for Shipwright's ramp-up metrics
     # (None when it is not cached: as Shipwright, whose cached client finds none then).
     rampup_pod: JSON | None = None
+    # RUNNING, the run not finished: its pod as the pod cache keeps it (caches.slim_pod:
+    # why it waits, if it cannot start), for the message (outcomes.running_reason).
+    pod: JSON | None = None
+    # RUNNING: seconds until the pending deadline (row 17), None without one.
+    pending_left: float | None = None
 
 
 class Observer:
     def __init__(self, kube: Kube, caches: Caches, planner: Planner, clock: Clock,
-                 executor: Executor, timeout_grace: float) -> None:
+                 executor: Executor, timeout_grace: float,
+                 pending_timeout: float | None = None) -> None:
         self.kube = kube
         self.caches = caches
         self.planner = planner
@@ -80,6 +91,9 @@ class Observer:
         # Rows 14 and 16 are backstops: this long past the timeout Tekton enforces itself,
         # or after a cancel it confirms itself.
         self.timeout_grace = timeout_grace
+        # Row 17's limit when neither the BuildRun nor its Build has the annotation
+        # (--pending-timeout; None: none).
+        self.pending_timeout = pending_timeout
 
     def executor_of(self, buildrun: JSON) -> Executor:
         return executor_of(buildrun, self.executor)
@@ -97,8 +111,10 @@ class Observer:
         is_canceled = canceled(buildrun)
         cancel_overdue = cancel_left(buildrun, now, self.timeout_grace) == 0.0
         deadline_passed = self._deadline_passed(buildrun, seen, now)
+        pending = self._pending_timeout(buildrun)
         if (seen.run is not None and not run_finished(seen.run)
-                and (deadline_passed or (is_canceled and cancel_overdue))):
+                and (deadline_passed or (is_canceled and cancel_overdue)
+                     or pending_left(seen.run, pending, now) == 0.0)):
             # A backstop is due, and its verdict cannot be taken back: the run is read
             # live first, so one that ended while its watch lagged by more than the grace
             # reports its own outcome and completionTime (the interleavings machine found
@@ -108,6 +124,8 @@ class Observer:
         run, executor = seen.run, seen.executor
         timeout = executor.timeout(run) if run is not None else None
         running = run is not None and not run_finished(run)
+        pod = self._cached_pod(executor, run) if running else None
+        left = pending_left(run, pending, now) if running else None
         # The pod is read only when it can change the decision: a cancel about to be sent
         # on, a backstop due.
         pod_matters = run is not None and running and (
@@ -123,8 +141,28 @@ class Observer:
             if deadline_passed else "",
             run_missing=run is None,
             run_running=running,
+            pending_deadline_passed=left == 0.0,
+            pending_message=pending_timeout_message(
+                buildrun["metadata"]["name"], pending or 0.0, *running_reason(run, pod))
+            if left == 0.0 and run is not None else "",
         )
-        return replace(seen, observation=observation)
+        return replace(seen, observation=observation, pod=pod, pending_left=left)
+
+    def _pending_timeout(self, buildrun: JSON) -> float | None:
+        """Row 17's limit: the BuildRun's annotation, its Build's (from the cache: the
+        Build a started BuildRun names may be gone, or changed since), --pending-timeout."""
+        keys = build_names(buildrun)
+        build = self.caches.builds.get(keys[0]) if keys else None
+        return pending_timeout(buildrun, build, self.pending_timeout, started=True)
+
+    def _cached_pod(self, executor: Executor, run: JSON | None) -> JSON | None:
+        """A running TaskRun's pod, from the pod cache (which keeps why it waits). A
+        PipelineRun's pods are its TaskRuns' and not read."""
+        pod_name = _taskrun_pod(executor, run)
+        if not pod_name:
+            return None
+        assert run is not None
+        return self.caches.pods.get(f"{run['metadata']['namespace']}/{pod_name}")
 
     def _deadline_passed(self, buildrun: JSON, seen: Seen, now: datetime.datetime) -> bool:
         """Row 16's guard: the run's own timeout plus the grace has passed."""
@@ -138,7 +176,7 @@ class Observer:
         (Tekton would report a build that is done, its image pushed, as cancelled) and
         when a backstop is due (the build may have ended while Tekton could not say so).
         A PipelineRun's pods are its TaskRuns' and not read."""
-        pod_name = executor.pod_name(run, []) if run is not None and executor is TASKRUN else ""
+        pod_name = _taskrun_pod(executor, run)
         if not pod_name:
             return None
         assert run is not None
@@ -281,3 +319,9 @@ class Observer:
             return None
         return sa if owned_by(sa, buildrun) else None
 
+
+
+def _taskrun_pod(executor: Executor, run: JSON | None) -> str:
+    """The name of a TaskRun's pod ("" for none yet, or for a PipelineRun, whose pods are
+    its TaskRuns')."""
+    return executor.pod_name(run, []) if run is not None and executor is TASKRUN else ""

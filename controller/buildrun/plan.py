@@ -12,7 +12,7 @@ import copy
 from dataclasses import dataclass, replace
 
 from controller.buildrun import reasons, serviceaccounts
-from controller.buildrun.buildruns import spec_of, without_service_account
+from controller.buildrun.buildruns import pending_timeout, spec_of, without_service_account
 from controller.buildrun.caches import Caches
 from controller.buildrun.executors import TASKRUN, Executor
 from controller.buildrun.resources.config import ShipwrightConfig
@@ -138,6 +138,8 @@ class Planner:
         ServiceAccount is checked before the strategy, in Shipwright's order.
         """
         namespace = buildrun["metadata"]["namespace"]
+        # Only its check: a pending timeout that is no duration fails the start.
+        pending_timeout(buildrun, build, None)
         build_spec = build_spec_of(buildrun, build)
         choice = serviceaccounts.choose(buildrun)
         # ".generate" is no object name: the choice is made here, not by spec.py.

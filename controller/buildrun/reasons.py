@@ -60,6 +60,12 @@ VULNERABILITIES_FOUND = "VulnerabilitiesFound"
 
 RECONCILER_RETRIES_EXHAUSTED = "ReconcilerRetriesExhausted"
 
+# Ours, not Shipwright's (issue 43): the TaskRun never ran within the pending timeout
+# (--pending-timeout, annotations.PENDING_TIMEOUT; state table row 17), and the
+# annotation's value that is no duration (a user error, row 8).
+BUILD_RUN_PENDING_TIMEOUT = "BuildRunPendingTimeout"
+INVALID_PENDING_TIMEOUT = "InvalidPendingTimeout"
+
 # Tekton's reasons on a TaskRun's Succeeded condition that Shipwright maps to its own.
 TASK_RUN_CANCELLED = "TaskRunCancelled"
 TASK_RUN_TIMEOUT = "TaskRunTimeout"
@@ -167,6 +173,7 @@ USER_ERROR_REASONS: frozenset[str] = frozenset(
         NODE_SELECTOR_PLATFORM_CONFLICT,
         EXECUTOR_NOT_PIPELINE_RUN,
         NODE_PLATFORM_NOT_FOUND,
+        INVALID_PENDING_TIMEOUT,
         *PARAMETER_REASONS,
     }
 )

@@ -49,17 +49,21 @@ class BuildRunReconciler:
         config: ShipwrightConfig = SHIPWRIGHT_DEFAULTS,
         timeout_grace: float = Settings.timeout_grace,
         look_again: float = QueueSettings.max_delay,
+        pending_timeout: float | None = Settings.pending_timeout,
     ) -> None:
         """`executor` is what a new BuildRun runs as (setup.py resolves BUILDRUN_EXECUTOR
         to it once); `config` the generators' settings, which setup.py reads from the
         environment once, at start (Shipwright's defaults when not given); `timeout_grace`
         how long Tekton gets to end a run past its timeout (row 16) or after a cancel
         (row 14) before the backstops do; `look_again` when a DONE BuildRun whose retry
-        budget is spent is tried again (give_up: the queue's longest backoff)."""
+        budget is spent is tried again (give_up: the queue's longest backoff);
+        `pending_timeout` how long a run may wait to run (row 17) where no annotation
+        says (--pending-timeout)."""
         self.kube = kube
         self.caches = caches
         self.planner = Planner(kube, caches, config)
-        self.observer = Observer(kube, caches, self.planner, clock, executor, timeout_grace)
+        self.observer = Observer(kube, caches, self.planner, clock, executor, timeout_grace,
+                                 pending_timeout)
         self.actions = Actions(kube, recorder, clock, timeout_grace)
         self.clock = clock
         self.look_again = look_again

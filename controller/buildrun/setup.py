@@ -14,13 +14,15 @@ from controller.buildrun.caches import (
     NEW_BY_BUILD,
     NEW_BY_BUILD_INDEXERS,
     OWN_RUNS,
+    WAITING,
+    WAITING_INDEXERS,
     Caches,
     finished_buildrun,
     owner_buildrun,
     slim_pod,
 )
 from controller.buildrun.executors import EXECUTORS, TASKRUN
-from controller.buildrun.outcomes import run_finished
+from controller.buildrun.outcomes import run_finished, same_meaning, waiting_words
 from controller.buildrun.reconciler import BuildRunReconciler
 from controller.buildrun.resources.config import ShipwrightConfig
 from controller.runtime.controller import Controller, controller_queue, event_priority
@@ -117,6 +119,18 @@ def run_wakes(kind: EventType, obj: JSON, old: JSON | None, initial: bool = Fals
     return any(cond.get(k) != old_cond.get(k) for k in ("status", "reason", "message"))
 
 
+def pod_wait_changed(pod: JSON, old: JSON | None) -> bool:
+    """Whether a run's pod says something new of why it waits (outcomes.waiting_words):
+    unschedulable, an image it cannot pull, or no longer, with another meaning than before
+    (a back-off's growing duration alone is none: `same_meaning`). Tekton's own status
+    write for the same pod change wakes the BuildRun too, but may come before the pod
+    cache has the change."""
+    words, before = waiting_words(pod), waiting_words(old)
+    if words is None or before is None:
+        return words != before
+    return not same_meaning(words, before)
+
+
 def _completion(obj: JSON) -> object:
     return at(obj, "status", "completionTime")
 
@@ -135,8 +149,9 @@ def setup(kube: Kube, settings: Settings, recorder: EventRecorder,
     config = ShipwrightConfig.from_env()
     executor = EXECUTORS[config.executor]  # resolved once, here
     # Updated whole (status_writes.write_status), frozen once finished.
-    buildruns = informers.informer(BUILDRUNS, indexers=BUILDRUN_INDEXERS | NEW_BY_BUILD_INDEXERS,
-                                   freeze=finished_buildrun, updated=True)
+    buildruns = informers.informer(BUILDRUNS, indexers=BUILDRUN_INDEXERS | NEW_BY_BUILD_INDEXERS
+                                   | WAITING_INDEXERS, freeze=finished_buildrun, updated=True)
+    buildrun_metrics.WAITING.watch(buildruns.store, WAITING)
     builds = informers.informer(BUILDS)
     # Read when a BuildRun starts; a BuildRun never waits on a strategy, so no handler.
     strategies = informers.informer(BUILDSTRATEGIES)
@@ -173,6 +188,7 @@ def setup(kube: Kube, settings: Settings, recorder: EventRecorder,
         config=config,
         timeout_grace=settings.timeout_grace,
         look_again=settings.queue.max_delay,
+        pending_timeout=settings.pending_timeout,
     )
     controller = Controller(
         NAME, reconciler, queue,
@@ -218,9 +234,12 @@ def _wire(controller: Controller, reconciler: BuildRunReconciler, buildruns: Inf
             enqueue(key, event_priority(obj, old, initial))
 
     def on_pod(kind: EventType, obj: JSON, old: JSON | None, initial: bool) -> None:
-        # Only a pod on its way out (a cancelled run's): its end is what a BuildRun
-        # awaits (row 11), and once it is gone only its last state tells it.
+        # A pod on its way out (a cancelled run's): its end is what a BuildRun awaits
+        # (row 11), and once it is gone only its last state tells it. And a pod whose
+        # reason to wait changed its meaning (pod_wait_changed): the BuildRun says it.
         if not at(obj, "metadata", "deletionTimestamp"):
+            if pod_wait_changed(obj, old):
+                on_owned(kind, obj, old, initial)
             return
         if kind == "DELETED":
             reconciler.caches.ended_pods.record(obj)

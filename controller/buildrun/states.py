@@ -32,8 +32,13 @@ completed before the request could be processed, its success and image (row 11),
 Shipwright does; only a run that never confirms the cancel is ended by a backstop
 (row 14), like the timeout's (row 16).
 
-Whenever a BuildRun finishes while its TaskRun still runs (the backstops, a spent
-retry budget), the TaskRun is cancelled after the status is written; DONE row 1
+A run that has not started running shows Tekton's reason (row 18; its pod's words
+where it cannot be scheduled or pull an image) and, only when a pending timeout is set
+(--pending-timeout, the annotation), is ended BuildRunPendingTimeout once it has waited
+that long (row 17).
+
+Whenever a BuildRun finishes while its TaskRun still runs (the backstops, the pending
+deadline, a spent retry budget), the TaskRun is cancelled after the status is written; DONE row 1
 repeats that until it sticks. Once the TaskRun has stopped, a ServiceAccount
 generated for the BuildRun is deleted (row 3). The only other thing that happens to
 a DONE BuildRun is its deletion when its retention TTL runs out (row 2); the
@@ -69,11 +74,12 @@ class Action(enum.Enum):
     NOTHING = "nothing"
     STOP_RUN = "cancel the TaskRun if it still runs; status unchanged"
     DELETE = "delete the BuildRun (retention TTL), preconditioned on uid and resourceVersion"
-    START = ("create the TaskRun (adopt it on AlreadyExists), write its Pending/Running "
-             "condition, requeue at the timeout backstop")
+    START = ("create the TaskRun (adopt it on AlreadyExists), write its progress "
+             "condition (Tekton's reason), requeue at the timeout backstop")
     FINISH = "write the terminal status, then cancel the TaskRun if it still runs"
-    PROGRESS = ("write Pending/Running (and the TaskRun's startTime) if it changed, requeue "
-                "at the timeout backstop")
+    PROGRESS = ("write Tekton's reason and message, or why its pod waits (and the "
+                "TaskRun's startTime), if their meaning changed; requeue at the timeout "
+                "backstop or the pending deadline")
     DELETE_SERVICE_ACCOUNT = ("delete the ServiceAccount generated for the BuildRun "
                               "(preconditioned on its uid)")
     ADOPT = ("record the run in the status (with the build spec snapshot, when the BuildRun "
@@ -109,6 +115,11 @@ class Observation:
     deadline_passed: bool = False
     # RUNNING, when the deadline passed: BuildRunTimeout's message (outcomes.timeout_message).
     timeout_message: str = ""
+    # RUNNING: the pending deadline passed, the run never reported Running
+    # (buildruns.pending_left: --pending-timeout or the annotation, from the run's
+    # creation), and BuildRunPendingTimeout's message (outcomes.pending_timeout_message).
+    pending_deadline_passed: bool = False
+    pending_message: str = ""
     # NEW only: the user error found while resolving Build, strategy, params, SA.
     user_error: UserError | None = None
     # NEW only: the referenced Build has no status.registered yet (its validation has not
@@ -197,6 +208,10 @@ def _timed_out(o: Observation) -> Decision:
     return Decision(Action.FINISH, reasons.BUILD_RUN_TIMEOUT, o.timeout_message)
 
 
+def _pending_timed_out(o: Observation) -> Decision:
+    return Decision(Action.FINISH, reasons.BUILD_RUN_PENDING_TIMEOUT, o.pending_message)
+
+
 def _executor_missing(o: Observation) -> Decision:
     return Decision(Action.FINISH, reasons.TASK_RUN_IS_MISSING,
                     f"the {o.executor_kind} was deleted before it finished")
@@ -261,7 +276,11 @@ TABLE: tuple[Row, ...] = (
     # the timeout it holds; this row only when it has not, --timeout-grace later.
     Row(16, Phase.RUNNING, "timeout plus the grace passed, Tekton never ended the TaskRun",
         lambda o: o.deadline_passed, _timed_out),
-    Row(17, Phase.RUNNING, "TaskRun in progress", lambda _: True,
+    # Ours, off unless asked for (--pending-timeout, the annotation): a run that never
+    # started running (unschedulable, an image that cannot be pulled) is ended and stopped.
+    Row(17, Phase.RUNNING, "pending timeout passed, the TaskRun never ran",
+        lambda o: o.pending_deadline_passed, _pending_timed_out),
+    Row(18, Phase.RUNNING, "TaskRun in progress", lambda _: True,
         _just(Action.PROGRESS)),
 )
 

@@ -105,10 +105,11 @@ def started(executor: Executor, run: JSON, snapshot: JSON | None, now: str) -> C
     return change
 
 
-def progressed(run: JSON, now: str) -> Change:
-    """Row 16: the running TaskRun's reason and message on the Succeeded condition, and its
-    startTime once Tekton has set it."""
-    reason, message = running_reason(run)
+def progressed(run: JSON, now: str, pod: JSON | None = None) -> Change:
+    """Row 18: the running TaskRun's reason and message on the Succeeded condition, and its
+    startTime once Tekton has set it; `pod`, the run's, says why it waits
+    (outcomes.running_reason)."""
+    reason, message = running_reason(run, pod)
     return lambda status: with_condition(with_start(with_executor(status), run_start(run)),
                                          "Unknown", reason, message, now)
 

@@ -289,7 +289,7 @@ FIELDS: list[Field] = [
           (_BR + "test_success_creates_one_owned_taskrun_and_reports_the_digest",
            _TK + "test_timeout_tekton_stops_the_taskrun_and_deletes_its_pod",
            "tests/unit/buildrun/test_actions.py::"
-           "test_row_17_copies_the_taskruns_start_time_as_shipwright")),
+           "test_row_18_copies_the_taskruns_start_time_as_shipwright")),
     Field(RUN, ".status.taskRunName", "the TaskRun's name (deterministic from the BuildRun's "
           "uid); not written for a PipelineRun, as Shipwright",
           (_BR + "test_cancel_before_start_and_while_running",

@@ -20,6 +20,7 @@ from typing import Any
 import pytest
 
 from controller.buildrun import reasons, serviceaccounts
+from controller.buildrun.annotations import PENDING_TIMEOUT
 from controller.buildrun.caches import UNWATCHED_POLL, Caches, slim_pod
 from controller.buildrun.executors import EXECUTORS, TASKRUN_CANCELLED
 from controller.buildrun.reconciler import BuildRunReconciler
@@ -59,7 +60,7 @@ class Rig:
     """A namespace with a BuildStrategy, a validated Build and the default
     ServiceAccount, and a reconciler on caches of it, at a fixed clock."""
 
-    def __init__(self, executor: str = "TaskRun") -> None:
+    def __init__(self, executor: str = "TaskRun", pending_timeout: float | None = None) -> None:
         self.kube = FakeKube()
         # As setup.py wires it: no PipelineRun informer unless they are the executor.
         self.caches = Caches(unwatched=frozenset() if executor == "PipelineRun"
@@ -67,7 +68,7 @@ class Rig:
         recorder = EventRecorder(self.kube, "test", "test")  # type: ignore[arg-type]
         self.reconciler = BuildRunReconciler(
             self.kube, self.caches, recorder,  # type: ignore[arg-type]
-            executor=EXECUTORS[executor], clock=lambda: NOW)
+            executor=EXECUTORS[executor], clock=lambda: NOW, pending_timeout=pending_timeout)
         seed_namespace(self.kube)
 
     def sync(self) -> None:
@@ -888,7 +889,7 @@ async def test_tekton_ends_a_timed_out_taskrun_our_deadline_waits_the_grace(rig:
     assert rig.kube.writes() == [STATUS_WRITE]  # nothing to cancel: Tekton ended it
 
 
-async def test_row_17_progress_is_written_and_the_deadline_awaited(rig: Rig) -> None:
+async def test_row_18_progress_is_written_and_the_deadline_awaited(rig: Rig) -> None:
     br = rig.buildrun(status=started(conditions=running("Pending")))
     rig.taskrun(br, spec={"timeout": "10m"}, conditions=running("Running"))
     assert (await rig.reconcile()).requeue_after == pytest.approx(570 + GRACE + 0.05)
@@ -899,7 +900,7 @@ async def test_row_17_progress_is_written_and_the_deadline_awaited(rig: Rig) -> 
     assert rig.kube.writes() == []  # the same again: nothing to write
 
 
-async def test_row_17_copies_the_taskruns_start_time_as_shipwright(rig: Rig) -> None:
+async def test_row_18_copies_the_taskruns_start_time_as_shipwright(rig: Rig) -> None:
     """Shipwright's BuildRun startTime is its executor's (buildrun.go): written by the
     first look after Tekton started the TaskRun, even with nothing else to say, once."""
     status = started(conditions=running("Pending"))
@@ -911,6 +912,169 @@ async def test_row_17_copies_the_taskruns_start_time_as_shipwright(rig: Rig) -> 
     assert rig.stored()["status"]["startTime"] == ago(12)
     assert await rig.reconcile() == DONE
     assert rig.kube.writes() == []
+
+
+# -- why a build waits (issue 43): Tekton's reason, its pod's words, the pending deadline --
+
+UNSCHEDULABLE = "0/1 nodes are available: 1 Insufficient cpu."
+
+
+def waiting_pod(*, scheduled: str | None = None, image: str | None = None) -> JSON:
+    """The TaskRun's pod as the scheduler (`scheduled`: its message) or the kubelet
+    (`image`: a step's waiting message, ImagePullBackOff) leave one that cannot start."""
+    status: JSON = {"phase": "Pending", "conditions": [
+        {"type": "PodScheduled", "status": "False" if scheduled else "True",
+         **({"reason": "Unschedulable", "message": scheduled} if scheduled else {})}]}
+    if image is not None:
+        status["containerStatuses"] = [{"name": "step-build", "state": {"waiting": {
+            "reason": "ImagePullBackOff", "message": image}}}]
+    return {"metadata": {"name": "tr-pod", "labels": {"buildrun.shipwright.io/name": "br"}},
+            "status": status}
+
+
+def waiting(reason: str, message: str = "m") -> list[JSON]:
+    conditions: list[JSON] = tekton_status("Unknown", reason, message=message)["conditions"]
+    return conditions
+
+
+async def test_row_18_keeps_tektons_reason_with_the_schedulers_words(rig: Rig) -> None:
+    br = rig.buildrun(status=started(conditions=running("Pending")))
+    rig.taskrun(br, conditions=waiting("ExceededNodeResources",
+                                       "TaskRun Pod exceeded available resources"),
+                podName="tr-pod")
+    rig.kube.add(PODS, waiting_pod(scheduled=UNSCHEDULABLE))
+    await rig.reconcile()
+    assert (rig.condition()["status"], rig.condition()["reason"],
+            rig.condition()["message"]) == (
+        "Unknown", "ExceededNodeResources", f"FailedScheduling: {UNSCHEDULABLE}")
+    assert rig.kube.writes() == [STATUS_WRITE]
+    await rig.reconcile()
+    assert rig.kube.writes() == []  # nothing new
+
+
+async def test_row_18_writes_once_per_change_of_meaning_not_per_pod_update(rig: Rig) -> None:
+    br = rig.buildrun(status=started(conditions=running("Pending")))
+    rig.taskrun(br, conditions=waiting("PullImageFailed"), podName="tr-pod")
+    rig.kube.add(PODS, waiting_pod(image='Back-off 10s pulling image "r/x:1"'))
+    await rig.reconcile()
+    assert rig.condition()["message"] == (
+        'ImagePullBackOff (step-build): Back-off 10s pulling image "r/x:1"')
+    assert rig.kube.writes() == [STATUS_WRITE]
+    # The back-off's duration moves: the same meaning, no write.
+    rig.kube.add(PODS, waiting_pod(image='Back-off 20s pulling image "r/x:1"'))
+    await rig.reconcile()
+    assert rig.kube.writes() == []
+    # Scheduled again elsewhere, now unschedulable: a new meaning, one write.
+    rig.kube.add(PODS, waiting_pod(scheduled=UNSCHEDULABLE))
+    await rig.reconcile()
+    assert rig.condition()["message"] == f"FailedScheduling: {UNSCHEDULABLE}"
+    assert rig.kube.writes() == [STATUS_WRITE]
+    # Running: Tekton's words again, and the Running Event.
+    rig.kube.modify(TASKRUNS, "tr", lambda tr: tr["status"].update(conditions=running()))
+    await rig.reconcile()
+    assert (rig.condition()["reason"], rig.condition()["message"]) == (reasons.RUNNING, "m")
+
+
+def pending_run(rig: Rig, br: JSON, created: float, **status: Any) -> None:
+    """The BuildRun's TaskRun, created `created` seconds ago, waiting (Tekton's Pending)."""
+    rig.kube.created = ago(created)
+    rig.taskrun(br, spec={"timeout": "1h"}, conditions=waiting("Pending", "waiting"),
+                **status)
+
+
+async def test_row_17_the_pending_deadline_ends_a_run_that_never_ran_and_stops_it() -> None:
+    rig = Rig(pending_timeout=60)
+    br = rig.buildrun(status=started(conditions=running("Pending")))
+    pending_run(rig, br, 61, podName="tr-pod")
+    rig.kube.add(PODS, waiting_pod(scheduled=UNSCHEDULABLE))
+    assert await rig.reconcile() == DONE
+    assert (rig.condition()["status"], rig.condition()["reason"]) == (
+        "False", reasons.BUILD_RUN_PENDING_TIMEOUT)
+    assert rig.condition()["message"] == (
+        "BuildRun br did not start running within 1m0s; it waited: Pending: "
+        f"FailedScheduling: {UNSCHEDULABLE}")
+    assert rig.stored()["status"]["completionTime"] == format_time(NOW)
+    assert rig.kube.writes() == [STATUS_WRITE, CANCEL]
+    assert canceled(rig.kube)
+    assert metric("buildrun_completed_total", reason=reasons.BUILD_RUN_PENDING_TIMEOUT,
+                  namespace="ns") >= 1
+
+
+async def test_row_17_the_reconciler_wakes_at_the_pending_deadline() -> None:
+    rig = Rig(pending_timeout=60)
+    br = rig.buildrun(status=started(conditions=running("Pending")))
+    pending_run(rig, br, 20)
+    # 40 s left of the pending timeout: sooner than the timeout backstop (1 h + grace).
+    assert (await rig.reconcile()).requeue_after == pytest.approx(40 + 0.05)
+
+
+async def test_row_17_reads_the_taskrun_live_first_a_run_that_started_goes_on() -> None:
+    """The cache says the run still waits past the deadline; the API server, that it runs:
+    no verdict (it cannot be taken back), and no deadline any more."""
+    rig = Rig(pending_timeout=60)
+    br = rig.buildrun(status=started(conditions=running("Pending")))
+    pending_run(rig, br, 61)
+    rig.sync()
+    rig.kube.modify(TASKRUNS, "tr", lambda tr: tr["status"].update(conditions=running()))
+    # Only the timeout backstop is left (from the BuildRun's startTime, 30 s ago).
+    assert (await rig.reconcile(sync=False)).requeue_after == pytest.approx(
+        3600 + GRACE - 30 + 0.05)
+    assert rig.condition()["reason"] == reasons.RUNNING
+    assert not canceled(rig.kube)
+
+
+def annotate(rig: Rig, resource: Resource, name: str, value: str) -> None:
+    rig.kube.modify(resource, name, lambda obj: obj["metadata"].setdefault(
+        "annotations", {}).update({PENDING_TIMEOUT: value}))
+
+
+@pytest.mark.parametrize(("flag", "on_build", "on_buildrun", "ends"), [
+    (None, None, None, False),  # off by default
+    (None, "1m", None, True),  # the Build's, for its BuildRuns
+    (None, "2m", "1m", True),  # the BuildRun's wins over the Build's
+    (60.0, None, "0s", False),  # ... and over the flag: 0s is none
+    (600.0, "1m", None, True),  # the Build's wins over the flag
+    (60.0, None, None, True),
+    (60.0, "soon", None, True),  # a value made bad since the start: the flag's
+], ids=["off", "build", "buildrun-over-build", "zero-over-flag", "build-over-flag", "flag",
+        "bad-since"])
+async def test_row_17_which_pending_timeout(flag: float | None, on_build: str | None,
+                                            on_buildrun: str | None, ends: bool) -> None:
+    rig = Rig(pending_timeout=flag)
+    br = rig.buildrun(status=started(conditions=running("Pending")))
+    pending_run(rig, br, 61)
+    if on_build is not None:
+        annotate(rig, BUILDS, br["spec"]["build"]["name"], on_build)
+    if on_buildrun is not None:
+        annotate(rig, BUILDRUNS, "br", on_buildrun)
+    await rig.reconcile()
+    assert (rig.condition()["reason"] == reasons.BUILD_RUN_PENDING_TIMEOUT) is ends
+    assert canceled(rig.kube) is ends
+
+
+async def test_row_17_a_run_that_runs_has_no_pending_deadline() -> None:
+    rig = Rig(pending_timeout=60)
+    br = rig.buildrun(status=started())
+    rig.kube.created = ago(600)
+    rig.taskrun(br, spec={"timeout": "1h"}, conditions=running())
+    await rig.reconcile()
+    assert rig.condition()["reason"] == reasons.RUNNING
+    assert not canceled(rig.kube)
+
+
+@pytest.mark.parametrize(("where", "named"), [(BUILDRUNS, "BuildRun 'br'"),
+                                              (BUILDS, "Build 'app'")])
+async def test_row_8_a_pending_timeout_that_is_no_duration_fails_the_start(
+        rig: Rig, where: Resource, named: str) -> None:
+    br = rig.buildrun()
+    annotate(rig, where, "br" if where is BUILDRUNS else br["spec"]["build"]["name"],
+             "soon")
+    assert await rig.reconcile() == DONE
+    assert (rig.condition()["status"], rig.condition()["reason"]) == (
+        "False", reasons.INVALID_PENDING_TIMEOUT)
+    assert rig.condition()["message"].startswith(
+        f"{named}: annotation {PENDING_TIMEOUT}: invalid duration 'soon'")
+    assert rig.taskruns() == []
 
 
 # -- conflicts ----------------------------------------------------------------------------

@@ -73,7 +73,17 @@ CASES = [
      reasons.BUILD_RUN_TIMEOUT),
     (16, Observation(Phase.RUNNING, deadline_passed=True, cancel_unconfirmed=True,
                      run_running=True), Action.FINISH, reasons.BUILD_RUN_TIMEOUT),
-    (17, Observation(Phase.RUNNING, run_running=True), Action.PROGRESS, ""),
+    # The pending deadline (ours, off by default): after the cancel and the timeout
+    # backstop, before the run's progress.
+    (17, Observation(Phase.RUNNING, pending_deadline_passed=True, run_running=True),
+     Action.FINISH, reasons.BUILD_RUN_PENDING_TIMEOUT),
+    (16, Observation(Phase.RUNNING, pending_deadline_passed=True, deadline_passed=True,
+                     run_running=True), Action.FINISH, reasons.BUILD_RUN_TIMEOUT),
+    (15, Observation(Phase.RUNNING, pending_deadline_passed=True, canceled=True,
+                     run_running=True), Action.CANCEL, ""),
+    (11, Observation(Phase.RUNNING, pending_deadline_passed=True, outcome=FAILURE),
+     Action.FINISH, reasons.FAILED),
+    (18, Observation(Phase.RUNNING, run_running=True), Action.PROGRESS, ""),
 ]
 
 
@@ -102,6 +112,13 @@ def test_outcome_carries_its_status() -> None:
     assert decide(Observation(Phase.RUNNING, deadline_passed=True)).outcome is None
 
 
+def test_the_pending_deadline_finishes_with_its_message_as_our_verdict() -> None:
+    d = decide(Observation(Phase.RUNNING, pending_deadline_passed=True, run_running=True,
+                           pending_message="BuildRun br did not start running within 1m0s"))
+    assert (d.action, d.succeeded, d.outcome) == (Action.FINISH, "False", None)
+    assert d.message == "BuildRun br did not start running within 1m0s"
+
+
 def test_giving_up_names_the_last_error() -> None:
     for phase in (Phase.NEW, Phase.RUNNING):
         d = decide(Observation(phase, retries_exhausted=WEBHOOK))
@@ -118,7 +135,7 @@ def _observations(phase: Phase) -> list[Observation]:
     """Every combination of the observed facts, in one phase."""
     flags = ("canceled", "deadline_passed", "run_missing", "run_running", "ttl_passed",
              "build_unregistered", "generated_sa_left", "unrecorded_run",
-             "cancel_unconfirmed")
+             "cancel_unconfirmed", "pending_deadline_passed")
     return [
         replace(Observation(phase), **_flags(flags, values), outcome=outcome,
                 user_error=user_error, retries_exhausted=exhausted, pod_outcome=pod_outcome)
