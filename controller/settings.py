@@ -40,3 +40,11 @@ class Settings:
     queue: QueueSettings = field(default_factory=QueueSettings)
     budget: RetryBudget = field(default_factory=RetryBudget)
     leader_election: LeaderElectionSettings | None = None
+    # Issue 43 part 3 (controller/buildrun/retries.py): how often a run the infrastructure
+    # failed is run again when neither the BuildRun nor its Build says (0: off, as
+    # Shipwright), and the delay before the first retry, doubled for each one after.
+    infrastructure_retries: int = 0
+    infrastructure_retry_delay: float = 10.0
+    # Shipwright main's SetOwnerReferenceFailed (#2252): a BuildRun another object
+    # controls fails when its Build has retention.atBuildDeletion; v0.20.13 runs it.
+    fail_on_owner_conflict: bool = False

@@ -232,6 +232,31 @@ def build_link(buildrun: JSON, build: JSON) -> JSON:
     return change
 
 
+def owner_conflict(buildrun: JSON, build: JSON) -> str | None:
+    """Why Shipwright could not make `build` the BuildRun's controller, in its words, or
+    None. With retention.atBuildDeletion Shipwright sets the Build as the BuildRun's
+    controller reference (controllerutil.SetControllerReference), which fails when
+    another object already controls the BuildRun (an ownerReference with `controller:
+    true`), unless the Build owns it already (resources.IsOwnedByBuild: kind and name).
+    Main fails the BuildRun with it (#2252); v0.20.13 runs it, and so does this
+    controller unless --fail-on-owner-conflict (its Build owner reference is no
+    controller reference, which another controller's never conflicts with)."""
+    if not ((build.get("spec") or {}).get("retention") or {}).get("atBuildDeletion"):
+        return None
+    meta = buildrun["metadata"]
+    name = build["metadata"]["name"]
+    refs = list(objects(meta.get("ownerReferences")))
+    if any(r.get("kind") == "Build" and r.get("name") == name for r in refs):
+        return None
+    for ref in refs:
+        if ref.get("controller") is True:
+            # controller-runtime's AlreadyOwnedError, as main quotes it.
+            return ("unexpected error when trying to set the ownerreference: Object "
+                    f"{meta.get('namespace')}/{meta['name']} is already owned by another "
+                    f"{text(ref.get('kind'))} controller {text(ref.get('name'))}")
+    return None
+
+
 def owned_by(obj: JSON, buildrun: JSON) -> bool:
     """Whether the BuildRun (its uid, not its name: a namesake is another object) owns
     `obj`: a TaskRun or PipelineRun it runs as, the ServiceAccount `.generate` made for it.

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from controller.buildrun.buildruns import phase_of
 from controller.buildrun.outcomes import IMAGE_WAITING_REASONS
 from controller.buildrun.reasons import BUILD_RUN_CANCELED, RUNNING, metric_reason
+from controller.buildrun.retries import DISRUPTION_TARGET
 from controller.buildrun.states import Phase
 from controller.runtime.kube import JSON, PODS, SERVICEACCOUNTS, Kube, Resource, key_of
 from controller.runtime.shapes import at, mapping, objects, text
@@ -87,6 +88,17 @@ def slim_pod(pod: JSON) -> JSON:
     if meta.get("deletionTimestamp"):
         slim["metadata"]["deletionTimestamp"] = meta["deletionTimestamp"]
         status["phase"] = at(pod, "status", "phase")
+        # What tells the infrastructure's end of it from the build's (retries.py): when its
+        # deletion was asked, the kubelet's reason (Evicted, ...) and a disruption.
+        if "deletionGracePeriodSeconds" in meta:
+            slim["metadata"]["deletionGracePeriodSeconds"] = meta["deletionGracePeriodSeconds"]
+        for key in ("reason", "message"):
+            if at(pod, "status", key):
+                status[key] = at(pod, "status", key)
+        disruptions = [c for c in objects(at(pod, "status", "conditions"))
+                       if c.get("type") == DISRUPTION_TARGET]
+        if disruptions:
+            status["conditions"] = disruptions
         # Each container's end; one that never started keeps the kubelet's words.
         status["containerStatuses"] = [_container_end(c) for c in objects(
             at(pod, "status", "containerStatuses"))]

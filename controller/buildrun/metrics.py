@@ -11,6 +11,7 @@ from prometheus_client import REGISTRY, Counter, Histogram
 from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
+from controller.buildrun import reasons
 from controller.runtime.kube import JSON
 from controller.runtime.store import Store
 from controller.shipwright import metrics as shipwright_metrics
@@ -51,6 +52,12 @@ RAMPUP = Histogram(
 DELETED = Counter(
     "buildrun_deleted_total",
     "BuildRuns deleted by the controller when their retention TTL ran out",
+)
+# Issue 43 part 3: a closed set of reasons (retries.infrastructure_failure's).
+INFRASTRUCTURE_RETRIES = Counter(
+    "buildrun_infrastructure_retries_total",
+    "Runs that failed for the infrastructure and were run again as a new TaskRun, by reason",
+    ["reason"],
 )
 
 
@@ -101,3 +108,21 @@ def buildrun_finished(buildrun: JSON, reason: str, seconds: float) -> None:
     reason, Shipwright's build_buildrun_completion_duration_seconds with its labels."""
     COMPLETION.labels(reason).observe(seconds)
     shipwright_metrics.buildrun_finished(buildrun, seconds)
+
+
+def buildrun_concluded(buildrun: JSON, succeeded: bool, reason: str) -> None:
+    """A BuildRun got its completionTime, whatever the row (a user error's, a cancel before
+    it ran and a spent budget's too, as #2187 records those): Shipwright #2187's result and
+    failure reason series. `reason` is the bounded label (reasons.metric_reason)."""
+    shipwright_metrics.buildrun_result(buildrun, result_of(succeeded, reason), reason)
+
+
+def result_of(succeeded: bool, reason: str) -> str:
+    """#2187's classifyBuildRunResult: succeeded, cancelled, timeout, else failed."""
+    if succeeded:
+        return shipwright_metrics.RESULT_SUCCEEDED
+    if reason == reasons.BUILD_RUN_CANCELED:
+        return shipwright_metrics.RESULT_CANCELLED
+    if reason == reasons.BUILD_RUN_TIMEOUT:
+        return shipwright_metrics.RESULT_TIMEOUT
+    return shipwright_metrics.RESULT_FAILED

@@ -36,6 +36,14 @@ from controller.buildrun.outcomes import (
 )
 from controller.buildrun.plan import Plan, Planner
 from controller.buildrun.reasons import TASK_RUN_CANCELLED
+from controller.buildrun.retries import (
+    OFF,
+    Failure,
+    Policy,
+    attempts_of,
+    infrastructure_failure,
+    limit_of,
+)
 from controller.buildrun.states import Observation, Phase
 from controller.runtime.conflict import reread
 from controller.runtime.errors import UserError
@@ -44,7 +52,7 @@ from controller.runtime.shapes import at, text
 from controller.runtime.timestamps import Clock
 from controller.shipwright.conditions import succeeded_condition
 from controller.shipwright.indexes import build_names
-from controller.shipwright.resources import BUILDRUNS, TASKRUNS
+from controller.shipwright.resources import BUILDRUNS, BUILDS, TASKRUNS
 
 
 @dataclass(frozen=True)
@@ -71,29 +79,39 @@ class Seen:
     # A finished run's pod as the pod cache holds it, for Shipwright's ramp-up metrics
     # (None when it is not cached: as Shipwright, whose cached client finds none then).
     rampup_pod: JSON | None = None
+    # RUNNING, its run failed for the infrastructure (retries.py): why, the attempt the
+    # next run would be (2 is the first retry) and how many runs it may have in all.
+    failure: Failure | None = None
+    next_attempt: int = 0
+    attempts_allowed: int = 1
+    # Why the infrastructure-retries annotation was not read (a bad value), if it matters.
+    retry_error: str = ""
     # RUNNING, the run not finished: its pod as the pod cache keeps it (caches.slim_pod:
     # why it waits, if it cannot start), for the message (outcomes.running_reason).
     pod: JSON | None = None
-    # RUNNING: seconds until the pending deadline (row 17), None without one.
+    # RUNNING: seconds until the pending deadline (row 18), None without one.
     pending_left: float | None = None
 
 
 class Observer:
     def __init__(self, kube: Kube, caches: Caches, planner: Planner, clock: Clock,
                  executor: Executor, timeout_grace: float,
-                 pending_timeout: float | None = None) -> None:
+                 pending_timeout: float | None = None,
+                 retries: Policy = OFF) -> None:
         self.kube = kube
         self.caches = caches
         self.planner = planner
         self.clock = clock
         # What a new BuildRun runs as (BUILDRUN_EXECUTOR).
         self.executor = executor
-        # Rows 14 and 16 are backstops: this long past the timeout Tekton enforces itself,
+        # Rows 15 and 17 are backstops: this long past the timeout Tekton enforces itself,
         # or after a cancel it confirms itself.
         self.timeout_grace = timeout_grace
-        # Row 17's limit when neither the BuildRun nor its Build has the annotation
+        # Row 18's limit when neither the BuildRun nor its Build has the annotation
         # (--pending-timeout; None: none).
         self.pending_timeout = pending_timeout
+        # Infrastructure retries' defaults (--infrastructure-retries, its delay).
+        self.retries = retries
 
     def executor_of(self, buildrun: JSON) -> Executor:
         return executor_of(buildrun, self.executor)
@@ -149,7 +167,7 @@ class Observer:
         return replace(seen, observation=observation, pod=pod, pending_left=left)
 
     def _pending_timeout(self, buildrun: JSON) -> float | None:
-        """Row 17's limit: the BuildRun's annotation, its Build's (from the cache: the
+        """Row 18's limit: the BuildRun's annotation, its Build's (from the cache: the
         Build a started BuildRun names may be gone, or changed since), --pending-timeout."""
         keys = build_names(buildrun)
         build = self.caches.builds.get(keys[0]) if keys else None
@@ -165,7 +183,7 @@ class Observer:
         return self.caches.pods.get(f"{run['metadata']['namespace']}/{pod_name}")
 
     def _deadline_passed(self, buildrun: JSON, seen: Seen, now: datetime.datetime) -> bool:
-        """Row 16's guard: the run's own timeout plus the grace has passed."""
+        """Row 17's guard: the run's own timeout plus the grace has passed."""
         timeout = seen.executor.timeout(seen.run) if seen.run is not None else None
         return deadline_left(buildrun, seen.run, timeout, now, self.timeout_grace) == 0.0
 
@@ -189,6 +207,15 @@ class Observer:
         (BuildRunReconciler.next_look), so both judge from the same facts."""
         executor = self.executor_of(buildrun)
         run = self._cached_run(buildrun, executor)
+        if (run is None or run_finished(run)) and attempts_of(buildrun):
+            # A BuildRun that retried may own a later attempt's run its status never named
+            # (created as its retry budget ran out: the recorded run's outcome is the
+            # BuildRun's); row 1 stops that one too. Looked for only then: a lookup per
+            # finished BuildRun at every start is what next_look must not cost.
+            meta = buildrun["metadata"]
+            run = next((other for other in self.caches.store(executor.resource).by_index(
+                BY_BUILDRUN, f"{meta['namespace']}/{meta['name']}")
+                if owned_by(other, buildrun) and not run_finished(other)), run)
         service_account = self._generated_service_account(buildrun)
         observation = Observation(
             phase=Phase.DONE,
@@ -282,9 +309,36 @@ class Observer:
             == TASK_RUN_CANCELLED and ending(live)
             and (pod_wait_left(run, self.clock(), self.timeout_grace) or 0.0) > 0.0))
         rampup = executor.pod_name(run, children)
-        return Seen(buildrun, replace(observation, outcome=outcome), run, executor=executor,
+        seen = Seen(buildrun, replace(observation, outcome=outcome), run, executor=executor,
                     children=tuple(children),
                     rampup_pod=self.caches.pods.get(f"{namespace}/{rampup}") if rampup else None)
+        if (executor is TASKRUN and outcome is not None and outcome.status == "False"
+                and not is_canceled):
+            seen = self._infrastructure(seen, pod)
+        return seen
+
+    def _infrastructure(self, seen: Seen, pod: JSON | None) -> Seen:
+        """A failed TaskRun: whether the infrastructure failed it and an attempt is left
+        (row 11), from the BuildRun's record of its attempts and the retries asked for (its
+        annotation, its Build's as cached, the flag)."""
+        assert seen.run is not None
+        failure = infrastructure_failure(seen.run, pod)
+        if failure is None:
+            return seen
+        buildrun = seen.buildrun
+        namespace = buildrun["metadata"]["namespace"]
+        name = text(at(buildrun, "spec", "build", "name"))
+        build = self.caches.store(BUILDS).get(f"{namespace}/{name}") if name else None
+        limit = limit_of(buildrun, build, self.retries.retries)
+        names = [a.task_run for a in attempts_of(buildrun)]
+        failed = seen.run["metadata"]["name"]
+        # This run's place among the failed attempts (recorded already, or next).
+        place = names.index(failed) + 1 if failed in names else len(names) + 1
+        left = place <= limit.retries
+        return replace(seen, failure=failure, next_attempt=place + 1,
+                       attempts_allowed=limit.retries + 1, retry_error=limit.error,
+                       observation=replace(seen.observation, infrastructure_failure=(
+                           failure.reason if left else "")))
 
     def _existing_run(self, buildrun: JSON, executor: Executor) -> JSON | None:
         """A TaskRun (PipelineRun) of a NEW BuildRun, from the caches: one under the name an

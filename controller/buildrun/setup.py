@@ -25,6 +25,7 @@ from controller.buildrun.executors import EXECUTORS, TASKRUN
 from controller.buildrun.outcomes import run_finished, same_meaning, waiting_words
 from controller.buildrun.reconciler import BuildRunReconciler
 from controller.buildrun.resources.config import ShipwrightConfig
+from controller.buildrun.retries import Policy
 from controller.runtime.controller import Controller, controller_queue, event_priority
 from controller.runtime.errors import ERROR_CLASSES, RetryableError
 from controller.runtime.events import EventRecorder
@@ -34,6 +35,7 @@ from controller.runtime.shapes import at, mapping
 from controller.runtime.store import Store
 from controller.settings import Settings
 from controller.shipwright import field_managers
+from controller.shipwright import metrics as shipwright_metrics
 from controller.shipwright.conditions import succeeded_condition
 from controller.shipwright.indexes import BUILDRUN_INDEXERS
 from controller.shipwright.resources import (
@@ -91,7 +93,7 @@ def buildrun_wakes(kind: EventType, obj: JSON, old: JSON | None) -> bool:
 def run_wakes(kind: EventType, obj: JSON, old: JSON | None, initial: bool = False) -> bool:
     """Which TaskRun (and PipelineRun) events queue its BuildRun: Shipwright's predTaskRun
     (its predPipelineRun is the same), plus resyncs.
-    Every creation; a deletion before the TaskRun completed (row 13: TaskRunIsMissing);
+    Every creation; a deletion before the TaskRun completed (row 14: TaskRunIsMissing);
     an update that starts it, gives it a Succeeded condition, fails it, or changes the
     condition's status, reason or message. Not our own cancel patch, nor Tekton's
     other status writes (steps, results as they come), which change nothing we read.
@@ -171,7 +173,7 @@ def setup(kube: Kube, settings: Settings, recorder: EventRecorder,
     service_accounts = informers.informer(SERVICEACCOUNTS)
     # The runs' pods, for Shipwright's ramp-up metrics at a finish: read from this cache,
     # as Shipwright reads them, not with a GET per finish. A pod wakes its BuildRun only on
-    # its way out (a cancelled run's: row 11 awaits its end).
+    # its way out (a cancelled run's: row 12 awaits its end).
     pods = informers.informer(PODS, transform=slim_pod, label_selector=OWN_RUNS)
     queue = controller_queue(NAME, settings.queue)
     caches = Caches(buildruns=buildruns.store, taskruns=runs[TASKRUNS].store,
@@ -188,7 +190,9 @@ def setup(kube: Kube, settings: Settings, recorder: EventRecorder,
         config=config,
         timeout_grace=settings.timeout_grace,
         look_again=settings.queue.max_delay,
+        retries=Policy(settings.infrastructure_retries, settings.infrastructure_retry_delay),
         pending_timeout=settings.pending_timeout,
+        fail_on_owner_conflict=settings.fail_on_owner_conflict,
     )
     controller = Controller(
         NAME, reconciler, queue,
@@ -198,6 +202,8 @@ def setup(kube: Kube, settings: Settings, recorder: EventRecorder,
         on_retry=_count_retry,
     )
     _zero_retry_series()
+    # Shipwright #2187's build_buildruns_active, from this cache while this controller runs.
+    shipwright_metrics.count_active(buildruns.store, controller)
     _wire(controller, reconciler, buildruns, builds, list(runs.values()), service_accounts,
           pods)
     return controller
@@ -235,7 +241,7 @@ def _wire(controller: Controller, reconciler: BuildRunReconciler, buildruns: Inf
 
     def on_pod(kind: EventType, obj: JSON, old: JSON | None, initial: bool) -> None:
         # A pod on its way out (a cancelled run's): its end is what a BuildRun awaits
-        # (row 11), and once it is gone only its last state tells it. And a pod whose
+        # (row 12), and once it is gone only its last state tells it. And a pod whose
         # reason to wait changed its meaning (pod_wait_changed): the BuildRun says it.
         if not at(obj, "metadata", "deletionTimestamp"):
             if pod_wait_changed(obj, old):

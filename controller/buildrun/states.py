@@ -19,23 +19,23 @@ reconciler before any status is written and the queue retries with
 exponential backoff. When the retry budget is spent the reconciler observes
 once more, with `retries_exhausted` set to the last error, and the table
 decides as for any other observation: a run that exists comes first (row 5
-records an unrecorded one; row 11 reports a finished one's outcome), so a built
-image is never reported as a failure; otherwise rows 6 and 12 finish with
+records an unrecorded one; row 12 reports a finished one's outcome), so a built
+image is never reported as a failure; otherwise rows 6 and 13 finish with
 ReconcilerRetriesExhausted.
 
 A run's own end decides the outcome whenever a run exists. A NEW BuildRun of which a
 run exists that its status does not record (an earlier try made it and died before
 saying so, or Shipwright's controller did) first records it (row 5), and the RUNNING
 rows follow it from there. A cancel of a running BuildRun asks the run to stop and
-shows Unknown/BuildRunCanceled (row 15) until the run reports: cancelled, or, when it
-completed before the request could be processed, its success and image (row 11), as
+shows Unknown/BuildRunCanceled (row 16) until the run reports: cancelled, or, when it
+completed before the request could be processed, its success and image (row 12), as
 Shipwright does; only a run that never confirms the cancel is ended by a backstop
-(row 14), like the timeout's (row 16).
+(row 15), like the timeout's (row 17).
 
-A run that has not started running shows Tekton's reason (row 18; its pod's words
+A run that has not started running shows Tekton's reason (row 19; its pod's words
 where it cannot be scheduled or pull an image) and, only when a pending timeout is set
 (--pending-timeout, the annotation), is ended BuildRunPendingTimeout once it has waited
-that long (row 17).
+that long (row 18).
 
 Whenever a BuildRun finishes while its TaskRun still runs (the backstops, the pending
 deadline, a spent retry budget), the TaskRun is cancelled after the status is written; DONE row 1
@@ -86,6 +86,9 @@ class Action(enum.Enum):
              "resolves) and its progress; the RUNNING rows follow it from there")
     CANCEL = ("show the cancel (Unknown/BuildRunCanceled) and ask the run to stop, unless "
               "its pod has completed already; wake at the cancel backstop")
+    RETRY = ("record the failed attempt on the BuildRun (annotation, Event, metric), then, "
+             "once its backoff has passed, create the next attempt's TaskRun (adopt it on "
+             "AlreadyExists) and record it in the status (Pending, no completionTime)")
     AWAIT_POD = ("nothing yet: the pod of a TaskRun cancelled as asked is still ending (a "
                  "build that ends now has pushed its image); its events wake the BuildRun, "
                  "--timeout-grace after the TaskRun ended at the latest")
@@ -132,6 +135,10 @@ class Observation:
     # end tells whether the build finished meanwhile (status.completed_pod_outcome).
     pod_ending: bool = False
     run_missing: bool = False
+    # RUNNING: the finished run failed for the infrastructure (retries.infrastructure_failure:
+    # its reason), infrastructure retries are asked for and attempts are left, the
+    # BuildRun is not canceled and its retry budget is not spent; "" otherwise.
+    infrastructure_failure: str = ""
     run_running: bool = False
     # DONE: the retention TTL (ttlAfterSucceeded/ttlAfterFailed) has run out.
     ttl_passed: bool = False
@@ -228,6 +235,13 @@ def _finished(o: Observation) -> bool:
     return o.outcome is not None
 
 
+def _infrastructure_retry(o: Observation) -> bool:
+    """Row 11: never a cancel's run nor once the retry budget is spent (the run's outcome,
+    row 12), whatever the observer found."""
+    return (bool(o.infrastructure_failure) and o.outcome is not None and not o.canceled
+            and o.retries_exhausted is None)
+
+
 def _budget_spent(o: Observation) -> bool:
     return o.retries_exhausted is not None
 
@@ -260,27 +274,31 @@ TABLE: tuple[Row, ...] = (
     # retry budget, then the rest.
     # Tekton deletes the pod of a run it cancels, and its containers run on for the grace
     # period: a build that ends then has pushed its image, so the pod's end is awaited.
-    Row(11, Phase.RUNNING, "TaskRun finished (cancelled as asked: once its pod has ended)",
+    # Opt-in (retries.py): a run the infrastructure failed is run again, before any
+    # outcome is written; the last attempt's outcome is the BuildRun's (row 12).
+    Row(11, Phase.RUNNING, "TaskRun failed for an infrastructure reason, attempts left",
+        _infrastructure_retry, lambda o: Decision(Action.RETRY, o.infrastructure_failure)),
+    Row(12, Phase.RUNNING, "TaskRun finished (cancelled as asked: once its pod has ended)",
         _finished, _finish_with_outcome),
-    Row(12, Phase.RUNNING, "retry budget spent", _budget_spent, _give_up),
+    Row(13, Phase.RUNNING, "retry budget spent", _budget_spent, _give_up),
     # TaskRunIsMissing for a PipelineRun too, as Shipwright (VerifyRequestName).
-    Row(13, Phase.RUNNING, "TaskRun deleted before it finished", lambda o: o.run_missing,
+    Row(14, Phase.RUNNING, "TaskRun deleted before it finished", lambda o: o.run_missing,
         _executor_missing),
-    # A backstop: Tekton ends a cancelled run itself (TaskRunCancelled: row 11); this row
+    # A backstop: Tekton ends a cancelled run itself (TaskRunCancelled: row 12); this row
     # only when it has not, --timeout-grace after the cancel was asked.
-    Row(14, Phase.RUNNING, "spec.state is BuildRunCanceled, the TaskRun never confirmed "
+    Row(15, Phase.RUNNING, "spec.state is BuildRunCanceled, the TaskRun never confirmed "
         "the cancel", lambda o: o.canceled and o.cancel_unconfirmed, _cancel_unconfirmed),
-    Row(15, Phase.RUNNING, "spec.state is BuildRunCanceled", lambda o: o.canceled,
+    Row(16, Phase.RUNNING, "spec.state is BuildRunCanceled", lambda o: o.canceled,
         _just(Action.CANCEL)),
-    # A backstop: Tekton ends a timed-out run itself (its TaskRunTimeout: row 11), with
+    # A backstop: Tekton ends a timed-out run itself (its TaskRunTimeout: row 12), with
     # the timeout it holds; this row only when it has not, --timeout-grace later.
-    Row(16, Phase.RUNNING, "timeout plus the grace passed, Tekton never ended the TaskRun",
+    Row(17, Phase.RUNNING, "timeout plus the grace passed, Tekton never ended the TaskRun",
         lambda o: o.deadline_passed, _timed_out),
     # Ours, off unless asked for (--pending-timeout, the annotation): a run that never
     # started running (unschedulable, an image that cannot be pulled) is ended and stopped.
-    Row(17, Phase.RUNNING, "pending timeout passed, the TaskRun never ran",
+    Row(18, Phase.RUNNING, "pending timeout passed, the TaskRun never ran",
         lambda o: o.pending_deadline_passed, _pending_timed_out),
-    Row(18, Phase.RUNNING, "TaskRun in progress", lambda _: True,
+    Row(19, Phase.RUNNING, "TaskRun in progress", lambda _: True,
         _just(Action.PROGRESS)),
 )
 

@@ -105,8 +105,30 @@ def started(executor: Executor, run: JSON, snapshot: JSON | None, now: str) -> C
     return change
 
 
+def retried(executor: Executor, failed: str, run: JSON, now: str) -> Change:
+    """Row 11: the next attempt's run recorded in place of the one the infrastructure
+    failed (`failed`, as the status named it; a status that names another, read stale,
+    is left as it is), with its Pending condition. startTime goes with the failed run: it
+    is the run's, as Shipwright copies it, and the timeout backstop counts from it
+    (`progressed` copies the new run's). No completionTime: the BuildRun stays open."""
+    name = run["metadata"]["name"]
+
+    def change(status: JSON) -> JSON:
+        recorded = recorded_executor(status)
+        if recorded is None or recorded.name != failed:
+            return status
+        status = {k: v for k, v in status.items() if k != "startTime"}
+        status = with_start(status, run_start(run))
+        if executor.records_taskrun_name:
+            status["taskRunName"] = name
+        status["executor"] = {"kind": executor.kind, "name": name}
+        return with_condition(status, "Unknown", *running_reason(run), now)
+
+    return change
+
+
 def progressed(run: JSON, now: str, pod: JSON | None = None) -> Change:
-    """Row 18: the running TaskRun's reason and message on the Succeeded condition, and its
+    """Row 19: the running TaskRun's reason and message on the Succeeded condition, and its
     startTime once Tekton has set it; `pod`, the run's, says why it waits
     (outcomes.running_reason)."""
     reason, message = running_reason(run, pod)
@@ -115,7 +137,7 @@ def progressed(run: JSON, now: str, pod: JSON | None = None) -> Change:
 
 
 def cancel_asked(executor: Executor, now: str) -> Change:
-    """Row 15: Unknown/BuildRunCanceled with Shipwright's words, its lastTransitionTime
+    """Row 16: Unknown/BuildRunCanceled with Shipwright's words, its lastTransitionTime
     the moment the run was asked to stop (from which the cancel backstop counts:
     buildruns.cancel_left); unchanged once shown."""
     def change(status: JSON) -> JSON:

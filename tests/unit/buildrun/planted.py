@@ -24,7 +24,7 @@ from unittest import mock
 from hypothesis import HealthCheck, Phase, settings
 from hypothesis.stateful import invariant, run_state_machine_as_test
 
-from controller.buildrun import states, status_writes
+from controller.buildrun import retries, states, status_writes
 from controller.buildrun.resources import phases
 from controller.runtime import conflict
 from tests.unit.buildrun import test_interleavings as machine
@@ -52,9 +52,9 @@ def reread_takes_a_namesake() -> Iterator[None]:
 
 @contextlib.contextmanager
 def cancel_finishes_at_once() -> Iterator[None]:
-    """Row 15 finishes BuildRunCanceled at once (then stops the run), as row 14's
+    """Row 16 finishes BuildRunCanceled at once (then stops the run), as row 15's
     backstop does, instead of waiting for the run's end."""
-    table = tuple(replace(row, decide=states._cancel_unconfirmed) if row.number == 15
+    table = tuple(replace(row, decide=states._cancel_unconfirmed) if row.number == 16
                   else row for row in states.TABLE)
     with mock.patch.object(states, "TABLE", table):
         yield
@@ -84,6 +84,23 @@ def second_run_when_not_cached() -> Iterator[None]:
         yield
 
 
+@contextlib.contextmanager
+def a_builds_own_failure_retried() -> Iterator[None]:
+    """Every failed run taken for the infrastructure's (issue 43 part 3): a step's own
+    failure is run again."""
+    with mock.patch("controller.buildrun.observe.infrastructure_failure",
+                    lambda run, pod: retries.Failure("Failed", "")):
+        yield
+
+
+@contextlib.contextmanager
+def retries_past_the_limit() -> Iterator[None]:
+    """The BuildRun's limit ignored: ten retries whatever it asks for."""
+    with mock.patch("controller.buildrun.observe.limit_of",
+                    lambda buildrun, build, default: retries.Limit(10)):
+        yield
+
+
 PLANTED: dict[str, Callable[[], contextlib.AbstractContextManager[None]]] = {
     "none (the control)": nothing_planted,
     "re-read and patches not pinned to the uid": reread_takes_a_namesake,
@@ -91,6 +108,8 @@ PLANTED: dict[str, Callable[[], contextlib.AbstractContextManager[None]]] = {
     "completionTime from the controller's clock": completion_time_from_the_clock,
     "a status write on a finished BuildRun (freeze ignored)": freeze_ignored,
     "a second TaskRun when the first is not in the cache": second_run_when_not_cached,
+    "a build's own failure retried": a_builds_own_failure_retried,
+    "infrastructure retries past the BuildRun's limit": retries_past_the_limit,
 }
 
 

@@ -47,6 +47,10 @@ def test_reason_constants_are_named_after_their_values() -> None:
         "StepOOM",
         "Cancelled",
         "Other",
+        "PodDisrupted",
+        "PodDeleted",
+        "InfrastructureRetry",
+        "InfrastructureRetriesInvalid",
         "BuildRunPendingTimeout",
     }
     for name, value in constants.items():
