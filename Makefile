@@ -30,8 +30,9 @@ apiserver:
 stack:
 	hack/build-all >/dev/null
 
-# Builds the stack's real node (devtools/node/realnode.py): the kubelet from the API
-# server's own k8s.io/kubernetes module (hack/kubelet/build), and every image its pods
+# Builds the stack's real node (devtools/node/realnode.py): the kubelet and kube-proxy
+# from the API server's own k8s.io/kubernetes module (hack/kubelet/build,
+# hack/kube-proxy/build: 15 s after the kubelet), and every image its pods
 # need, from source and Debian packages, in a registry's storage (hack/node-images/build),
 # installing containerd, runc, docker-registry, buildah and debootstrap with apt-get when
 # missing. Cached by content; about 6 minutes the first time in `make test`'s order on
@@ -41,7 +42,7 @@ stack:
 # code 3 (this machine cannot hold a real node: not root, no apt-get) lets `make test` go
 # on: tests/cluster/test_real_builds.py then skips, saying why.
 node:
-	hack/node-images/build >/dev/null && hack/kubelet/build >/dev/null || [ $$? -eq 3 ]
+	hack/node-images/build >/dev/null && hack/kubelet/build >/dev/null && hack/kube-proxy/build >/dev/null || [ $$? -eq 3 ]
 
 # Puts Shipwright's source (the reference for drop-in: CRDs, samples, docs) into the Go
 # module cache; devtools/shipwright/source.py finds it there. About 3 s the first time.

@@ -66,6 +66,14 @@ def free_port() -> int:
         return port
 
 
+# The Services' range, and the `kubernetes` Service's address in it (its first, as the API
+# server allocates it): routed only inside the real node's network namespace.
+SERVICE_CIDR = "10.0.0.0/24"
+KUBERNETES_SERVICE_IP = "10.0.0.1"
+KUBERNETES_SERVICE_NAMES = ("kubernetes", "kubernetes.default", "kubernetes.default.svc",
+                            "kubernetes.default.svc.cluster.local")
+
+
 @dataclass(frozen=True)
 class User:
     name: str
@@ -99,7 +107,10 @@ class LocalCluster:
         self._crds_applied = False
 
     def _write_pki(self) -> None:
-        serving = issue_serving_cert(self.ca, ["127.0.0.1", "localhost"])
+        # The in-cluster names too: a pod on the real node's network (devtools.node.realnode)
+        # reaches the API server as any pod does, at the `kubernetes` Service.
+        serving = issue_serving_cert(self.ca, ["127.0.0.1", "localhost",
+                                               KUBERNETES_SERVICE_IP, *KUBERNETES_SERVICE_NAMES])
         self._serving_cert, self._serving_key = serving.write(self.workdir, "apiserver")
         self._sa_key = self.workdir / "sa.key"
         self._sa_key.write_bytes(make_signing_key())
@@ -142,7 +153,7 @@ class LocalCluster:
             f"--service-account-signing-key-file={self._sa_key}",
             "--service-account-issuer=https://kubernetes.default.svc",
             "--api-audiences=https://kubernetes.default.svc",
-            "--service-cluster-ip-range=10.0.0.0/24",
+            f"--service-cluster-ip-range={SERVICE_CIDR}",
             "--endpoint-reconciler-type=none",
             "--profiling=false",
             # As kubeadm sets it: Shipwright's buildah samples run privileged steps.
@@ -298,6 +309,7 @@ _CORE_PLURALS = {
     "Namespace": "namespaces",
     "ServiceAccount": "serviceaccounts",
     "Service": "services",
+    "Endpoints": "endpoints",
     "ConfigMap": "configmaps",
     "Secret": "secrets",
     "StorageClass": "storageclasses",

@@ -17,6 +17,14 @@ https://127.0.0.1:P works unchanged inside (TLS passes through untouched), and n
 resolve as on the host; nothing else of the
 host's network is reachable, and nothing bound inside is visible outside.
 
+The real node's network namespace (devtools.node.realnode) is served the same way, by
+two processes of this module: `--gateway` on the host (the Gateway, until SIGTERM) and,
+in the node's namespace, the inside without a command, which also listens on every
+address there (`--listen 0.0.0.0`: the pods reach the API server at the node's address),
+adds the node's address to its loopback (`--address`), and serves the other direction
+(`--reverse PORT`: the host's 127.0.0.1:PORT reaches 127.0.0.1:PORT inside, the
+kubelet's port, which the API server calls for pods' logs and exec).
+
 Needs CAP_SYS_ADMIN for `unshare` (root here); `available()` says whether it works.
 """
 
@@ -83,30 +91,52 @@ def host_nameserver(resolv_conf: Path = Path("/etc/resolv.conf")) -> str:
     return "127.0.0.1"
 
 
+def tcp_socket(folder: Path, port: int) -> Path:
+    """Where the host's 127.0.0.1:port is served to the namespace."""
+    return folder / f"tcp-{port}.sock"
+
+
+def reverse_socket(folder: Path, port: int) -> Path:
+    """Where the namespace's 127.0.0.1:port is served to the host (`--reverse`)."""
+    return folder / f"rtcp-{port}.sock"
+
+
+async def _to_unix(path: Path, r: asyncio.StreamReader, w: asyncio.StreamWriter) -> None:
+    try:
+        upstream = await asyncio.open_unix_connection(str(path))
+    except OSError:
+        w.close()
+        return
+    await _splice((r, w), upstream)
+
+
+async def _to_tcp(port: int, r: asyncio.StreamReader, w: asyncio.StreamWriter) -> None:
+    try:
+        upstream = await asyncio.open_connection("127.0.0.1", port)
+    except OSError:
+        w.close()
+        return
+    await _splice((r, w), upstream)
+
+
 class Gateway:
     """The host's side of the namespace `command` starts: Unix sockets in `folder`
-    forwarding to the host's 127.0.0.1:port for each of `ports`, and to its DNS."""
+    forwarding to the host's 127.0.0.1:port for each of `ports`, and to its DNS; and for
+    each of `reverse`, the host's 127.0.0.1:port forwarded to the namespace's."""
 
-    def __init__(self, folder: Path, ports: list[int]) -> None:
-        self.folder, self.ports = folder, ports
+    def __init__(self, folder: Path, ports: list[int], reverse: list[int] | None = None
+                 ) -> None:
+        self.folder, self.ports, self.reverse = folder, ports, reverse or []
         self.nameserver = host_nameserver()
         self._servers: list[asyncio.Server] = []
 
     def tcp_socket(self, port: int) -> Path:
-        return self.folder / f"tcp-{port}.sock"
+        return tcp_socket(self.folder, port)
 
     def command(self, argv: list[str]) -> list[str]:
         ports = [arg for port in self.ports for arg in ("--port", str(port))]
         return ["unshare", "--net", "--mount", sys.executable, "-m", "devtools.cluster.netns",
                 "--folder", str(self.folder), *ports, "--", *argv]
-
-    async def _tcp(self, port: int, r: asyncio.StreamReader, w: asyncio.StreamWriter) -> None:
-        try:
-            upstream = await asyncio.open_connection("127.0.0.1", port)
-        except OSError:
-            w.close()
-            return
-        await _splice((r, w), upstream)
 
     async def _dns(self, r: asyncio.StreamReader, w: asyncio.StreamWriter) -> None:
         loop = asyncio.get_running_loop()
@@ -130,7 +160,11 @@ class Gateway:
         self.folder.mkdir(parents=True, exist_ok=True)
         for port in self.ports:
             self._servers.append(await asyncio.start_unix_server(
-                functools.partial(self._tcp, port), path=str(self.tcp_socket(port))))
+                functools.partial(_to_tcp, port), path=str(self.tcp_socket(port))))
+        for port in self.reverse:
+            self._servers.append(await asyncio.start_server(
+                functools.partial(_to_unix, reverse_socket(self.folder, port)),
+                "127.0.0.1", port))
         self._servers.append(await asyncio.start_unix_server(
             self._dns, path=str(self.folder / "dns.sock")))
         (self.folder / "resolv.conf").write_text("nameserver 127.0.0.1\n")
@@ -182,41 +216,74 @@ class _DnsRelay(asyncio.DatagramProtocol):
             self.transport.sendto(answer, addr)
 
 
-async def _inside(folder: Path, ports: list[int], argv: list[str]) -> int:
-    async def tcp(port: int, r: asyncio.StreamReader, w: asyncio.StreamWriter) -> None:
-        try:
-            upstream = await asyncio.open_unix_connection(str(folder / f"tcp-{port}.sock"))
-        except OSError:
-            w.close()
-            return
-        await _splice((r, w), upstream)
-
+async def _inside(folder: Path, ports: list[int], argv: list[str], listen: str = "127.0.0.1",
+                  reverse: list[int] | None = None, ready: Path | None = None) -> int:
+    """Serves the namespace's side; runs argv and returns its exit status, or without
+    argv serves until SIGTERM or SIGINT (and returns 0)."""
     loop = asyncio.get_running_loop()
-    servers = [await asyncio.start_server(functools.partial(tcp, port), "127.0.0.1", port)
+    servers = [await asyncio.start_server(functools.partial(_to_unix, tcp_socket(folder, port)),
+                                          listen, port)
                for port in ports]
+    servers += [await asyncio.start_unix_server(functools.partial(_to_tcp, port),
+                                                path=str(reverse_socket(folder, port)))
+                for port in reverse or []]
     dns, _ = await loop.create_datagram_endpoint(lambda: _DnsRelay(folder / "dns.sock"),
                                                  local_addr=("127.0.0.1", 53))
-    child = await asyncio.create_subprocess_exec(*argv, preexec_fn=die_with_parent)
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, child.send_signal, sig)
-    code = await child.wait()
+    if ready is not None:
+        await asyncio.to_thread(ready.write_text, "serving\n")
+    if argv:
+        child = await asyncio.create_subprocess_exec(*argv, preexec_fn=die_with_parent)
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, child.send_signal, sig)
+        code = await child.wait()
+    else:
+        stop = asyncio.Event()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, stop.set)
+        await stop.wait()
+        code = 0
     dns.close()
     for server in servers:
         server.close()
     return code if code >= 0 else 128 - code
 
 
+async def _gateway(folder: Path, ports: list[int], reverse: list[int]) -> int:
+    """The host's side as a process of its own, until SIGTERM or SIGINT."""
+    loop = asyncio.get_running_loop()
+    stop = asyncio.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    async with Gateway(folder, ports, reverse):
+        await stop.wait()
+    return 0
+
+
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--folder", type=Path, required=True)
     p.add_argument("--port", type=int, action="append", default=[])
-    p.add_argument("argv", nargs="+")
+    p.add_argument("--gateway", action="store_true",
+                   help="serve the host's side (the Gateway) until SIGTERM")
+    p.add_argument("--reverse", type=int, action="append", default=[],
+                   help="serve the namespace's 127.0.0.1:PORT to the host's")
+    p.add_argument("--listen", default="127.0.0.1",
+                   help="the namespace's address for --port (0.0.0.0: all of them)")
+    p.add_argument("--address", action="append", default=[],
+                   help="an address (CIDR) the namespace's loopback also holds")
+    p.add_argument("--ready", type=Path, help="written once everything serves")
+    p.add_argument("argv", nargs="*", help="(inside) the command; none: serve until SIGTERM")
     args = p.parse_args()
+    if args.gateway:
+        return asyncio.run(_gateway(args.folder, args.port, args.reverse))
     # A new namespace's loopback is down; its resolv.conf is the host's until replaced.
     subprocess.run(["ip", "link", "set", "lo", "up"], check=True)
+    for address in args.address:
+        subprocess.run(["ip", "address", "add", address, "dev", "lo"], check=True)
     subprocess.run(["mount", "--bind", str(args.folder / "resolv.conf"), "/etc/resolv.conf"],
                    check=True)
-    return asyncio.run(_inside(args.folder, args.port, args.argv))
+    return asyncio.run(_inside(args.folder, args.port, args.argv, args.listen, args.reverse,
+                               args.ready))
 
 
 if __name__ == "__main__":

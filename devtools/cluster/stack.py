@@ -72,10 +72,17 @@ NODE = "kwok-node-0"
 # manager's own hostPath provisioner), and Tekton's affinity assistant, a StatefulSet,
 # puts the PipelineRun's pods beside that volume. The claim protection controller removes
 # the kubernetes.io/pvc-protection finalizer, without which a namespace never goes.
+# The real node runs the Deployment in manifests/ as a cluster does (issue 41): the
+# Deployment and ReplicaSet controllers make its pods, the disruption controller keeps its
+# PodDisruptionBudget's status (which the eviction API reads), and the EndpointSlice
+# controller gives a Service the addresses of its pods, which kube-proxy routes to on the
+# real node's pod network (devtools.node.realnode).
 KCM_CONTROLLERS = (
     "garbagecollector,serviceaccount,serviceaccount-token,namespace,root-ca-cert-publisher,"
     "persistentvolume-binder-controller,persistentvolume-protection-controller,"
-    "persistentvolumeclaim-protection-controller,statefulset-controller"
+    "persistentvolumeclaim-protection-controller,statefulset-controller,"
+    "deployment-controller,replicaset-controller,disruption-controller,"
+    "endpointslice-controller"
 )
 # The default StorageClass: kube-controller-manager's in-tree hostPath provisioner
 # (--enable-hostpath-provisioner; a directory under /tmp/hostpath_pv per claim, deleted
@@ -234,7 +241,13 @@ class TektonStack:
         (folder / "ca.crt").write_bytes(ca.cert_pem)
         cert, key = issue_client_cert(ca, realnode.KUBELET_CLIENT, ("system:masters",)).write(
             folder, "apiserver-kubelet-client")
-        return [f"--kubelet-client-certificate={cert}", f"--kubelet-client-key={key}"]
+        # A pod's projected ServiceAccount token lives as long as it asks (at least the
+        # API server's minimum, 10 minutes), not the year the API server otherwise grants
+        # a default-lifetime token for old clients: an old token then really stops
+        # working, and a client that never re-reads its token file fails, as in a cluster
+        # that rotates them (tests/cluster/test_in_cluster.py, the rotation).
+        return [f"--kubelet-client-certificate={cert}", f"--kubelet-client-key={key}",
+                "--service-account-extend-token-expiration=false"]
 
     async def real_node(self) -> RealNode:
         """The real node, started on the first call (Ready in 1.9-2.9 s): NodeUnavailable (one

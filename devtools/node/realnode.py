@@ -29,18 +29,39 @@ are <stack>/node/containerd/. stop() removes the big ones (unpacked images, pods
 volumes) and keeps the logs.
 
 A pod runs here only when it asks to: `placement()` is the nodeSelector and toleration a
-Build (or BuildRun) gives, as a user would, and the scheduler does the rest. Every pod
-uses the host's network (Tekton's config-defaults `default-pod-template`, set by the
-stack): there is no pod network, only loopback, so a build reaches the registry and the
-Git server at 127.0.0.1.
+Build (or BuildRun) gives, as a user would, and the scheduler does the rest.
+
+The node has a network namespace of its own (nodens runs under `unshare --net`), and
+nothing of it is routed on the host's network; the machine's rule is that traffic goes
+only to loopback or to addresses inside namespaces the stack makes:
+
+  node address      NODE_IP on the namespace's loopback: the kubelet's InternalIP, and
+                    where the `kubernetes` Service's endpoint is (publish_apiserver)
+  pod network       Debian's CNI plugins: a bridge (cni0, the pods' gateway) and
+                    host-local addresses from POD_CIDR, in the node's namespace only
+  Services          kube-proxy (hack/kube-proxy/build, the kubelet's module), iptables
+                    mode, in the node's namespace: a pod reaches a Service's ClusterIP
+                    (localcluster.SERVICE_CIDR) and the API server at the `kubernetes`
+                    Service, as in any cluster (in-cluster configuration unchanged)
+  the host's ports  the API server's, the registry's and the Git server's 127.0.0.1 ports
+                    are served inside on every address of the namespace, each connection
+                    forwarded through a Unix socket to the host's 127.0.0.1 (the Gateway of
+                    devtools.cluster.netns: no IP route out); the kubelet's port the other
+                    way, for the API server's pods/log and exec; DNS as netns relays it
+
+A pod on the host's network (`hostNetwork: true`, as Tekton's config-defaults
+`default-pod-template` makes every TaskRun's pod here) is on the node's namespace, so a
+build reaches the registry and the Git server at 127.0.0.1 as before; any other pod gets
+an address from POD_CIDR. Everything goes with the namespace when the node stops.
 
 `await node.restart("containerd" | "kubelet", signal)` restarts one of the two while the
 pods run on, as a node's service manager would (devtools.node.nodens: the containers
 are kept; a new containerd finds them, a new kubelet its pods); a soak's fault.
 
 Where the machine cannot hold a real node, `unavailable()` says what is missing in one
-line (and tests skip with it): no root, no overlayfs, no cgroup memory controller, or
-the Debian tools cannot be installed.
+line (and tests skip with it): no root, no overlayfs, no cgroup memory controller, no
+network namespace of its own, or the Debian tools (iptables and the CNI plugins among
+them) cannot be installed.
 
 Measured on the shared 2-core machine, everything cached (`python -m
 devtools.cluster.stack DIR --real-node`, BENCHMARKS.md): registry and Git server up in
@@ -58,6 +79,7 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -67,6 +89,7 @@ from typing import Any
 import yaml
 
 from controller.runtime.timestamps import parse_time
+from devtools.cluster import netns
 from devtools.cluster.localcluster import LocalCluster, free_port
 from devtools.cluster.polling import wait_until
 from devtools.cluster.processes import Children
@@ -85,11 +108,20 @@ OVERLAYS = ("/var/lib", "/var/log", "/run")
 CGROUP_PREFIX = "buildrun-node-"
 KUBELET_CLIENT = "kube-apiserver-kubelet-client"
 CONTAINERD_SOCKET = "/run/containerd/containerd.sock"
-# The node's children, in the order nodens starts them; each can be restart()ed.
-CONTAINERD, KUBELET = "containerd", "kubelet"
+# The node's children, in the order nodens starts them; CONTAINERD and KUBELET can be
+# restart()ed.
+NETWORK, CONTAINERD, KUBELET, KUBE_PROXY = "network", "containerd", "kubelet", "kube-proxy"
 PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 TOOLS = ("containerd", "containerd-shim-runc-v2", "runc", "docker-registry", "unshare",
-         "mount")
+         "mount", "ip", "iptables", "iptables-restore")
+# The node's network namespace (module doc): its own address and its pods' range; a
+# second stack's node has the same ones in a namespace of its own.
+NODE_IP = "10.89.0.1"
+POD_CIDR = "10.88.0.0/16"
+CNI_BRIDGE = "cni0"
+# The CNI plugins the pod network uses (Debian's containernetworking-plugins).
+CNI_BIN = Path("/usr/lib/cni")
+CNI_PLUGINS = ("bridge", "host-local", "loopback", "portmap")
 
 JSON = dict[str, Any]
 # Where a Git URL of GitHub's is fetched from the Git server instead (serve_github).
@@ -147,6 +179,7 @@ def unavailable() -> str | None:
 class Prepared:
     kubelet: Path
     images: NodeImages
+    kube_proxy: Path
 
 
 def _script(component: str, script: str) -> Path:
@@ -176,10 +209,29 @@ def prepare() -> Prepared:
         raise NodeUnavailable(missing)
     images = NodeImages.load(_script("node-images", "build"))
     kubelet = _script("kubelet", "build") / "kubelet"
+    kube_proxy = _script("kube-proxy", "build") / "kube-proxy"
     for tool in TOOLS:
         if shutil.which(tool, path=PATH) is None:
             raise NodeUnavailable(f"the real node needs {tool} (make node installs it)")
-    return Prepared(kubelet, images)
+    for plugin in CNI_PLUGINS:
+        if not (CNI_BIN / plugin).exists():
+            raise NodeUnavailable(f"the real node needs the CNI plugin {CNI_BIN / plugin} "
+                                  "(make node installs containernetworking-plugins)")
+    why = netns.available() or _netfilter_unavailable()
+    if why:
+        raise NodeUnavailable(f"the real node needs a network namespace of its own: {why}")
+    return Prepared(kubelet, images, kube_proxy)
+
+
+def _netfilter_unavailable() -> str | None:
+    """Why kube-proxy could not program Services in a new network namespace (its NAT
+    table), or None."""
+    probe = subprocess.run(["unshare", "--net", "iptables", "-t", "nat", "-L", "-n"],
+                           capture_output=True, text=True, env={"PATH": PATH})
+    if probe.returncode == 0:
+        return None
+    lines = (probe.stderr.strip() or f"exit code {probe.returncode}").splitlines()
+    return f"kube-proxy needs netfilter's NAT table (iptables: {lines[0]})"
 
 
 def _port_open(port: int) -> bool:
@@ -198,6 +250,12 @@ class RealNode:
         self.images = prepared.images
         self.registry = Registry(workdir, prepared.images)
         self._kubelet_bin = prepared.kubelet
+        self._kube_proxy_bin = prepared.kube_proxy
+        self.kubelet_port = free_port()
+        # The Unix sockets between the host and the node's network namespace: a short
+        # folder of its own (a socket's path is 108 bytes at most; the stack's folder can
+        # be near that already), removed at stop.
+        self.net_folder: Path | None = None
         self._client_ca = kubelet_client_ca
         self.name = NODE
         self.git_port = free_port()
@@ -244,12 +302,17 @@ class RealNode:
         try:
             self._spawn("registry", self.registry.argv())
             self._start_git_server()
-            self._start_node()
+            net = self._start_gateway()
+            await self._wait("the network gateway",
+                             lambda: all(netns.tcp_socket(net, p).exists()
+                                         for p in self._forwarded_ports()))
+            self._start_node(net)
             await self._wait("registry", self.registry.serving)
             await self._wait("git server", lambda: _port_open(self.git_port))
             self.timings["registry and git server"] = round(time.monotonic() - t0, 2)
             await self._node_ready()
             self.timings["node ready"] = round(time.monotonic() - t0, 2)
+            await self.publish_apiserver()
         except BaseException:
             self.stop()
             raise
@@ -259,6 +322,8 @@ class RealNode:
         then the Git server and the registry; removes the node's big folders."""
         t0 = time.monotonic()
         self._children.stop_all()
+        if self.net_folder is not None:
+            shutil.rmtree(self.net_folder, ignore_errors=True)
         # The images' unpacked layers and the kubelet's state with the pods' volumes:
         # hundreds of MB per run. The pods' logs (ns/var-log-upper/pods) are kept.
         for big in ("containerd/root", "ns/var-lib-upper", "ns/run-upper"):
@@ -290,7 +355,44 @@ class RealNode:
             await self._node_ready(timeout, heartbeat_after=done.started_at)
         return done
 
+    async def publish_apiserver(self) -> None:
+        """The `kubernetes` Service's endpoint: the API server's port at the node's address,
+        where the node's network namespace forwards it to the host's 127.0.0.1 (the API
+        server cannot advertise a loopback address: Endpoints refuse one, and a pod's
+        loopback is its own). The stack's API server runs with
+        --endpoint-reconciler-type=none, so this is its only writer; kube-proxy reads the
+        EndpointSlice (no endpointslice-mirroring controller runs to make it from the
+        Endpoints), in-cluster clients the Endpoints."""
+        port = self.cluster.port
+        subsets = [{"addresses": [{"ip": NODE_IP}],
+                    "ports": [{"name": "https", "port": port, "protocol": "TCP"}]}]
+        await self.cluster.apply({"apiVersion": "v1", "kind": "Endpoints",
+                                  "metadata": {"name": "kubernetes", "namespace": "default"},
+                                  "subsets": subsets})
+        await self.cluster.apply({
+            "apiVersion": "discovery.k8s.io/v1", "kind": "EndpointSlice",
+            "metadata": {"name": "kubernetes", "namespace": "default",
+                         "labels": {"kubernetes.io/service-name": "kubernetes"}},
+            "addressType": "IPv4",
+            "endpoints": [{"addresses": [NODE_IP], "conditions": {"ready": True}}],
+            "ports": [{"name": "https", "port": port, "protocol": "TCP"}]})
+
     # -- pieces ----------------------------------------------------------------------
+
+    def _forwarded_ports(self) -> list[int]:
+        """The host's 127.0.0.1 ports served inside the node's network namespace."""
+        return [self.cluster.port, self.registry.port, self.git_port]
+
+    def _start_gateway(self) -> Path:
+        """The host's side of the node's network namespace (devtools.cluster.netns)."""
+        self.net_folder = Path(tempfile.mkdtemp(prefix="buildrun-node-net-"))
+        ports = [arg for port in self._forwarded_ports() for arg in ("--port", str(port))]
+        self._spawn("network-gateway",
+                    [sys.executable, "-m", "devtools.cluster.netns", "--gateway",
+                     "--folder", str(self.net_folder), *ports,
+                     "--reverse", str(self.kubelet_port)],
+                    {"PATH": PATH, "PYTHONPATH": str(REPO), "HOME": str(self.workdir)})
+        return self.net_folder
 
     async def _wait(self, what: str, check: Callable[[], bool], timeout: float = 60.0) -> None:
         """Until `check()` (blocking: run in a thread); NodeError as soon as one of the
@@ -341,19 +443,16 @@ class RealNode:
                         "runtimes": {"runc": {"runtime_type": "io.containerd.runc.v2",
                                               "options": {"SystemdCgroup": False}}},
                     },
-                    "cni": {"bin_dir": "/usr/lib/cni", "conf_dir": str(self.workdir / "cni")},
+                    "cni": {"bin_dir": str(CNI_BIN), "conf_dir": str(self.workdir / "cni")},
                     "registry": {"mirrors": mirrors},
                 },
             },
         }
         path = self.workdir / "containerd.toml"
         path.write_text(_toml(config))
-        # The CRI plugin reports the network ready once it has a CNI configuration; pods
-        # use the host's network, so loopback alone is all there is.
         cni = self.workdir / "cni"
         cni.mkdir(exist_ok=True)
-        (cni / "10-loopback.conflist").write_text(json.dumps(
-            {"cniVersion": "0.3.1", "name": "loopback", "plugins": [{"type": "loopback"}]}))
+        (cni / CNI_CONFIG).write_text(json.dumps(pod_network()))
         return path
 
     def _kubelet_config(self, sock: Path) -> Path:
@@ -361,7 +460,8 @@ class RealNode:
             "apiVersion": "kubelet.config.k8s.io/v1beta1",
             "kind": "KubeletConfiguration",
             "address": "127.0.0.1",
-            "port": free_port(),
+            # The host's 127.0.0.1 at this port reaches it (the network gateway).
+            "port": self.kubelet_port,
             "readOnlyPort": 0,
             "healthzBindAddress": "127.0.0.1",
             "healthzPort": free_port(),
@@ -392,7 +492,30 @@ class RealNode:
         path.write_text(yaml.safe_dump(config))
         return path
 
-    def _start_node(self) -> None:
+    def _kube_proxy_config(self) -> Path:
+        config = {
+            "apiVersion": "kubeproxy.config.k8s.io/v1alpha1",
+            "kind": "KubeProxyConfiguration",
+            "clientConnection": {"kubeconfig": str(self.cluster.kubeconfig)},
+            "hostnameOverride": NODE,
+            "mode": "iptables",
+            "clusterCIDR": POD_CIDR,
+            # Every packet to a Service leaves with the node's address: a pod that calls a
+            # Service backed by a pod on the same bridge then gets the answer back through
+            # the node, without br_netfilter in the namespace.
+            "iptables": {"masqueradeAll": True, "localhostNodePorts": False},
+            # nf_conntrack_max and its timeouts are the host's (not per namespace): leave them.
+            "conntrack": {"maxPerCore": 0, "min": 0, "tcpEstablishedTimeout": "0s",
+                          "tcpCloseWaitTimeout": "0s"},
+            # Inside the node's namespace: fixed ports collide with nothing there.
+            "healthzBindAddress": "127.0.0.1:10256",
+            "metricsBindAddress": "127.0.0.1:10249",
+        }
+        path = self.workdir / "kube-proxy.yaml"
+        path.write_text(yaml.safe_dump(config))
+        return path
+
+    def _start_node(self, net: Path) -> None:
         containerd_dir = self.workdir / "containerd"
         containerd_dir.mkdir(exist_ok=True)
         # In the node's own /run (an overlay, nodens): a socket path may be 104 bytes at
@@ -400,7 +523,9 @@ class RealNode:
         sock = Path(CONTAINERD_SOCKET)
         containerd_config = self._containerd_config(sock)
         kubelet_config = self._kubelet_config(sock)
+        kube_proxy_config = self._kube_proxy_config()
         env = {"PATH": PATH, "HOME": str(self.workdir)}
+        ports = [arg for port in self._forwarded_ports() for arg in ("--port", str(port))]
         control = self.workdir / "control"  # restart requests (restart())
         control.mkdir(exist_ok=True)
         spec = {
@@ -411,6 +536,15 @@ class RealNode:
             "ready": str(self.workdir / "ns.ready"),
             "grace": 5,
             "children": [
+                # The namespace's loopback up with the node's address, and the host's ports
+                # served on it (module doc): before anything that connects.
+                {"name": NETWORK, "log": str(self.workdir / "network.log"),
+                 "env": {**env, "PYTHONPATH": str(REPO)},
+                 "argv": [sys.executable, "-m", "devtools.cluster.netns", "--folder", str(net),
+                          *ports, "--listen", "0.0.0.0", "--address", f"{NODE_IP}/32",
+                          "--reverse", str(self.kubelet_port),
+                          "--ready", str(net / "inside.ready")],
+                 "wait_for": str(net / "inside.ready")},
                 {"name": CONTAINERD, "log": str(self.workdir / "containerd.log"), "env": env,
                  "argv": ["containerd", "--config", str(containerd_config)],
                  "wait_for": str(sock)},
@@ -418,8 +552,11 @@ class RealNode:
                  "argv": [str(self._kubelet_bin), f"--config={kubelet_config}",
                           f"--kubeconfig={self.cluster.kubeconfig}",
                           f"--hostname-override={NODE}",
+                          f"--node-ip={NODE_IP}",
                           f"--node-labels={LABEL}={REAL}",
                           "--v=1"]},
+                {"name": KUBE_PROXY, "log": str(self.workdir / "kube-proxy.log"), "env": env,
+                 "argv": [str(self._kube_proxy_bin), f"--config={kube_proxy_config}", "--v=1"]},
             ],
         }
         spec_path = self.workdir / "node.json"
@@ -428,7 +565,7 @@ class RealNode:
         # which may take a while (each child's grace, then every shim and container).
         self._children.spawn(
             "the real node's supervisor",
-            ["unshare", "--mount", "--propagation", "private", "--",
+            ["unshare", "--mount", "--net", "--propagation", "private", "--",
              sys.executable, "-m", "devtools.node.nodens", str(spec_path)],
             {"PATH": PATH, "PYTHONPATH": str(REPO), "HOME": str(self.workdir)},
             log=self.workdir / "node.log", death_signal=signal.SIGTERM, grace=60.0)
@@ -466,6 +603,22 @@ class RealNode:
         await self.cluster.request("PATCH", f"/api/v1/nodes/{NODE}",
                                    {"spec": {"taints": taints}},
                                    content_type="application/merge-patch+json")
+
+
+CNI_CONFIG = "10-buildrun-pods.conflist"
+
+
+def pod_network() -> JSON:
+    """The node's CNI configuration: a bridge whose address is the pods' gateway, each pod
+    an address of POD_CIDR (host-local), ports mapped for hostPort (portmap). All in the
+    node's network namespace, where containerd runs the plugins."""
+    return {"cniVersion": "0.4.0", "name": "buildrun-pods", "plugins": [
+        {"type": "bridge", "bridge": CNI_BRIDGE, "isGateway": True, "ipMasq": False,
+         "hairpinMode": True,
+         "ipam": {"type": "host-local", "ranges": [[{"subnet": POD_CIDR}]],
+                  "routes": [{"dst": "0.0.0.0/0"}]}},
+        {"type": "portmap", "capabilities": {"portMappings": True}},
+    ]}
 
 
 def _toml(config: Mapping[str, Any], prefix: str = "") -> str:

@@ -1,12 +1,14 @@
 """The real node itself (devtools.node.realnode): a second stack's node runs beside the
 session's on the same machine, and stopping it leaves nothing behind: no process, no
-cgroup, nothing in the host's /var/lib, /var/log or /run, no kernel tunable changed, and
+cgroup, nothing in the host's /var/lib, /var/log or /run, no kernel tunable changed, no
+network interface on the host (the node's network is a namespace of its own), and
 the session's node and its running pod untouched; and containerd and the kubelet restart
 under a running pod as a node's would (RealNode.restart)."""
 
 from __future__ import annotations
 
 import signal
+import subprocess
 import time
 from pathlib import Path
 
@@ -52,6 +54,13 @@ def host_paths() -> set[str]:
     return {p for p in HOST_PATHS if Path(p).exists()}
 
 
+def host_links() -> set[str]:
+    """The host's network interfaces (the node's bridge and pods' veths are in its own
+    network namespace, never here)."""
+    out = subprocess.run(["ip", "-o", "link"], capture_output=True, text=True, check=True)
+    return {line.split(":")[1].strip() for line in out.stdout.splitlines()}
+
+
 def tunables() -> dict[str, str]:
     return {p: (Path("/proc/sys") / p).read_text() for p in KUBELET_TUNABLES}
 
@@ -62,6 +71,7 @@ async def test_a_second_stacks_node_runs_beside_and_leaves_nothing_behind(
 ) -> None:
     existed = host_paths()
     before = tunables()
+    links = host_links()
     # A pod running on the session's node all along.
     await kube.create(PODS, namespace, pod("steady", real_node.registry.base_image(),
                                            "echo steady; sleep 600"))
@@ -81,16 +91,24 @@ async def test_a_second_stacks_node_runs_beside_and_leaves_nothing_behind(
         assert "from the second" in await pod_log(second.cluster, "default", "other", "c")
         assert tunables() == before, "the kubelet changed the host's kernel tunables"
         cgroup_root = node.cgroup_root
+        net_folder = node.net_folder
+        assert net_folder is not None and net_folder.exists()
+        # The second node's network is its own namespace's: the host gained no interface.
+        assert host_links() == links
         t = time.monotonic()
     stopped = time.monotonic() - t
 
-    folder = str(tmp_path / "second")
+    # Every process of the second stack names its folder, or the node's network folder
+    # (its gateway and the forwarder in its namespace).
+    folders = (str(tmp_path / "second").encode(), str(net_folder).encode())
     left = [b" ".join(argv).decode(errors="replace") for _, argv in command_lines()
-            if folder.encode() in b" ".join(argv)]
+            if any(folder in b" ".join(argv) for folder in folders)]
     assert left == [], left
     assert [h / cgroup_root for h in hierarchies() if (h / cgroup_root).exists()] == []
     assert host_paths() == existed
     assert tunables() == before
+    assert not net_folder.exists()
+    assert host_links() == links
     # The session's node never noticed.
     steady = await phase(stack.cluster, namespace, "steady", "Running")
     assert steady["status"]["containerStatuses"][0]["restartCount"] == 0

@@ -4,7 +4,9 @@ node it makes."""
 
 from __future__ import annotations
 
+import json
 import os
+import subprocess
 import tomllib
 from pathlib import Path
 from typing import Any
@@ -34,7 +36,7 @@ class _Cluster:
 
 
 def node(tmp_path: Path) -> RealNode:
-    prepared = realnode.Prepared(Path("/nowhere/kubelet"), IMAGES)
+    prepared = realnode.Prepared(Path("/nowhere/kubelet"), IMAGES, Path("/nowhere/kube-proxy"))
     return RealNode(tmp_path, _Cluster(), prepared, tmp_path / "ca.crt")  # type: ignore[arg-type]
 
 
@@ -52,7 +54,11 @@ def test_containerd_config_is_toml_with_the_registry_as_every_mirror(tmp_path: P
     assert cri["registry"]["mirrors"] == {
         host: {"endpoint": [f"http://{n.registry.address}"]}
         for host in ("buildrun.test", "quay.io", "docker.io", n.registry.address)}
-    assert (tmp_path / "cni" / "10-loopback.conflist").exists()
+    assert cri["cni"]["bin_dir"] == str(realnode.CNI_BIN)
+    network = json.loads((tmp_path / "cni" / realnode.CNI_CONFIG).read_text())
+    bridge = network["plugins"][0]
+    assert bridge["type"] == "bridge" and bridge["isGateway"] is True
+    assert bridge["ipam"]["ranges"] == [[{"subnet": realnode.POD_CIDR}]]
 
 
 def test_the_kubelet_registers_the_taint_and_label_placement_names(tmp_path: Path) -> None:
@@ -171,3 +177,48 @@ async def test_a_stack_where_no_real_node_can_run_says_why_and_runs_without(
     # Tekton's images stay the names nothing pulls; the API server gets no kubelet cert.
     assert s.tekton.images == fake_images(s.tekton.version)
     assert not any("kubelet-client" in a for a in s.cluster._apiserver.argv)
+
+
+def test_kube_proxy_routes_services_in_the_nodes_namespace_only(tmp_path: Path) -> None:
+    """iptables mode for the pod network's range, masquerading every Service packet (no
+    br_netfilter needed for a pod that calls a Service backed by its neighbour), and the
+    host-wide conntrack settings left alone."""
+    n = node(tmp_path)
+    config = yaml.safe_load(n._kube_proxy_config().read_text())
+    assert config["mode"] == "iptables" and config["clusterCIDR"] == realnode.POD_CIDR
+    assert config["hostnameOverride"] == realnode.NODE
+    assert config["iptables"]["masqueradeAll"] is True
+    assert config["conntrack"]["maxPerCore"] == 0
+    assert config["clientConnection"]["kubeconfig"] == str(_Cluster.kubeconfig)
+
+
+def test_the_kubelets_port_is_the_one_the_host_forwards(tmp_path: Path) -> None:
+    n = node(tmp_path)
+    config = yaml.safe_load(n._kubelet_config(Path("/run/containerd/containerd.sock"))
+                            .read_text())
+    assert config["port"] == n.kubelet_port
+
+
+def test_a_machine_without_netfilter_says_so_in_one_line(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """iptables that cannot list the NAT table in a new network namespace (no nf_tables
+    or ip_tables in the kernel): one line naming it, for the tests' skip."""
+    real_run = subprocess.run
+
+    def run(argv: list[str], **kwargs: Any) -> Any:
+        if "iptables" in argv:
+            return subprocess.CompletedProcess(
+                argv, 3, "", "iptables v1.8.9 (nf_tables): Could not fetch rule set "
+                "generation id: Invalid argument\n")
+        return real_run(argv, **kwargs)
+    monkeypatch.setattr(subprocess, "run", run)
+    why = realnode._netfilter_unavailable()
+    assert why is not None and "\n" not in why
+    assert why.startswith("kube-proxy needs netfilter's NAT table (iptables: iptables v1.8.9")
+
+
+def test_this_machines_netfilter_is_found() -> None:
+    if os.geteuid() != 0:
+        pytest.skip("unshare --net needs root")
+    assert realnode._netfilter_unavailable() is None
