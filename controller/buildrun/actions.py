@@ -30,6 +30,7 @@ from controller.buildrun.status_writes import (
     finished,
     progressed,
     started,
+    waiting,
     write_status,
 )
 from controller.runtime.conflict import patch_pinned, reread, retry_on_conflict
@@ -127,6 +128,17 @@ class Actions:
                 # Tekton's end of the run wakes it; this is for a run that never ends.
                 return _requeue_at(cancel_left(written or buildrun, self.clock(),
                                                self.timeout_grace))
+            case Action.WAIT:
+                # The end of the one ahead wakes it (setup.py: a serial Build's BuildRun
+                # or run that ends wakes the Build's NEW BuildRuns): no requeue.
+                before = succeeded_condition(buildrun.get("status")) or {}
+                written = await write_status(self.kube, buildrun,
+                                             waiting(decision, format_time(self.clock())))
+                if written is not None:
+                    if before.get("reason") != decision.reason:
+                        metrics.SERIAL_WAITS.labels(buildrun["metadata"]["namespace"]).inc()
+                    self.recorder.record(buildrun, "Normal", decision.reason, decision.message)
+                return DONE
             case Action.PROGRESS:
                 assert run is not None
                 written = await self._progress(buildrun, run)
@@ -139,7 +151,7 @@ class Actions:
                 assert_never(decision.action)
 
     async def start(self, buildrun: JSON, plan: Plan, executor: Executor) -> Result:
-        """Row 10: make the ServiceAccount ready, create (or adopt) the TaskRun (or
+        """Row 12: make the ServiceAccount ready, create (or adopt) the TaskRun (or
         PipelineRun, as `executor` says) and record it in one status write.
 
         Raises UserError when the API server's answer is the user's to fix (it is
@@ -283,7 +295,7 @@ class Actions:
                  extra={"key": f"{meta['namespace']}/{meta['name']}"})
 
     async def _progress(self, buildrun: JSON, run: JSON) -> JSON | None:
-        """Row 16: the run's reason and message, and its startTime once Tekton set it."""
+        """Row 18: the run's reason and message, and its startTime once Tekton set it."""
         reason, message = running_reason(run)
         status = buildrun.get("status") or {}
         current = succeeded_condition(status) or {}
@@ -326,6 +338,8 @@ class Actions:
         metrics.COMPLETED.labels(label, meta["namespace"]).inc()
         if decision.reason == reasons.RECONCILER_RETRIES_EXHAUSTED:
             metrics.RETRY_EXHAUSTED.inc()
+        if seen.observation.superseded_by:  # row 10: the one row that reads it and finishes
+            metrics.SERIAL_SUPERSEDED.labels(meta["namespace"]).inc()
         created_at = parse_time(meta.get("creationTimestamp"))
         # From the completionTime written (the run's, when it decided), as Shipwright.
         ended = parse_time(written["status"].get("completionTime")) or now_t

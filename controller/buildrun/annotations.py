@@ -13,3 +13,7 @@ future Shipwright feature under its own domain cannot collide with them.
 from __future__ import annotations
 
 PREFIX = "buildrun-controller.dev/"
+
+# On a Build: its run policy, Serial or SerialLatestOnly (or Parallel, as without it): one
+# BuildRun of the Build runs at a time, in the order of creation (serial.py).
+RUN_POLICY = PREFIX + "run-policy"

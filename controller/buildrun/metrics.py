@@ -5,7 +5,11 @@ measures the same moment, one call here records both."""
 
 from __future__ import annotations
 
-from prometheus_client import Counter, Histogram
+from collections.abc import Callable, Iterator
+
+from prometheus_client import REGISTRY, Counter, Histogram
+from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.metrics_core import Metric
 
 from controller.runtime.kube import JSON
 from controller.shipwright import metrics as shipwright_metrics
@@ -47,6 +51,41 @@ DELETED = Counter(
     "buildrun_deleted_total",
     "BuildRuns deleted by the controller when their retention TTL ran out",
 )
+
+# Issue 43, one run at a time per Build (serial.py): what an SRE watches of serial queues.
+SERIAL_WAITS = Counter(
+    "buildrun_serial_waits_total",
+    "BuildRuns of a Build with a serial run policy that began waiting behind another",
+    ["namespace"],
+)
+SERIAL_SUPERSEDED = Counter(
+    "buildrun_serial_superseded_total",
+    "Waiting BuildRuns of a SerialLatestOnly Build canceled because a newer one came",
+    ["namespace"],
+)
+
+
+
+class _SerialQueues:
+    """buildrun_serial_waiting: how many BuildRuns wait in serial queues now, by namespace,
+    counted from the BuildRun cache when scraped (setup.py hands the count in), so it is
+    never stale and a restart loses nothing."""
+
+    def __init__(self) -> None:
+        self.count: Callable[[], dict[str, int]] = dict
+
+    def collect(self) -> Iterator[Metric]:
+        gauge = GaugeMetricFamily(
+            "buildrun_serial_waiting",
+            "BuildRuns of Builds with a serial run policy waiting behind another, now",
+            labels=["namespace"])
+        for namespace, count in sorted(self.count().items()):
+            gauge.add_metric([namespace], count)
+        yield gauge
+
+
+SERIAL_QUEUES = _SerialQueues()
+REGISTRY.register(SERIAL_QUEUES)
 
 
 def buildrun_started(buildrun: JSON, seconds: float) -> None:

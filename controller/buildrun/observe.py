@@ -22,7 +22,14 @@ from controller.buildrun.buildruns import (
     recorded_executor_name,
     ttl_left,
 )
-from controller.buildrun.caches import BY_BUILDRUN, UNWATCHED_POLL, Caches, ending
+from controller.buildrun.caches import (
+    BY_BUILDRUN,
+    GOING_BY_BUILD,
+    UNFINISHED_BY_BUILD,
+    UNWATCHED_POLL,
+    Caches,
+    ending,
+)
 from controller.buildrun.executors import TASKRUN, Executor, executor_of
 from controller.buildrun.outcomes import (
     Outcome,
@@ -32,6 +39,15 @@ from controller.buildrun.outcomes import (
 )
 from controller.buildrun.plan import Plan, Planner
 from controller.buildrun.reasons import TASK_RUN_CANCELLED
+from controller.buildrun.serial import (
+    RunPolicy,
+    Standing,
+    order_key,
+    run_owner,
+    run_policy,
+    standing,
+)
+from controller.buildrun.spec import build_name
 from controller.buildrun.states import Observation, Phase
 from controller.runtime.conflict import reread
 from controller.runtime.errors import UserError
@@ -77,7 +93,7 @@ class Observer:
         self.clock = clock
         # What a new BuildRun runs as (BUILDRUN_EXECUTOR).
         self.executor = executor
-        # Rows 14 and 16 are backstops: this long past the timeout Tekton enforces itself,
+        # Rows 16 and 18 are backstops: this long past the timeout Tekton enforces itself,
         # or after a cancel it confirms itself.
         self.timeout_grace = timeout_grace
 
@@ -127,7 +143,7 @@ class Observer:
         return replace(seen, observation=observation)
 
     def _deadline_passed(self, buildrun: JSON, seen: Seen, now: datetime.datetime) -> bool:
-        """Row 16's guard: the run's own timeout plus the grace has passed."""
+        """Row 18's guard: the run's own timeout plus the grace has passed."""
         timeout = seen.executor.timeout(seen.run) if seen.run is not None else None
         return deadline_left(buildrun, seen.run, timeout, now, self.timeout_grace) == 0.0
 
@@ -178,19 +194,73 @@ class Observer:
         plan = None
         build = None
         unregistered = False
+        policy = RunPolicy.PARALLEL
         if not is_canceled:
             try:
                 build, unregistered = await self.planner.validated_build(buildrun)
                 if not unregistered:
                     plan = await self.planner.prepare(buildrun, build, executor)
+                    policy = run_policy(build)
             except UserError as exc:
                 user_error = exc
+        where = (standing(buildrun, policy, *self.serial_rivals(buildrun, executor))
+                 if policy is not RunPolicy.PARALLEL and user_error is None else Standing())
         observation = Observation(Phase.NEW, canceled=is_canceled,
                                   unrecorded_run=existing is not None, user_error=user_error,
-                                  build_unregistered=unregistered, executor_kind=executor.kind)
+                                  build_unregistered=unregistered, executor_kind=executor.kind,
+                                  run_policy="" if policy is RunPolicy.PARALLEL
+                                  else policy.value,
+                                  superseded_by=where.superseded_by,
+                                  serial_behind=where.behind)
         # `existing`: one an earlier try created but never recorded, which row 5 records.
         return Seen(buildrun, observation, existing, plan,
                     build=None if unregistered else build, executor=executor)
+
+    def serial_rivals(self, buildrun: JSON, executor: Executor
+                      ) -> tuple[list[JSON], list[tuple[str, str]]]:
+        """What serial.standing weighs a NEW BuildRun against, from the caches: its Build's
+        unfinished BuildRuns, and the owners (name, uid) of its Build's runs not finished."""
+        key = f"{buildrun['metadata']['namespace']}/{build_name(buildrun)}"
+        others = self.caches.buildruns.by_index(UNFINISHED_BY_BUILD, key)
+        runs = self.caches.store(executor.resource).by_index(GOING_BY_BUILD, key)
+        return others, [owner for run in runs if (owner := run_owner(run)) is not None]
+
+    async def recheck_serial(self, seen: Seen) -> Seen:
+        """A NEW BuildRun of a serial Build about to start, looked at again under its Build's
+        turn (the reconciler's lock, so no other worker of this process starts a run of the
+        Build meanwhile): the caches again (another worker may have started one while this
+        waited for the turn), then, live, the rivals a lagging cache may show wrongly. A
+        cached BuildRun that is running or finished is so (neither goes back), and a cached
+        run that has finished has; but one the cache shows NEW may have started: its
+        status write (or our own, moments ago) not delivered yet, or its run created and
+        the write that records it lost. Those ordered after this one (standing passes over
+        them) are read from the API server, and their runs by the name START gives them.
+        Returns `seen` with Observation.serial_behind set when one of them runs."""
+        buildrun, executor = seen.buildrun, seen.executor
+        policy = RunPolicy(seen.observation.run_policy)
+        others, owners = self.serial_rivals(buildrun, executor)
+        where = standing(buildrun, policy, others, owners)
+        behind = where.behind or where.superseded_by
+        uid, key = buildrun["metadata"].get("uid"), order_key(buildrun)
+        for other in sorted(others, key=order_key):
+            if behind:
+                break
+            if (other["metadata"].get("uid") == uid or phase_of(other) is not Phase.NEW
+                    or canceled(other) or order_key(other) < key):
+                continue
+            live = await reread(self.kube, BUILDRUNS, other)
+            if live is None or phase_of(live) is Phase.DONE:
+                continue
+            if phase_of(live) is Phase.RUNNING:
+                behind = other["metadata"]["name"]
+                continue
+            run = await self.kube.get_or_none(executor.resource, other["metadata"]["namespace"],
+                                              recorded_executor_name(live))
+            if run is not None and owned_by(run, live) and not run_finished(run):
+                behind = other["metadata"]["name"]
+        return replace(seen, observation=replace(
+            seen.observation, superseded_by=where.superseded_by,
+            serial_behind="" if where.superseded_by else behind))
 
     async def observe_unrecorded(self, buildrun: JSON) -> Seen:
         """A NEW BuildRun given up on: whether a run of it exists (row 5 records it), read

@@ -60,6 +60,12 @@ VULNERABILITIES_FOUND = "VulnerabilitiesFound"
 
 RECONCILER_RETRIES_EXHAUSTED = "ReconcilerRetriesExhausted"
 
+# Issue 43, one run at a time per Build (serial.py): a NEW BuildRun of a Serial Build
+# waiting behind another (Unknown, state table row 11), and a Build's run-policy
+# annotation that is no policy (a user error, row 8).
+SERIAL_RUN_WAITING = "SerialRunWaiting"
+INVALID_RUN_POLICY = "InvalidRunPolicy"
+
 # Tekton's reasons on a TaskRun's Succeeded condition that Shipwright maps to its own.
 TASK_RUN_CANCELLED = "TaskRunCancelled"
 TASK_RUN_TIMEOUT = "TaskRunTimeout"
@@ -167,6 +173,7 @@ USER_ERROR_REASONS: frozenset[str] = frozenset(
         NODE_SELECTOR_PLATFORM_CONFLICT,
         EXECUTOR_NOT_PIPELINE_RUN,
         NODE_PLATFORM_NOT_FOUND,
+        INVALID_RUN_POLICY,
         *PARAMETER_REASONS,
     }
 )

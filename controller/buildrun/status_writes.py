@@ -80,7 +80,7 @@ def status_update(buildrun: JSON, status: JSON) -> JSON:
 
 
 def started(executor: Executor, run: JSON, snapshot: JSON | None, now: str) -> Change:
-    """Rows 10 and 5: the TaskRun (PipelineRun) created or adopted and the build spec
+    """Rows 12 and 5: the TaskRun (PipelineRun) created or adopted and the build spec
     snapshot (none for a run adopted by a BuildRun that does not resolve), with the
     condition the first reconcile of the running BuildRun would write, so it finds
     nothing to change: one status write per start, not two.
@@ -106,15 +106,22 @@ def started(executor: Executor, run: JSON, snapshot: JSON | None, now: str) -> C
 
 
 def progressed(run: JSON, now: str) -> Change:
-    """Row 16: the running TaskRun's reason and message on the Succeeded condition, and its
+    """Row 18: the running TaskRun's reason and message on the Succeeded condition, and its
     startTime once Tekton has set it."""
     reason, message = running_reason(run)
     return lambda status: with_condition(with_start(with_executor(status), run_start(run)),
                                          "Unknown", reason, message, now)
 
 
+def waiting(decision: Decision, now: str) -> Change:
+    """Row 11: a serial Build's BuildRun waiting behind another, Unknown with the decided
+    reason and the message naming that one; unchanged (no write) while it is the same."""
+    return lambda status: with_condition(status, "Unknown", decision.reason,
+                                         decision.message, now)
+
+
 def cancel_asked(executor: Executor, now: str) -> Change:
-    """Row 15: Unknown/BuildRunCanceled with Shipwright's words, its lastTransitionTime
+    """Row 17: Unknown/BuildRunCanceled with Shipwright's words, its lastTransitionTime
     the moment the run was asked to stop (from which the cancel backstop counts:
     buildruns.cancel_left); unchanged once shown."""
     def change(status: JSON) -> JSON:

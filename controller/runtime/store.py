@@ -79,6 +79,10 @@ class Store:
         narrows many down to a few reads only those)."""
         return set(self._index[index].get(value, ()))
 
+    def index_sizes(self, index: str) -> dict[str, int]:
+        """How many objects each value of `index` holds, nothing decoded (a gauge's count)."""
+        return {value: len(keys) for value, keys in self._index[index].items()}
+
     def upsert(self, obj: JSON) -> JSON | None:
         """Stores obj; returns the object it replaced, if any. Everything that can raise
         on the object (its key, its index values, the freeze rule, the packing) is worked

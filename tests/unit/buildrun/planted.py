@@ -52,7 +52,7 @@ def reread_takes_a_namesake() -> Iterator[None]:
 
 @contextlib.contextmanager
 def cancel_finishes_at_once() -> Iterator[None]:
-    """Row 15 finishes BuildRunCanceled at once (then stops the run), as row 14's
+    """Row 17 finishes BuildRunCanceled at once (then stops the run), as row 16's
     backstop does, instead of waiting for the run's end."""
     table = tuple(replace(row, decide=states._cancel_unconfirmed) if row.number == 15
                   else row for row in states.TABLE)

@@ -47,6 +47,7 @@ def test_reason_constants_are_named_after_their_values() -> None:
         "StepOOM",
         "Cancelled",
         "Other",
+        "SerialRunWaiting",
     }
     for name, value in constants.items():
         words = re.sub(r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])", "_", value)
