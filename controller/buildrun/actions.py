@@ -289,6 +289,14 @@ class Actions:
             await self.kube.delete(SERVICEACCOUNTS, meta["namespace"], meta["name"],
                                    preconditions={"uid": meta["uid"]})
         except ApiError as exc:
+            if is_conflict(exc) and await reread(self.kube, SERVICEACCOUNTS,
+                                                 service_account) is not None:
+                # Still the one decided on: the conflict was not its namesake's
+                # precondition failing, so it is tried again (swallowed, it left the
+                # ServiceAccount for good, nothing else waking the BuildRun: found by the
+                # interleavings machine).
+                raise RetryableError("conflict", f"ServiceAccount {meta['name']!r} could "
+                                     f"not be deleted: {exc.message}") from exc
             if not (is_not_found(exc) or is_conflict(exc)):
                 raise
         log.info("deleted the ServiceAccount generated for the BuildRun",

@@ -13,7 +13,7 @@ from controller.runtime.kube import JSON, PODS, SERVICEACCOUNTS, Kube, Resource,
 from controller.runtime.shapes import at, mapping, objects, text
 from controller.runtime.store import Indexer, Store
 from controller.shipwright.conditions import succeeded_condition
-from controller.shipwright.indexes import build_names
+from controller.shipwright.indexes import BUILDRUN_INDEXERS, build_names
 from controller.shipwright.labels import LABEL_BUILD, LABEL_BUILDRUN
 from controller.shipwright.resources import (
     BUILDRUNS,
@@ -187,7 +187,9 @@ class Caches:
     """One Store per kind the reconciler reads. A miss is asked of the API server
     (`read`), so an empty store is slower, never wrong."""
 
-    buildruns: Store = field(default_factory=Store)
+    # setup.py's BuildRun informer keeps these indexes; so does the default (unit tests).
+    buildruns: Store = field(default_factory=lambda: Store(
+        BUILDRUN_INDEXERS | NEW_BY_BUILD_INDEXERS))
     taskruns: Store = field(default_factory=lambda: Store(EXECUTOR_INDEXERS))
     # Filled only with BUILDRUN_EXECUTOR=PipelineRun (no informer otherwise: a read misses
     # and asks the API server, for a BuildRun started as a PipelineRun before a switch).

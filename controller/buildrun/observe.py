@@ -203,7 +203,7 @@ class Observer:
                     policy = run_policy(build)
             except UserError as exc:
                 user_error = exc
-        where = (standing(buildrun, policy, *self.serial_rivals(buildrun, executor))
+        where = (await self._standing(buildrun, policy, executor)
                  if policy is not RunPolicy.PARALLEL and user_error is None else Standing())
         observation = Observation(Phase.NEW, canceled=is_canceled,
                                   unrecorded_run=existing is not None, user_error=user_error,
@@ -225,6 +225,24 @@ class Observer:
         runs = self.caches.store(executor.resource).by_index(GOING_BY_BUILD, key)
         return others, [owner for run in runs if (owner := run_owner(run)) is not None]
 
+    async def _standing(self, buildrun: JSON, policy: RunPolicy,
+                        executor: Executor) -> Standing:
+        """serial.standing on the caches; a verdict that it is superseded (row 10, which
+        cannot be taken back) only once the newer BuildRun is confirmed live: one the
+        cache still holds may be gone, finished or canceled (then it supersedes nothing,
+        and the next newer one is asked)."""
+        others, owners = self.serial_rivals(buildrun, executor)
+        while True:
+            where = standing(buildrun, policy, others, owners)
+            newer = next((o for o in others
+                          if o["metadata"]["name"] == where.superseded_by), None)
+            if newer is None:
+                return where
+            live = await reread(self.kube, BUILDRUNS, newer)
+            if live is not None and phase_of(live) is not Phase.DONE and not canceled(live):
+                return where
+            others = [o for o in others if o is not newer]
+
     async def recheck_serial(self, seen: Seen) -> Seen:
         """A NEW BuildRun of a serial Build about to start, looked at again under its Build's
         turn (the reconciler's lock, so no other worker of this process starts a run of the
@@ -238,8 +256,8 @@ class Observer:
         Returns `seen` with Observation.serial_behind set when one of them runs."""
         buildrun, executor = seen.buildrun, seen.executor
         policy = RunPolicy(seen.observation.run_policy)
-        others, owners = self.serial_rivals(buildrun, executor)
-        where = standing(buildrun, policy, others, owners)
+        others, _ = self.serial_rivals(buildrun, executor)
+        where = await self._standing(buildrun, policy, executor)
         behind = where.behind or where.superseded_by
         uid, key = buildrun["metadata"].get("uid"), order_key(buildrun)
         for other in sorted(others, key=order_key):

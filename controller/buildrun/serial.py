@@ -82,8 +82,9 @@ def standing(buildrun: JSON, policy: RunPolicy, others: Iterable[JSON],
     have one still stopping, and one whose status write is not in the cache yet has one
     already (by uid: a namesake's run still going is another BuildRun's).
 
-    It waits behind every BuildRun that is running, every NEW one created before it, and
-    every run still going; a NEW one canceled does not count (it finishes without a run).
+    It waits behind every BuildRun that is running, every run still going, and (Serial)
+    every NEW one created before it (SerialLatestOnly: those are superseded by it); a NEW
+    one canceled does not count (it finishes without a run).
     The one named is the nearest ahead of it: the latest in the order among them, so the
     message changes only when that one does (a start ahead of it rewrites nothing)."""
     if policy is RunPolicy.PARALLEL:
@@ -95,7 +96,10 @@ def standing(buildrun: JSON, policy: RunPolicy, others: Iterable[JSON],
         newer = [b for b in rivals if phase_of(b) is Phase.NEW and order_key(b) > key]
         if newer:
             return Standing(superseded_by=max(newer, key=order_key)["metadata"]["name"])
-    ahead = [b for b in rivals if phase_of(b) is Phase.RUNNING or order_key(b) < key]
+    # Under SerialLatestOnly the earlier NEW ones are superseded by this one: only a
+    # running one is ahead of it.
+    ahead = [b for b in rivals if phase_of(b) is Phase.RUNNING
+             or (policy is RunPolicy.SERIAL and order_key(b) < key)]
     if ahead:
         return Standing(behind=max(ahead, key=order_key)["metadata"]["name"])
     going = sorted(name for name, owner in run_owners if owner != uid)

@@ -83,6 +83,7 @@ from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import (
     RuleBasedStateMachine,
+    initialize,
     invariant,
     precondition,
     rule,
@@ -91,6 +92,7 @@ from hypothesis.stateful import (
 
 from controller.buildrun import reasons, serviceaccounts
 from controller.buildrun import setup as buildrun_setup
+from controller.buildrun.annotations import RUN_POLICY
 from controller.buildrun.buildruns import CANCELED
 from controller.buildrun.executors import TASKRUN_CANCELLED
 from controller.buildrun.outcomes import run_finished
@@ -112,6 +114,9 @@ from tests.unit.buildrun.world import seed_namespace, tekton_status
 from workqueue import FakeClock
 
 NAMES = ("a", "b")
+# The Build's run policy in an example (its annotation, issue 43), by a name as hypothesis
+# prints the step: under a serial one, (g) holds too.
+POLICIES = {"none": None, "Serial": "Serial", "SerialLatestOnly": "SerialLatestOnly"}
 # The user's settings of the Build's spec.timeout, by a name as hypothesis prints a step.
 BUILD_TIMEOUTS = {"1m": "1m", "5m": "5m", "unset": None}
 GHOST = "ghost"  # a Build that never exists: its BuildRuns end BuildNotFound
@@ -215,6 +220,10 @@ class BuildRunTruth:
     final_time: float | None = None  # virtual seconds at that write
     final_decided_tick: int | None = None  # when the reconcile that wrote it began
     recorded_tick: int | None = None  # when its status first named a run
+    # It finished BuildRunCanceled as superseded (SerialLatestOnly, row 10) by a newer
+    # BuildRun of its Build that was there then: its only BuildRunCanceled not asked for.
+    superseded: bool = False
+    order: tuple[str, str] = ("", "")  # (creationTimestamp, name): a serial Build's order
 
 
 def verdict_problems(truth: BuildRunTruth, *, strict: bool = False) -> list[str]:
@@ -279,8 +288,11 @@ def verdict_problems(truth: BuildRunTruth, *, strict: bool = False) -> list[str]
         if run is None or run.state != CANCELLED:
             problems.append(f"{said}, but its run was not cancelled ({run and run.state})")
     elif reason == reasons.BUILD_RUN_CANCELED:
-        if not canceled_first:
-            problems.append(f"{said}, but the user had not canceled it")
+        if not canceled_first and not truth.superseded:
+            problems.append(f"{said}, but the user had not canceled it nor a newer "
+                            "BuildRun superseded it")
+        if truth.superseded and not canceled_first and run is not None:
+            problems.append(f"{said} superseded, but it had a run: {run.name}")
         if by_itself:
             problems.append(f"{said}, but its run finished by itself: {run and run.state}")
     elif reason == reasons.BUILD_RUN_TIMEOUT:
@@ -604,6 +616,7 @@ class Interleavings(RuleBasedStateMachine):
         self.leader = self.start_replica()
         self.old_leader: Replica | None = None  # lost its lease mid-reconcile
         self.rare = {"build": 0, "process": 0}  # how often each rare event came
+        self.policy: str | None = None  # the Build's run policy (`run_policy`)
 
     # -- the world ------------------------------------------------------------------------
 
@@ -671,6 +684,7 @@ class Interleavings(RuleBasedStateMachine):
                                      f"{status['startTime']}, not its run's "
                                      f"({own and own.start_time})")
             if truth.final is None and status.get("completionTime"):
+                truth.superseded = self.superseded(after, replica.turn_tick)
                 truth.final, truth.final_tick = copy.deepcopy(status), tick
                 truth.final_time = self.clock.now()
                 truth.final_decided_tick = replica.turn_tick
@@ -688,6 +702,40 @@ class Interleavings(RuleBasedStateMachine):
             elif after is not None and (after.get("spec") or {}).get("status") == \
                     TASKRUN_CANCELLED and self.runs[name].cancel_tick is None:
                 self.runs[name].cancel_tick = tick
+
+    def superseded(self, buildrun: JSON, since: int) -> bool:
+        """Whether a BuildRun finishing says it was superseded, and rightly: the Build is
+        SerialLatestOnly and the BuildRun it names, of the same Build, comes after it in
+        the order (creationTimestamp, then name) and was there when the reconcile that
+        finished it began (tick `since`; the user may delete it after that look)."""
+        message = (succeeded_condition(buildrun.get("status")) or {}).get("message") or ""
+        prefix = "superseded by the newer BuildRun "
+        if not message.startswith(prefix):
+            return False
+        named = message[len(prefix):].split(" ", 1)[0]
+        key = (buildrun["metadata"]["creationTimestamp"], buildrun["metadata"]["name"])
+        if self.policy == "SerialLatestOnly" and any(
+                t.name == named and t.build == buildrun["spec"]["build"]["name"]
+                and t.order > key and (t.deleted_tick is None or t.deleted_tick > since)
+                for t in self.buildruns.values()):
+            return True
+        self.problems.append(f"(b) {message!r} under run policy {self.policy}: no newer "
+                             f"BuildRun {named} of its Build was there")
+        return False
+
+    def serial_runs(self) -> list[Run]:
+        """(g): the runs going of a serial Build's BuildRuns, but one made for a BuildRun
+        that had finished (by a replica that lost its lease, its START in flight: a known
+        gap, KNOWN_GAPS, which row 1 stops)."""
+        if self.policy is None:
+            return []
+        going = []
+        for run in self.live_runs(NEW, PENDING, RUNNING):
+            truth = self.buildruns[run.owner]
+            late = truth.final_tick is not None and run.created_tick > truth.final_tick
+            if truth.build == fixtures.BUILD and (self.strict or not late):
+                going.append(run)
+        return going
 
     def created_run(self, taskrun: JSON, tick: int, replica: Replica) -> None:
         name, owner = taskrun["metadata"]["name"], _owner(taskrun)
@@ -739,11 +787,26 @@ class Interleavings(RuleBasedStateMachine):
                 if (stored.get("status") or {}) != truth.final:
                     problems.append(f"(a) BuildRun {truth.uid}'s finished status changed")
         problems += [f"(f) {record}" for record in PANICS.records]
+        going = self.serial_runs()
+        if len(going) > 1:
+            problems.append(f"(g) run policy {self.policy}: {len(going)} runs of the Build "
+                            f"at once: {[(r.name, r.state) for r in going]}")
         if problems:
             self.failed = True
             raise AssertionError("the promise broke:\n" + "\n".join(problems))
 
     # -- the user -------------------------------------------------------------------------
+
+    @initialize(policy=st.sampled_from(tuple(POLICIES)))
+    @stepped
+    def run_policy(self, policy: str) -> None:
+        """The Build's run policy for the example (its annotation): none, Serial or
+        SerialLatestOnly."""
+        self.step()
+        value = self.policy = POLICIES[policy]
+        if value is not None:
+            self.fake.modify(BUILDS, fixtures.BUILD, lambda b: b["metadata"].setdefault(
+                "annotations", {}).update({RUN_POLICY: value}))
 
     # A rule with nothing to act on is not drawn (its precondition), so that the steps of
     # an example go to what moves it; the rarer events (a Build's change, a process's
@@ -766,8 +829,9 @@ class Interleavings(RuleBasedStateMachine):
     def create(self, buildrun: JSON) -> None:
         obj = self.fake.add(BUILDRUNS, buildrun)
         meta = obj["metadata"]
-        self.buildruns[meta["uid"]] = BuildRunTruth(meta["uid"], meta["name"],
-                                                    obj["spec"]["build"]["name"])
+        self.buildruns[meta["uid"]] = BuildRunTruth(
+            meta["uid"], meta["name"], obj["spec"]["build"]["name"],
+            order=(meta["creationTimestamp"], meta["name"]))
 
     @precondition(lambda self: self.has_buildruns())
     @rule(act=st.sampled_from(("cancel", "delete", "recreate", "delete its TaskRun")),
@@ -1048,8 +1112,16 @@ class Interleavings(RuleBasedStateMachine):
             if why is not None and not done:
                 problems.append(f"(e) BuildRun {name} ({truth.uid}) is not finished although "
                                 f"{why}: {status}")
-            if not done and recorded_executor(status) is None:
-                problems.append(f"(e) BuildRun {name} ({truth.uid}) never started: {status}")
+            waits = (succeeded_condition(status) or {}).get("reason") == \
+                reasons.SERIAL_RUN_WAITING
+            # Any run of the Build going holds it back, one the controller made late too
+            # (an orphan the garbage collector, not run here, would delete).
+            behind = [r.name for r in self.live_runs(NEW, PENDING, RUNNING)
+                      if self.buildruns[r.owner].build == truth.build and r.owner != truth.uid]
+            if not done and recorded_executor(status) is None and not (waits and behind):
+                problems.append(f"(e) BuildRun {name} ({truth.uid}) never started: {status}"
+                                + (" (it waits, but no run of its Build is going)"
+                                   if waits else ""))
             if done and run is not None and run.deleted_tick is None \
                     and run.state not in FINISHED:
                 problems.append(f"(e) BuildRun {name} ({truth.uid}) finished, but its run "
