@@ -43,7 +43,10 @@ and after every step checks the promise (`Interleavings.promise`):
   only its own;
 - (d) every write lands on the uid of the BuildRun it was decided on (Actions.act's), a
   TaskRun's or ServiceAccount's on one that uid owns;
-- (f) no reconcile raises what the controller takes for a bug (logged with a traceback).
+- (f) no reconcile raises what the controller takes for a bug (logged with a traceback);
+- (g) under the Build's run policy (`run_policy`, drawn first: none, Serial or
+  SerialLatestOnly; issue 43), never two runs of the Build's BuildRuns going at once, and
+  a BuildRun ends superseded only by a newer one of its Build that was there.
 
 At the end of each example (`Interleavings.teardown`) the faults stop, the old leader's
 reconcile ends, the leader's caches catch up and the controller runs until it is quiet,
@@ -203,6 +206,9 @@ class Run:
     finished_tick: int | None = None
     cancel_tick: int | None = None  # when a cancel (spec.status) landed on it
     deleted_tick: int | None = None
+    # Made by a replica that had lost its lease (its START in flight): KNOWN_GAPS'
+    # GAP_SERIAL_LOST_LEASE for (g).
+    by_old_leader: bool = False
 
 
 @dataclass
@@ -726,7 +732,8 @@ class Interleavings(RuleBasedStateMachine):
     def serial_runs(self) -> list[Run]:
         """(g): the runs going of a serial Build's BuildRuns, but one made for a BuildRun
         that had finished (by a replica that lost its lease, its START in flight: a known
-        gap, KNOWN_GAPS, which row 1 stops)."""
+        gap, KNOWN_GAPS, which row 1 stops). Two going at once are tolerated when one was
+        made by a replica that had lost its lease (GAP_SERIAL_LOST_LEASE)."""
         if self.policy is None:
             return []
         going = []
@@ -757,6 +764,7 @@ class Interleavings(RuleBasedStateMachine):
             # collector's: no create can be made conditional on its owner still existing.)
             self.problems.append(f"(c) a second TaskRun {name} for BuildRun {truth.uid} "
                                  f"(after {[r.name for r in truth.runs]}), at tick {tick}")
+        run.by_old_leader = replica is self.old_leader
         truth.runs.append(run)
         self.runs[name] = run
 
@@ -788,7 +796,7 @@ class Interleavings(RuleBasedStateMachine):
                     problems.append(f"(a) BuildRun {truth.uid}'s finished status changed")
         problems += [f"(f) {record}" for record in PANICS.records]
         going = self.serial_runs()
-        if len(going) > 1:
+        if len(going) > 1 and (self.strict or not any(r.by_old_leader for r in going)):
             problems.append(f"(g) run policy {self.policy}: {len(going)} runs of the Build "
                             f"at once: {[(r.name, r.state) for r in going]}")
         if problems:
@@ -1212,6 +1220,10 @@ GAP_UNRECORDED_RUN = (
     "never made: the next try makes a second (the create and the "
     "status write cannot be one write; recording first would cost a status write per "
     "start and name a run not yet made)")
+GAP_SERIAL_LOST_LEASE = (
+    "a replica that lost its lease with a START of a serial Build's BuildRun in flight "
+    "creates its run after the new leader looked (that BuildRun new, no run) and started "
+    "another: two runs of the Build at once (README: One run at a time per Build)")
 GAP_VERDICT_BEFORE_CANCEL = (
     "the backstops (rows 16, 18) and a spent budget (row 14) write their verdict, then "
     "cancel the run: a run that succeeds between their live read of it and the cancel is "
@@ -1549,3 +1561,68 @@ def test_a_cancel_whose_verdict_write_is_lost_keeps_the_runs_outcome() -> None:
         state.tekton_progresses(i=0, to=SUCCEEDED)
 
     replay(steps, strict=True)  # nor after: a cancel writes no verdict first
+
+
+@pytest.mark.xfail(strict=True, reason=GAP_SERIAL_LOST_LEASE)
+def test_serial_a_start_in_flight_on_a_replica_that_lost_its_lease_runs_beside_another() -> None:
+    """Built by hand (the machine's derandomized examples have not met it): b's START is
+    parked at its TaskRun's create when the lease is lost; a, created in the same second
+    (its name first), is started by the new leader, whose live look finds b new and
+    without a run; then the old leader's create lands. (g): two runs at once."""
+    def steps(state: Interleavings) -> None:
+        state.run_policy(policy="Serial")
+        state.create_buildrun(name="b", build=APP, timeout=None)
+        state.work(calls=2)  # to b's link, then parked at its TaskRun's create
+        state.process_dies(how="lose lease")
+        state.create_buildrun(name="a", build=APP, timeout=None)
+        state.work(calls=100)
+        state.work(calls=100)
+        state.old_leader_works(calls=100)
+
+    replay(steps, strict=True)
+
+
+def test_serial_a_superseding_buildrun_deleted_after_the_look_still_stands() -> None:
+    """Found by the machine (its check was too strict, the controller right): a is
+    superseded by b, looked at live; the user deletes b before a's verdict is written.
+    The verdict rests on what the reconcile saw; (b) accepts a newer BuildRun that was
+    there when it began."""
+    def steps(state: Interleavings) -> None:
+        state.run_policy(policy="SerialLatestOnly")
+        state.create_buildrun(name="b", build=APP, timeout="1m",
+                              service_account=serviceaccounts.GENERATE)
+        state.watch(resource="taskruns", how="deliver one")
+        state.process_dies(how="restart")
+        state.create_buildrun(name="a", build=APP, timeout=None)
+        state.work(calls=1)
+        state.work(calls=1)
+        state.user(act="delete", name="b")
+        state.work(calls=2)
+
+    replay(steps)
+
+
+def test_a_conflict_deleting_a_generated_service_account_still_there_is_retried() -> None:
+    """Holds since the conflict is read again (actions._delete_service_account). Before
+    (found by the machine once the run policy shifted its examples; main had it too):
+    a 409 on the delete of b's generated ServiceAccount was taken for its namesake's
+    precondition failing, and the ServiceAccount was left for good, nothing waking b
+    again. (e)."""
+    def steps(state: Interleavings) -> None:
+        state.create_buildrun(name="b", build=APP, timeout=None,
+                              service_account=serviceaccounts.GENERATE)
+        state.build_timeout(timeout="1m")
+        state.work(calls=1)
+        state.work(calls=1)
+        state.work(calls=1)
+        state.fault(call="delete serviceaccounts", fault="conflict", times=1)
+        state.build_timeout(timeout="1m")
+        state.create_buildrun(name="a", build=APP, timeout=None)
+        state.process_dies(how="restart")
+        state.work(calls=1)
+        state.process_dies(how="restart")
+        state.user(act="cancel", name="b")
+        for _ in range(5):
+            state.work(calls=1)
+
+    replay(steps)
