@@ -240,7 +240,13 @@ class Observer:
                 return where
             live = await reread(self.kube, BUILDRUNS, newer)
             if live is not None and phase_of(live) is not Phase.DONE and not canceled(live):
-                return where
+                # Nor has it a run of its own the caches lack (its create landed, the write
+                # recording it did not): then it is not canceled but started (START meets
+                # AlreadyExists and adopts it).
+                own = await self.caches.read(self.kube, executor.resource,
+                                             buildrun["metadata"]["namespace"],
+                                             recorded_executor_name(buildrun))
+                return Standing() if own is not None and owned_by(own, buildrun) else where
             others = [o for o in others if o is not newer]
 
     async def recheck_serial(self, seen: Seen) -> Seen:

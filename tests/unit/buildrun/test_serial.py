@@ -254,3 +254,24 @@ async def test_a_bad_run_policy_fails_the_buildrun_naming_the_annotation() -> No
 def test_what_frees_a_serial_build_s_next_buildrun(kind: Any, old: JSON | None, new: JSON,
                                                    frees: bool) -> None:
     assert serial_frees(kind, new, old) is frees
+
+
+async def test_serial_latest_only_an_older_one_whose_run_the_cache_lacks_is_not_canceled(
+) -> None:
+    """`older`'s create landed and its status write did not, and the TaskRun cache does
+    not hold the run yet: superseding it would say "canceled before it started" of a run
+    that goes on. The verdict waits for a live look at its own run, which finds it; the
+    start then adopts it."""
+    rig = serial_rig("SerialLatestOnly")
+    older = add(rig, "older", T0)
+    add(rig, "newer", T1)
+    rig.sync()
+    planned = await rig.reconciler.planner.prepare(
+        older, rig.kube.stored(BUILDS, fixtures.BUILD) or {},
+        rig.reconciler.observer.executor)
+    rig.kube.add(TASKRUNS, planned.run)  # the cache does not hold it
+    await rig.reconciler.reconcile("ns/older")
+    assert condition(rig, "older")["reason"] == "Pending"
+    stored = rig.kube.stored(BUILDRUNS, "older") or {}
+    assert stored["status"]["taskRunName"] == planned.run["metadata"]["name"]
+    assert len(rig.taskruns()) == 1
