@@ -104,30 +104,39 @@ def finished_taskrun(taskrun: JSON) -> JSON:
 
 
 async def populate(kube: Kube, start: int, stop: int, concurrency: int, deadline: float,
-                   build: JSON, strategy: JSON, taskruns: bool) -> float:
+                   build: JSON, strategy: JSON, taskruns: bool, *, namespace: str = NS,
+                   running: bool = False, prefix: str = "br") -> float:
     """Finished BuildRuns in the shape the controller leaves them (its label PATCH, its
     started then finished status, one status write here), and with `taskruns` each
-    one's TaskRun, the controller's body, finished as the simulator finishes it."""
+    one's TaskRun, the controller's body, finished as the simulator finishes it. With
+    `running` (and `taskruns`), BuildRuns whose TaskRun runs on: the controller's started
+    status, the TaskRun as created, unfinished."""
     sim = TektonStatusWriter(kube)
 
     async def one(name: str) -> None:
-        created = await kube.create(BUILDRUNS, NS, fixtures.buildrun(name))
+        created = await kube.create(BUILDRUNS, namespace, fixtures.buildrun(name))
         taskrun = controller_taskrun(created, build, strategy)
-        labelled = await kube.patch(BUILDRUNS, NS, name, label_patch(created, build))
+        labelled = await kube.patch(BUILDRUNS, namespace, name, label_patch(created, build))
+        if running:
+            taskrun = await kube.create(TASKRUNS, namespace, taskrun)
+            await kube.patch(BUILDRUNS, namespace, name, {
+                "metadata": {"resourceVersion": labelled["metadata"]["resourceVersion"]},
+                "status": started_status(created, build, taskrun)}, subresource="status")
+            return
         if taskruns:
-            taskrun = await kube.create(TASKRUNS, NS, taskrun)
-            done = await sim.finish(NS, taskrun["metadata"]["name"])
-            done = await kube.patch(TASKRUNS, NS, done["metadata"]["name"], {"status": {
+            taskrun = await kube.create(TASKRUNS, namespace, taskrun)
+            done = await sim.finish(namespace, taskrun["metadata"]["name"])
+            done = await kube.patch(TASKRUNS, namespace, done["metadata"]["name"], {"status": {
                 "results": [*done["status"]["results"], *SOURCE_RESULTS]}},
                 subresource="status")
         else:
             done = finished_taskrun(taskrun)
-        await kube.patch(BUILDRUNS, NS, name, {
+        await kube.patch(BUILDRUNS, namespace, name, {
             "metadata": {"resourceVersion": labelled["metadata"]["resourceVersion"]},
             "status": finished_status(started_status(created, build, taskrun), done)},
             subresource="status")
 
-    names = [f"br-{i:06d}" for i in range(start, stop)]
+    names = [f"{prefix}-{i:06d}" for i in range(start, stop)]
     t0 = time.monotonic()
     await bounded(names, one, concurrency=concurrency, deadline=deadline)
     return time.monotonic() - t0

@@ -32,6 +32,14 @@ objects):
 - it is stopped (SIGTERM), and the new BuildRun and its TaskRun deleted, so every
   restart sees the same objects.
 
+--namespaces K spreads the finished BuildRuns over K namespaces (the bench's and K-1
+more, each with its own strategy and Build), and --running M adds, once, M BuildRuns
+whose TaskRuns run on (the controller's started status, the TaskRun unfinished), spread
+the same way: a cluster in use, not one namespace of history (issue 42 part 4:
+`--sizes 100000 --namespaces 100 --running 1000`). For each restart the API server's
+RSS is sampled every 0.25 s from the spawn until the reconciles settle: its peak over
+its RSS just before is what the controller's initial lists cost it.
+
 Modes: controller (ours, this checkout or --controller-cwd), before (ours from --before
 DIR, e.g. a `git archive` of an older commit), peer (Shipwright v0.20.13, `make
 peer-build`). Raw figures go to bench/results/e2e-restart-<time>.json.
@@ -61,8 +69,10 @@ from bench.e2e.common import (
     load_kube,
     log,
     machine,
+    server_pids,
     start_py_spy,
     stop_py_spy,
+    usage,
     wait_quiet,
     write_results,
 )
@@ -110,6 +120,7 @@ async def one_restart(cluster: LocalCluster, kube: Kube, mode: str, size: int, r
                       args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
     quiet = await wait_quiet(max_wait=args.quiet_wait)
     out: dict[str, Any] = {"mode": mode, "size": size, "round": round_, "foreign": args.foreign,
+                           "namespaces": args.namespaces, "running": args.running,
                            "quiet_before": quiet, "load_before": machine()["loadavg"]}
     deadline = time.monotonic() + args.timeout
     logfile = workdir / f"{mode}-{size}-{round_}.log"
@@ -125,6 +136,9 @@ async def one_restart(cluster: LocalCluster, kube: Kube, mode: str, size: int, r
     name = f"zz-new-{mode}-{size}-{round_}"
     observer = Observer(cluster, field_selector=f"metadata.name={name}")  # that one only
     await observer.start(deadline)
+    apiserver = server_pids(cluster)["apiserver"]
+    apiserver_rss = [usage(apiserver).rss_kib]
+    sampler = asyncio.create_task(sample_rss(apiserver, apiserver_rss))
     await ctl.start()
     out["spawn_unix"] = time.time()  # to place the controller's log lines ("ts")
     spy = (await start_py_spy(ctl.pid, f"restart-{mode}-{size}-{round_}", timeline=True)
@@ -149,6 +163,9 @@ async def one_restart(cluster: LocalCluster, kube: Kube, mode: str, size: int, r
         out["settled_after_spawn_s"] = round(time.monotonic() - ctl.started, 3)
         out["cpu_s"], out["rss_kib"], out["hwm_kib"] = used.cpu, used.rss_kib, used.hwm_kib
     finally:
+        sampler.cancel()
+        out["apiserver_rss_before_kib"] = apiserver_rss[0]
+        out["apiserver_rss_peak_kib"] = max(apiserver_rss)
         if spy is not None:
             out["py_spy"] = await stop_py_spy(spy)
         out["exit_code"] = await ctl.stop()
@@ -159,6 +176,34 @@ async def one_restart(cluster: LocalCluster, kube: Kube, mode: str, size: int, r
         await delete_quietly(kube, TASKRUNS, NS, got["status"]["taskRunName"])
     out["load_after"] = machine()["loadavg"]
     return out
+
+
+async def sample_rss(pid: int, into: list[int]) -> None:
+    """Appends the RSS (KiB) of `pid` every 0.25 s until cancelled."""
+    while True:
+        await asyncio.sleep(0.25)
+        into.append(usage(pid).rss_kib)
+
+
+def namespace_of(i: int) -> str:
+    """The i-th namespace of --namespaces: the bench's first."""
+    return NS if i == 0 else f"{NS}-{i:03d}"
+
+
+async def fill(kube: Kube, start: int, stop: int, args: argparse.Namespace, deadline: float,
+               builds: list[tuple[JSON, JSON]], *, running: bool = False) -> float:
+    """BuildRuns start..stop (finished, or with `running` running), in contiguous
+    slices, one per namespace."""
+    k = len(builds)
+    chunk = -(-(stop - start) // k)
+    seconds = 0.0
+    for i, (strategy, build) in enumerate(builds):
+        lo, hi = start + i * chunk, min(stop, start + (i + 1) * chunk)
+        if lo < hi:
+            seconds += await populate(kube, lo, hi, args.concurrency, deadline, build,
+                                      strategy, True, namespace=namespace_of(i),
+                                      running=running, prefix="run" if running else "br")
+    return seconds
 
 
 async def register_build(cluster: LocalCluster, kube: Kube, workdir: Path,
@@ -190,8 +235,9 @@ def table(runs: list[dict[str, Any]]) -> str:
     rows = ["| mode | finished BuildRuns (+ TaskRuns) | foreign TaskRuns | round | /readyz "
             "(Shipwright: serving) s | new BuildRun's TaskRun s | after /readyz s | "
             "reconciles at start | CPU s at ready / settled | RSS MiB | peak RSS MiB | "
-            "KiB per finished BuildRun | load 1m before | busy before |",
-            "|---|---:|---:|---:|---:|---:|---:|---:|---|---:|---:|---:|---:|---:|"]
+            "KiB per finished BuildRun | API server RSS MiB before / peak | load 1m before "
+            "| busy before |",
+            "|---|---:|---:|---:|---:|---:|---:|---:|---|---:|---:|---:|---|---:|---:|"]
     for r in runs:
         b = base.get(r["mode"])
         per = (f"{(r['rss_kib'] - b['rss_kib']) / r['size']:.2f}"
@@ -201,7 +247,9 @@ def table(runs: list[dict[str, Any]]) -> str:
             f"| {r['ready_s']} | {r['taskrun_s']} | {r['taskrun_after_ready_s']} "
             f"| {sum(r['reconciles'].values()):,} | {r['cpu_at_ready_s']:.2f} / "
             f"{r['cpu_s']:.2f} | {r['rss_kib'] / 1024:.1f} | {r['hwm_kib'] / 1024:.1f} "
-            f"| {per} | {r['load_before'][0]} | {r['quiet_before']['busy_2s']} |")
+            f"| {per} | {r['apiserver_rss_before_kib'] / 1024:.0f} / "
+            f"{r['apiserver_rss_peak_kib'] / 1024:.0f} "
+            f"| {r['load_before'][0]} | {r['quiet_before']['busy_2s']} |")
     return "\n".join(rows)
 
 
@@ -219,6 +267,12 @@ async def main_async(args: argparse.Namespace) -> None:
                 strategy, build = await fixtures.setup_namespace(kube, NS)
                 await peer.add_service_account(kube)
                 await register_build(cluster, kube, workdir, deadline)
+                builds = [(strategy, build)] + [
+                    await fixtures.setup_namespace(kube, namespace_of(i))
+                    for i in range(1, args.namespaces)]
+                if args.running:
+                    log(f"populating {args.running} running BuildRuns with TaskRuns")
+                    await fill(kube, 0, args.running, args, deadline, builds, running=True)
                 if args.foreign:
                     log(f"populating {args.foreign} foreign TaskRuns")
                     await populate_foreign(kube, 0, args.foreign, args.concurrency, deadline,
@@ -227,8 +281,7 @@ async def main_async(args: argparse.Namespace) -> None:
                 for size in sorted(args.sizes):
                     if size > have:
                         log(f"populating {have} -> {size} finished BuildRuns with TaskRuns")
-                        secs = await populate(kube, have, size, args.concurrency, deadline,
-                                              build, strategy, True)
+                        secs = await fill(kube, have, size, args, deadline, builds)
                         log(f"  {size - have} in {secs:.1f} s")
                         have = size
                     for round_ in range(args.repeat):
@@ -267,6 +320,10 @@ def main() -> None:
                    "commit measured, so the tree may change during a long run)")
     p.add_argument("--foreign", type=int, default=0,
                    help="finished TaskRuns of no BuildRun, made once before the first size")
+    p.add_argument("--namespaces", type=int, default=1,
+                   help="spread the finished (and running) BuildRuns over this many")
+    p.add_argument("--running", type=int, default=0,
+                   help="BuildRuns whose TaskRuns run on, made once before the sizes")
     p.add_argument("--repeat", type=int, default=1)
     p.add_argument("--workers", type=int, default=16)
     p.add_argument("--concurrency", type=int, default=32, help="requests in flight (fill)")
