@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 from controller.buildrun import setup as buildrun_setup
+from controller.buildrun.annotations import RUN_POLICY
 from controller.buildrun.caches import OWN_RUNS, slim_pod
 from controller.buildrun.reconciler import BuildRunReconciler
 from controller.runtime.controller import LOW_PRIORITY, Controller
@@ -20,6 +21,7 @@ from controller.runtime.timestamps import format_time, now
 from controller.settings import Settings
 from controller.shipwright.resources import BUILDRUNS, BUILDS, PIPELINERUNS, TASKRUNS
 from tests.fakekube import FakeKube
+from tests.harness import metric
 
 DONE_AT = format_time(now())  # a retention TTL of an hour has not run out
 
@@ -202,3 +204,84 @@ async def test_a_pod_wakes_its_buildrun_only_on_its_way_out(wired: Wired) -> Non
                      "labels": {"buildrun.shipwright.io/name": "br"}},
         "status": {"phase": "Succeeded", "containerStatuses": [
             {"name": "step-push", "state": {"terminated": {"exitCode": 0, "message": "[]"}}}]}}
+
+
+def serial_build(policy: str | None) -> JSON:
+    meta: JSON = {"namespace": "ns", "name": "b", "resourceVersion": "1"}
+    if policy is not None:
+        meta["annotations"] = {RUN_POLICY: policy}
+    return {"metadata": meta, "status": {"registered": "True"}}
+
+
+async def test_a_serial_build_s_buildrun_that_ends_wakes_the_build_s_waiting_ones(
+        wired: Wired) -> None:
+    """Issue 43: the waiting BuildRuns of a Serial Build are woken when the one ahead
+    finishes, is deleted, or its run ends (one a backstop's verdict left stopping); not
+    when it merely starts. Without the annotation, none of that."""
+    wired.emit(BUILDS, "ADDED", serial_build("Serial"), initial=True)
+    running = buildrun("first", taskRunName="first-tr")
+    wired.emit(BUILDRUNS, "ADDED", running, initial=True)
+    wired.emit(BUILDRUNS, "ADDED", buildrun("waiting"), initial=True)
+    await wired.queued()
+    for key in ("ns/first", "ns/waiting"):
+        wired.controller.queue.done(key)
+    done = finished("first")
+    done["metadata"]["resourceVersion"] = "2"
+    wired.emit(BUILDRUNS, "MODIFIED", done, running)
+    assert await wired.queued() == [("ns/waiting", 0)]
+    wired.controller.queue.done("ns/waiting")
+    wired.emit(TASKRUNS, "MODIFIED", {**taskrun("first", "True", rv="2"), "metadata": {
+        **taskrun("first", "True", rv="2")["metadata"],
+        "labels": {"buildrun.shipwright.io/name": "first", "build.shipwright.io/name": "b"}}},
+        taskrun("first", "Unknown"))
+    assert ("ns/waiting", 0) in await wired.queued()
+    for key in ("ns/waiting", "ns/first"):
+        wired.controller.queue.done(key)
+    wired.emit(BUILDRUNS, "DELETED", done)
+    assert await wired.queued() == [("ns/waiting", 0)]
+    wired.controller.queue.done("ns/waiting")
+    # Without the annotation, a finish wakes no other BuildRun.
+    wired.emit(BUILDS, "MODIFIED", serial_build(None), serial_build("Serial"))
+    await wired.queued()
+    wired.controller.queue.done("ns/waiting")
+    again = buildrun("second", taskRunName="second-tr")
+    wired.emit(BUILDRUNS, "ADDED", again)
+    await wired.queued()
+    wired.controller.queue.done("ns/second")
+    wired.emit(BUILDRUNS, "MODIFIED", {**finished("second"), "metadata": {
+        **finished("second")["metadata"], "resourceVersion": "5"}}, again)
+    assert await wired.queued() == []
+
+
+async def test_a_new_buildrun_of_a_serial_latest_only_build_wakes_the_older_waiting_ones(
+        wired: Wired) -> None:
+    """They are superseded (row 10); under Serial a new one changes nothing for them."""
+    wired.emit(BUILDS, "ADDED", serial_build("SerialLatestOnly"), initial=True)
+    wired.emit(BUILDRUNS, "ADDED", buildrun("older"), initial=True)
+    await wired.queued()
+    wired.controller.queue.done("ns/older")
+    wired.emit(BUILDRUNS, "ADDED", buildrun("newer"))
+    assert sorted(await wired.queued()) == [("ns/newer", 0), ("ns/older", 0)]
+    for key in ("ns/newer", "ns/older"):
+        wired.controller.queue.done(key)
+    wired.emit(BUILDS, "MODIFIED", serial_build("Serial"), serial_build("SerialLatestOnly"))
+    await wired.queued()
+    for key in ("ns/newer", "ns/older"):
+        wired.controller.queue.done(key)
+    wired.emit(BUILDRUNS, "ADDED", buildrun("newest"))
+    assert await wired.queued() == [("ns/newest", 0)]
+
+
+def test_the_serial_queues_gauge_counts_the_waiting_buildruns_of_the_cache(
+        wired: Wired) -> None:
+    """buildrun_serial_waiting: NEW BuildRuns whose condition says SerialRunWaiting, by
+    namespace, read off the BuildRun cache when scraped; one that starts leaves it."""
+    waiting = buildrun("w", conditions=[{"type": "Succeeded", "status": "Unknown",
+                                         "reason": "SerialRunWaiting"}])
+    wired.emit(BUILDRUNS, "ADDED", waiting, initial=True)
+    wired.emit(BUILDRUNS, "ADDED", buildrun("new"), initial=True)
+    assert metric("buildrun_serial_waiting", namespace="ns") == 1
+    started = buildrun("w", rv="2", taskRunName="w-tr", conditions=[
+        {"type": "Succeeded", "status": "Unknown", "reason": "Pending"}])
+    wired.emit(BUILDRUNS, "MODIFIED", started, waiting)
+    assert metric("buildrun_serial_waiting", namespace="ns") == 0
