@@ -1626,3 +1626,24 @@ def test_a_conflict_deleting_a_generated_service_account_still_there_is_retried(
             state.work(calls=1)
 
     replay(steps)
+
+
+def test_serial_a_start_the_caches_do_not_show_yet_holds_back_an_earlier_named_one() -> None:
+    """What the START's live look is for (observe.recheck_serial): b starts while the
+    leader's BuildRun and TaskRun watches lag (b's writes and run not in its caches); a,
+    created in the same second (its name first in the order), arrives. The caches show b
+    new and after a, and no run: a would start beside b. The look, live, finds b running.
+    (g). Without it (planted.py's 'START trusts the caches') this fails."""
+    def steps(state: Interleavings) -> None:
+        state.run_policy(policy="Serial")
+        state.create_buildrun(name="b", build=APP, timeout=None)
+        state.watch(resource="buildruns", how="stall")
+        state.watch(resource="taskruns", how="stall")
+        state.work(calls=100)
+        state.create_buildrun(name="a", build=APP, timeout=None)
+        state.watch(resource="buildruns", how="lose one")  # b's labels
+        state.watch(resource="buildruns", how="lose one")  # b's status: its run recorded
+        state.watch(resource="buildruns", how="deliver one")  # a
+        state.work(calls=100)
+
+    replay(steps)
