@@ -85,8 +85,10 @@ def standing(buildrun: JSON, policy: RunPolicy, others: Iterable[JSON],
     It waits behind every BuildRun that is running, every run still going, and (Serial)
     every NEW one created before it (SerialLatestOnly: those are superseded by it); a NEW
     one canceled does not count (it finishes without a run).
-    The one named is the nearest ahead of it: the latest in the order among them, so the
-    message changes only when that one does (a start ahead of it rewrites nothing)."""
+    The one named is the nearest ahead of it in the queue (the running ones first, then
+    the waiting ones in the order): the latest waiting one created before it, else a
+    running one, so the message changes only when that one does (a start ahead of it
+    rewrites nothing)."""
     if policy is RunPolicy.PARALLEL:
         return Standing()
     uid, key = buildrun["metadata"].get("uid"), order_key(buildrun)
@@ -101,7 +103,9 @@ def standing(buildrun: JSON, policy: RunPolicy, others: Iterable[JSON],
     ahead = [b for b in rivals if phase_of(b) is Phase.RUNNING
              or (policy is RunPolicy.SERIAL and order_key(b) < key)]
     if ahead:
-        return Standing(behind=max(ahead, key=order_key)["metadata"]["name"])
+        # The queue's order: the running ones first, then the waiting ones in the order.
+        nearest = max(ahead, key=lambda b: (phase_of(b) is Phase.NEW, order_key(b)))
+        return Standing(behind=nearest["metadata"]["name"])
     going = sorted(name for name, owner in run_owners if owner != uid)
     return Standing(behind=going[-1] if going else "")
 

@@ -99,6 +99,14 @@ def test_serial_a_running_buildrun_holds_back_even_an_earlier_one() -> None:
                     []) == Standing(behind="z")
 
 
+def test_serial_the_one_named_is_the_nearest_in_the_queue_running_ones_first() -> None:
+    """z runs (created in the same second as a and b, but first): it is at the head of
+    the queue, a and b follow in the order; b names a, a names z."""
+    queue = [br("z", T0, running=True), br("a", T0), br("b", T0)]
+    assert standing(queue[1], RunPolicy.SERIAL, queue, []) == Standing(behind="z")
+    assert standing(queue[2], RunPolicy.SERIAL, queue, []) == Standing(behind="a")
+
+
 def test_serial_a_canceled_new_one_holds_nothing_back() -> None:
     """Row 7 finishes it without a run."""
     assert standing(br("b", T1), RunPolicy.SERIAL, [br("a", T0, state=CANCELED)],
