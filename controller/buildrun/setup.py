@@ -24,7 +24,7 @@ from controller.buildrun.executors import EXECUTORS, TASKRUN
 from controller.buildrun.outcomes import run_finished
 from controller.buildrun.reconciler import BuildRunReconciler
 from controller.buildrun.resources.config import ShipwrightConfig
-from controller.buildrun.serial import RunPolicy, run_policy
+from controller.buildrun.serial import RunPolicy, order_key, run_policy
 from controller.buildrun.states import Phase
 from controller.runtime.controller import Controller, controller_queue, event_priority
 from controller.runtime.errors import ERROR_CLASSES, RetryableError, UserError
@@ -226,15 +226,22 @@ def _wire(controller: Controller, reconciler: BuildRunReconciler, buildruns: Inf
     enqueue = controller.enqueue
 
     def wake_serial_queue(build: str, obj: JSON, old: JSON | None, initial: bool,
-                          *, latest_only: bool = False) -> None:
+                          *, arrived: bool = False) -> None:
         """A BuildRun or run of a serial Build ended, went or came: the Build's NEW
-        BuildRuns look again (the next one starts, or under SerialLatestOnly the older
-        waiting ones are superseded). A Build without the annotation costs one lookup."""
-        policy = _serial_policy(builds.store.get(f"{obj['metadata']['namespace']}/{build}"))
-        if policy is None or (latest_only and policy is not RunPolicy.SERIAL_LATEST_ONLY):
+        BuildRuns look again (the next one starts). One that `arrived` (a new BuildRun)
+        concerns only some: under SerialLatestOnly those before it (now superseded), under
+        Serial those after it (created in the same second, its name first: it is now just
+        ahead of one of them). A Build without the annotation costs one lookup."""
+        namespace = obj["metadata"]["namespace"]
+        policy = _serial_policy(builds.store.get(f"{namespace}/{build}"))
+        if policy is None:
             return
-        for key in sorted(buildruns.store.index_keys(
-                NEW_BY_BUILD, f"{obj['metadata']['namespace']}/{build}")):
+        for key in sorted(buildruns.store.index_keys(NEW_BY_BUILD, f"{namespace}/{build}")):
+            if arrived and key != key_of(obj):
+                other = buildruns.store.get(key)
+                if other is None or (order_key(other) < order_key(obj)) != (
+                        policy is RunPolicy.SERIAL_LATEST_ONLY):
+                    continue
             enqueue(key, event_priority(obj, old, initial))
 
     def on_buildrun(kind: EventType, obj: JSON, old: JSON | None, initial: bool) -> None:
@@ -244,7 +251,7 @@ def _wire(controller: Controller, reconciler: BuildRunReconciler, buildruns: Inf
             if serial_frees(kind, obj, old):
                 wake_serial_queue(build, obj, old, initial)
             elif kind == "ADDED" and phase_of(obj) is Phase.NEW:
-                wake_serial_queue(build, obj, old, initial, latest_only=True)
+                wake_serial_queue(build, obj, old, initial, arrived=True)
         if not buildrun_wakes(kind, obj, old):
             return
         delay = reconciler.next_look(obj)

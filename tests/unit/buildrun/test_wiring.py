@@ -253,14 +253,22 @@ async def test_a_serial_build_s_buildrun_that_ends_wakes_the_build_s_waiting_one
     assert await wired.queued() == []
 
 
-async def test_a_new_buildrun_of_a_serial_latest_only_build_wakes_the_older_waiting_ones(
+def created(name: str, at: str) -> JSON:
+    br = buildrun(name)
+    br["metadata"]["creationTimestamp"] = at
+    return br
+
+
+async def test_a_new_buildrun_of_a_serial_build_wakes_the_waiting_ones_it_changes(
         wired: Wired) -> None:
-    """They are superseded (row 10); under Serial a new one changes nothing for them."""
+    """SerialLatestOnly: those before it (superseded, row 10). Serial: only those after it
+    in the order (created in the same second, its name first: it is now just ahead of
+    them); one created after them changes nothing for them."""
     wired.emit(BUILDS, "ADDED", serial_build("SerialLatestOnly"), initial=True)
-    wired.emit(BUILDRUNS, "ADDED", buildrun("older"), initial=True)
+    wired.emit(BUILDRUNS, "ADDED", created("older", "2026-12-04T01:00:00Z"), initial=True)
     await wired.queued()
     wired.controller.queue.done("ns/older")
-    wired.emit(BUILDRUNS, "ADDED", buildrun("newer"))
+    wired.emit(BUILDRUNS, "ADDED", created("newer", "2026-12-04T01:00:01Z"))
     assert sorted(await wired.queued()) == [("ns/newer", 0), ("ns/older", 0)]
     for key in ("ns/newer", "ns/older"):
         wired.controller.queue.done(key)
@@ -268,8 +276,12 @@ async def test_a_new_buildrun_of_a_serial_latest_only_build_wakes_the_older_wait
     await wired.queued()
     for key in ("ns/newer", "ns/older"):
         wired.controller.queue.done(key)
-    wired.emit(BUILDRUNS, "ADDED", buildrun("newest"))
+    wired.emit(BUILDRUNS, "ADDED", created("newest", "2026-12-04T01:00:02Z"))
     assert await wired.queued() == [("ns/newest", 0)]
+    wired.controller.queue.done("ns/newest")
+    wired.emit(BUILDRUNS, "ADDED", created("a-first", "2026-12-04T01:00:01Z"))
+    assert sorted(await wired.queued()) == [("ns/a-first", 0), ("ns/newer", 0),
+                                            ("ns/newest", 0)]
 
 
 def test_the_serial_queues_gauge_counts_the_waiting_buildruns_of_the_cache(
