@@ -303,7 +303,7 @@ class Actions:
                  extra={"key": f"{meta['namespace']}/{meta['name']}"})
 
     async def _progress(self, buildrun: JSON, run: JSON) -> JSON | None:
-        """Row 18: the run's reason and message, and its startTime once Tekton set it."""
+        """Row 19: the run's reason and message, and its startTime once Tekton set it."""
         reason, message = running_reason(run)
         status = buildrun.get("status") or {}
         current = succeeded_condition(status) or {}

@@ -93,7 +93,7 @@ class Observer:
         self.clock = clock
         # What a new BuildRun runs as (BUILDRUN_EXECUTOR).
         self.executor = executor
-        # Rows 16 and 18 are backstops: this long past the timeout Tekton enforces itself,
+        # Rows 17 and 19 are backstops: this long past the timeout Tekton enforces itself,
         # or after a cancel it confirms itself.
         self.timeout_grace = timeout_grace
 
@@ -143,7 +143,7 @@ class Observer:
         return replace(seen, observation=observation)
 
     def _deadline_passed(self, buildrun: JSON, seen: Seen, now: datetime.datetime) -> bool:
-        """Row 18's guard: the run's own timeout plus the grace has passed."""
+        """Row 19's guard: the run's own timeout plus the grace has passed."""
         timeout = seen.executor.timeout(seen.run) if seen.run is not None else None
         return deadline_left(buildrun, seen.run, timeout, now, self.timeout_grace) == 0.0
 

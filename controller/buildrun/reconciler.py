@@ -56,8 +56,8 @@ class BuildRunReconciler:
         """`executor` is what a new BuildRun runs as (setup.py resolves BUILDRUN_EXECUTOR
         to it once); `config` the generators' settings, which setup.py reads from the
         environment once, at start (Shipwright's defaults when not given); `timeout_grace`
-        how long Tekton gets to end a run past its timeout (row 18) or after a cancel
-        (row 16) before the backstops do; `look_again` when a DONE BuildRun whose retry
+        how long Tekton gets to end a run past its timeout (row 19) or after a cancel
+        (row 17) before the backstops do; `look_again` when a DONE BuildRun whose retry
         budget is spent is tried again (give_up: the queue's longest backoff)."""
         self.kube = kube
         self.caches = caches

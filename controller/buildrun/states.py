@@ -19,18 +19,18 @@ reconciler before any status is written and the queue retries with
 exponential backoff. When the retry budget is spent the reconciler observes
 once more, with `retries_exhausted` set to the last error, and the table
 decides as for any other observation: a run that exists comes first (row 5
-records an unrecorded one; row 13 reports a finished one's outcome), so a built
-image is never reported as a failure; otherwise rows 6 and 14 finish with
+records an unrecorded one; row 14 reports a finished one's outcome), so a built
+image is never reported as a failure; otherwise rows 6 and 15 finish with
 ReconcilerRetriesExhausted.
 
 A run's own end decides the outcome whenever a run exists. A NEW BuildRun of which a
 run exists that its status does not record (an earlier try made it and died before
 saying so, or Shipwright's controller did) first records it (row 5), and the RUNNING
 rows follow it from there. A cancel of a running BuildRun asks the run to stop and
-shows Unknown/BuildRunCanceled (row 17) until the run reports: cancelled, or, when it
-completed before the request could be processed, its success and image (row 13), as
+shows Unknown/BuildRunCanceled (row 18) until the run reports: cancelled, or, when it
+completed before the request could be processed, its success and image (row 14), as
 Shipwright does; only a run that never confirms the cancel is ended by a backstop
-(row 16), like the timeout's (row 18).
+(row 17), like the timeout's (row 19).
 
 Whenever a BuildRun finishes while its TaskRun still runs (the backstops, a spent
 retry budget), the TaskRun is cancelled after the status is written; DONE row 1
@@ -272,23 +272,23 @@ TABLE: tuple[Row, ...] = (
     # retry budget, then the rest.
     # Tekton deletes the pod of a run it cancels, and its containers run on for the grace
     # period: a build that ends then has pushed its image, so the pod's end is awaited.
-    Row(13, Phase.RUNNING, "TaskRun finished (cancelled as asked: once its pod has ended)",
+    Row(14, Phase.RUNNING, "TaskRun finished (cancelled as asked: once its pod has ended)",
         _finished, _finish_with_outcome),
-    Row(14, Phase.RUNNING, "retry budget spent", _budget_spent, _give_up),
+    Row(15, Phase.RUNNING, "retry budget spent", _budget_spent, _give_up),
     # TaskRunIsMissing for a PipelineRun too, as Shipwright (VerifyRequestName).
-    Row(15, Phase.RUNNING, "TaskRun deleted before it finished", lambda o: o.run_missing,
+    Row(16, Phase.RUNNING, "TaskRun deleted before it finished", lambda o: o.run_missing,
         _executor_missing),
-    # A backstop: Tekton ends a cancelled run itself (TaskRunCancelled: row 13); this row
+    # A backstop: Tekton ends a cancelled run itself (TaskRunCancelled: row 14); this row
     # only when it has not, --timeout-grace after the cancel was asked.
-    Row(16, Phase.RUNNING, "spec.state is BuildRunCanceled, the TaskRun never confirmed "
+    Row(17, Phase.RUNNING, "spec.state is BuildRunCanceled, the TaskRun never confirmed "
         "the cancel", lambda o: o.canceled and o.cancel_unconfirmed, _cancel_unconfirmed),
-    Row(17, Phase.RUNNING, "spec.state is BuildRunCanceled", lambda o: o.canceled,
+    Row(18, Phase.RUNNING, "spec.state is BuildRunCanceled", lambda o: o.canceled,
         _just(Action.CANCEL)),
-    # A backstop: Tekton ends a timed-out run itself (its TaskRunTimeout: row 13), with
+    # A backstop: Tekton ends a timed-out run itself (its TaskRunTimeout: row 14), with
     # the timeout it holds; this row only when it has not, --timeout-grace later.
-    Row(18, Phase.RUNNING, "timeout plus the grace passed, Tekton never ended the TaskRun",
+    Row(19, Phase.RUNNING, "timeout plus the grace passed, Tekton never ended the TaskRun",
         lambda o: o.deadline_passed, _timed_out),
-    Row(19, Phase.RUNNING, "TaskRun in progress", lambda _: True,
+    Row(21, Phase.RUNNING, "TaskRun in progress", lambda _: True,
         _just(Action.PROGRESS)),
 )
 

@@ -106,7 +106,7 @@ def started(executor: Executor, run: JSON, snapshot: JSON | None, now: str) -> C
 
 
 def progressed(run: JSON, now: str) -> Change:
-    """Row 18: the running TaskRun's reason and message on the Succeeded condition, and its
+    """Row 19: the running TaskRun's reason and message on the Succeeded condition, and its
     startTime once Tekton has set it."""
     reason, message = running_reason(run)
     return lambda status: with_condition(with_start(with_executor(status), run_start(run)),
@@ -121,7 +121,7 @@ def waiting(decision: Decision, now: str) -> Change:
 
 
 def cancel_asked(executor: Executor, now: str) -> Change:
-    """Row 17: Unknown/BuildRunCanceled with Shipwright's words, its lastTransitionTime
+    """Row 18: Unknown/BuildRunCanceled with Shipwright's words, its lastTransitionTime
     the moment the run was asked to stop (from which the cancel backstop counts:
     buildruns.cancel_left); unchanged once shown."""
     def change(status: JSON) -> JSON:

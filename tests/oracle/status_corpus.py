@@ -355,7 +355,7 @@ def ours(case: JSON) -> JSON:
     the snapshot plan.snapshot_of takes), then the change of the row states.decide picks
     for the run as observe.py reads it (its children, the failed or cancelled run's pod,
     the outcome of a finished run), at NOW. Whether a canceled run's pod has completed
-    only decides whether the cancel is sent on (row 17), not the status: left False."""
+    only decides whether the cancel is sent on (row 18), not the status: left False."""
     executor = EXECUTORS[case["executor"]]
     run = case["run"]
     build, buildrun = build_and_buildrun(case)
@@ -509,7 +509,7 @@ DIFFERENCES: dict[str, Difference] = {
     "unfinished": Difference(
         "a run not finished yet: ours is Unknown with reason Pending or Running and "
         "Tekton's message (or ours when Tekton has none)",
-        "the state table's row 19 (README 'How a BuildRun moves'): a BuildRun in progress "
+        "the state table's row 21 (README 'How a BuildRun moves'): a BuildRun in progress "
         "is Pending or Running, whatever Tekton calls the wait (Started, "
         "ExceededNodeResources, PullImageFailed, ...; its message says it), and ours has a "
         "condition from the start where Shipwright has none until Tekton's first status",
@@ -520,7 +520,7 @@ DIFFERENCES: dict[str, Difference] = {
         "Unknown/BuildRunCanceled with Shipwright's words naming the run's kind; "
         "Shipwright shows them only for a TaskRun Tekton calls Started or Running, else "
         "Tekton's condition (a PipelineRun always)",
-        "the cancel is asked and pending (row 17), whatever Tekton calls the wait, and it "
+        "the cancel is asked and pending (row 18), whatever Tekton calls the wait, and it "
         "is said the same for both executors: Shipwright's PipelineRun path has no such "
         "case, so its canceled BuildRun looks like one still running",
         _cancel_pending,

@@ -175,7 +175,7 @@ async def test_a_builds_event_wakes_its_new_buildruns_and_reads_no_finished_one(
 async def test_a_pod_wakes_its_buildrun_only_on_its_way_out(wired: Wired) -> None:
     """A pod's events wake nothing, but those of one on its way out (Tekton deletes the pod
     of a run it cancels): its BuildRun awaits its end, and once it is gone its last state
-    is kept (row 13)."""
+    is kept (row 14)."""
     pods = wired.informers.get(PODS)
     pod: JSON = {"metadata": {"namespace": "ns", "name": "br-pod", "resourceVersion": "1",
                               "labels": {"buildrun.shipwright.io/name": "br"}},
