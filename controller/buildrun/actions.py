@@ -75,7 +75,7 @@ class Actions:
         self.clock = clock
         # How long past Tekton's timeout a running BuildRun is given up on (the backstop).
         self.timeout_grace = timeout_grace
-        # Infrastructure retries: the delay before the first (row 11).
+        # Infrastructure retries: the delay before the first (row 13).
         self.retries = retries
 
     async def act(self, seen: Seen, decision: Decision) -> Result:
@@ -142,7 +142,7 @@ class Actions:
                 written = await self._progress(buildrun, run, seen.pod)
                 deadline = deadline_left(written or buildrun, run, executor.timeout(run),
                                          self.clock(), self.timeout_grace)
-                if seen.pending_left is not None:  # row 18's, if sooner
+                if seen.pending_left is not None:  # row 20's, if sooner
                     deadline = (min(deadline, seen.pending_left) if deadline is not None
                                 else seen.pending_left)
                 if seen.poll is not None:  # nothing else would wake it
@@ -152,7 +152,7 @@ class Actions:
                 assert_never(decision.action)
 
     async def start(self, buildrun: JSON, plan: Plan, executor: Executor) -> Result:
-        """Row 10: make the ServiceAccount ready, create (or adopt) the TaskRun (or
+        """Row 12: make the ServiceAccount ready, create (or adopt) the TaskRun (or
         PipelineRun, as `executor` says) and record it in one status write.
 
         Raises UserError when the API server's answer is the user's to fix (it is
@@ -202,7 +202,7 @@ class Actions:
                                          self.timeout_grace))
 
     async def retry(self, seen: Seen) -> Result:
-        """Row 11: the run failed for the infrastructure, an attempt is left. First the
+        """Row 13: the run failed for the infrastructure, an attempt is left. First the
         attempt is recorded on the BuildRun (the annotation, once; an Event and the metric
         with it), then, once its backoff has passed (requeue-after), the next attempt's
         run is created under the name its number gives (AlreadyExists: the one an earlier
@@ -245,7 +245,7 @@ class Actions:
         # Read whole: the informer's copy lacks the task spec (executors' slim).
         whole = await self.kube.get_or_none(executor.resource, namespace, failed)
         if whole is None or not owned_by(whole, buildrun):
-            return _requeue_at(0.0)  # deleted meanwhile: row 14 decides, its event wakes it
+            return _requeue_at(0.0)  # deleted meanwhile: row 16 decides, its event wakes it
         try:
             created = await self.kube.create(executor.resource, namespace,
                                              retry_run(whole, nxt))
@@ -373,7 +373,7 @@ class Actions:
                  extra={"key": f"{meta['namespace']}/{meta['name']}"})
 
     async def _progress(self, buildrun: JSON, run: JSON, pod: JSON | None) -> JSON | None:
-        """Row 19: the run's reason and message (why it waits, in its pod's words where
+        """Row 21: the run's reason and message (why it waits, in its pod's words where
         they say more: `running_reason`), and its startTime once Tekton set it. A message
         that differs only in its volatile parts (a back-off's duration, a timestamp:
         `same_meaning`) is no change: a pod's every update would cost a write."""

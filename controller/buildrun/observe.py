@@ -89,7 +89,7 @@ class Seen:
     # RUNNING, the run not finished: its pod as the pod cache keeps it (caches.slim_pod:
     # why it waits, if it cannot start), for the message (outcomes.running_reason).
     pod: JSON | None = None
-    # RUNNING: seconds until the pending deadline (row 18), None without one.
+    # RUNNING: seconds until the pending deadline (row 20), None without one.
     pending_left: float | None = None
 
 
@@ -104,10 +104,10 @@ class Observer:
         self.clock = clock
         # What a new BuildRun runs as (BUILDRUN_EXECUTOR).
         self.executor = executor
-        # Rows 15 and 17 are backstops: this long past the timeout Tekton enforces itself,
+        # Rows 17 and 19 are backstops: this long past the timeout Tekton enforces itself,
         # or after a cancel it confirms itself.
         self.timeout_grace = timeout_grace
-        # Row 18's limit when neither the BuildRun nor its Build has the annotation
+        # Row 20's limit when neither the BuildRun nor its Build has the annotation
         # (--pending-timeout; None: none).
         self.pending_timeout = pending_timeout
         # Infrastructure retries' defaults (--infrastructure-retries, its delay).
@@ -167,7 +167,7 @@ class Observer:
         return replace(seen, observation=observation, pod=pod, pending_left=left)
 
     def _pending_timeout(self, buildrun: JSON) -> float | None:
-        """Row 18's limit: the BuildRun's annotation, its Build's (from the cache: the
+        """Row 20's limit: the BuildRun's annotation, its Build's (from the cache: the
         Build a started BuildRun names may be gone, or changed since), --pending-timeout."""
         keys = build_names(buildrun)
         build = self.caches.builds.get(keys[0]) if keys else None
@@ -183,7 +183,7 @@ class Observer:
         return self.caches.pods.get(f"{run['metadata']['namespace']}/{pod_name}")
 
     def _deadline_passed(self, buildrun: JSON, seen: Seen, now: datetime.datetime) -> bool:
-        """Row 17's guard: the run's own timeout plus the grace has passed."""
+        """Row 19's guard: the run's own timeout plus the grace has passed."""
         timeout = seen.executor.timeout(seen.run) if seen.run is not None else None
         return deadline_left(buildrun, seen.run, timeout, now, self.timeout_grace) == 0.0
 
@@ -319,7 +319,7 @@ class Observer:
 
     def _infrastructure(self, seen: Seen, pod: JSON | None) -> Seen:
         """A failed TaskRun: whether the infrastructure failed it and an attempt is left
-        (row 11), from the BuildRun's record of its attempts and the retries asked for (its
+        (row 13), from the BuildRun's record of its attempts and the retries asked for (its
         annotation, its Build's as cached, the flag)."""
         assert seen.run is not None
         failure = infrastructure_failure(seen.run, pod)

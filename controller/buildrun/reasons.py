@@ -72,7 +72,7 @@ POD_DELETED = "PodDeleted"
 INFRASTRUCTURE_RETRY = "InfrastructureRetry"
 INFRASTRUCTURE_RETRIES_INVALID = "InfrastructureRetriesInvalid"
 # Ours, not Shipwright's (issue 43): the TaskRun never ran within the pending timeout
-# (--pending-timeout, annotations.PENDING_TIMEOUT; state table row 18), and the
+# (--pending-timeout, annotations.PENDING_TIMEOUT; state table row 20), and the
 # annotation's value that is no duration (a user error, row 8).
 BUILD_RUN_PENDING_TIMEOUT = "BuildRunPendingTimeout"
 INVALID_PENDING_TIMEOUT = "InvalidPendingTimeout"

@@ -57,12 +57,12 @@ class BuildRunReconciler:
         """`executor` is what a new BuildRun runs as (setup.py resolves BUILDRUN_EXECUTOR
         to it once); `config` the generators' settings, which setup.py reads from the
         environment once, at start (Shipwright's defaults when not given); `timeout_grace`
-        how long Tekton gets to end a run past its timeout (row 17) or after a cancel
-        (row 15) before the backstops do; `look_again` when a DONE BuildRun whose retry
+        how long Tekton gets to end a run past its timeout (row 19) or after a cancel
+        (row 17) before the backstops do; `look_again` when a DONE BuildRun whose retry
         budget is spent is tried again (give_up: the queue's longest backoff);
-        `pending_timeout` how long a run may wait to run (row 18) where no annotation
+        `pending_timeout` how long a run may wait to run (row 20) where no annotation
         says (--pending-timeout); `fail_on_owner_conflict` --fail-on-owner-conflict (Planner);
-        `retries` the infrastructure retries' flags (row 11)."""
+        `retries` the infrastructure retries' flags (row 13)."""
         self.kube = kube
         self.caches = caches
         self.planner = Planner(kube, caches, config, fail_on_owner_conflict)

@@ -93,7 +93,7 @@ def buildrun_wakes(kind: EventType, obj: JSON, old: JSON | None) -> bool:
 def run_wakes(kind: EventType, obj: JSON, old: JSON | None, initial: bool = False) -> bool:
     """Which TaskRun (and PipelineRun) events queue its BuildRun: Shipwright's predTaskRun
     (its predPipelineRun is the same), plus resyncs.
-    Every creation; a deletion before the TaskRun completed (row 14: TaskRunIsMissing);
+    Every creation; a deletion before the TaskRun completed (row 16: TaskRunIsMissing);
     an update that starts it, gives it a Succeeded condition, fails it, or changes the
     condition's status, reason or message. Not our own cancel patch, nor Tekton's
     other status writes (steps, results as they come), which change nothing we read.
@@ -173,7 +173,7 @@ def setup(kube: Kube, settings: Settings, recorder: EventRecorder,
     service_accounts = informers.informer(SERVICEACCOUNTS)
     # The runs' pods, for Shipwright's ramp-up metrics at a finish: read from this cache,
     # as Shipwright reads them, not with a GET per finish. A pod wakes its BuildRun only on
-    # its way out (a cancelled run's: row 12 awaits its end).
+    # its way out (a cancelled run's: row 14 awaits its end).
     pods = informers.informer(PODS, transform=slim_pod, label_selector=OWN_RUNS)
     queue = controller_queue(NAME, settings.queue)
     caches = Caches(buildruns=buildruns.store, taskruns=runs[TASKRUNS].store,
@@ -241,7 +241,7 @@ def _wire(controller: Controller, reconciler: BuildRunReconciler, buildruns: Inf
 
     def on_pod(kind: EventType, obj: JSON, old: JSON | None, initial: bool) -> None:
         # A pod on its way out (a cancelled run's): its end is what a BuildRun awaits
-        # (row 12), and once it is gone only its last state tells it. And a pod whose
+        # (row 14), and once it is gone only its last state tells it. And a pod whose
         # reason to wait changed its meaning (pod_wait_changed): the BuildRun says it.
         if not at(obj, "metadata", "deletionTimestamp"):
             if pod_wait_changed(obj, old):

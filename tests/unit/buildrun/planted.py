@@ -52,9 +52,9 @@ def reread_takes_a_namesake() -> Iterator[None]:
 
 @contextlib.contextmanager
 def cancel_finishes_at_once() -> Iterator[None]:
-    """Row 16 finishes BuildRunCanceled at once (then stops the run), as row 15's
+    """Row 18 finishes BuildRunCanceled at once (then stops the run), as row 17's
     backstop does, instead of waiting for the run's end."""
-    table = tuple(replace(row, decide=states._cancel_unconfirmed) if row.number == 16
+    table = tuple(replace(row, decide=states._cancel_unconfirmed) if row.number == 18
                   else row for row in states.TABLE)
     with mock.patch.object(states, "TABLE", table):
         yield

@@ -1219,7 +1219,7 @@ GAP_UNRECORDED_RUN = (
     "status write cannot be one write; recording first would cost a status write per "
     "start and name a run not yet made)")
 GAP_VERDICT_BEFORE_CANCEL = (
-    "the backstops (rows 15, 17) and a spent budget (row 13) write their verdict, then "
+    "the backstops (rows 17, 19) and a spent budget (row 15) write their verdict, then "
     "cancel the run: a run that succeeds between their live read of it and the cancel is "
     "reported by the verdict (README: the windows that stay open)")
 
@@ -1273,9 +1273,9 @@ def test_part_2_the_old_leader_never_finishes_a_start_on_the_namesake() -> None:
 
 
 def test_part_3_a_cancel_seen_before_the_success_keeps_the_runs_outcome() -> None:
-    """Holds since a cancel waits for the run's end (rows 12, 16). Before (found by the machine):
+    """Holds since a cancel waits for the run's end (rows 14, 18). Before (found by the machine):
     The TaskRun succeeded (its image pushed) but the cache still says Running when the
-    user's cancel arrives: row 15 finishes BuildRunCanceled at once and its cancel meets a
+    user's cancel arrives: row 17 finishes BuildRunCanceled at once and its cancel meets a
     finished TaskRun. (b): a run that succeeded reported canceled."""
     def steps(state: Interleavings) -> None:
         state.create_buildrun(name="a", build=APP, timeout=None)
@@ -1290,9 +1290,9 @@ def test_part_3_a_cancel_seen_before_the_success_keeps_the_runs_outcome() -> Non
 
 
 def test_part_3_a_run_that_succeeds_before_the_cancel_reaches_it_keeps_its_outcome() -> None:
-    """Holds since a cancel waits for the run's end (rows 12, 16): no verdict is written before it.
+    """Holds since a cancel waits for the run's end (rows 14, 18): no verdict is written before it.
     Before (found by the machine):
-    No stale cache: row 15 writes BuildRunCanceled, and Tekton completes the TaskRun
+    No stale cache: row 17 writes BuildRunCanceled, and Tekton completes the TaskRun
     before the cancel patch reaches it (Tekton's webhook then refuses the patch). (b)."""
     def steps(state: Interleavings) -> None:
         state.create_buildrun(name="a", build=APP, timeout=None)
@@ -1402,7 +1402,7 @@ def test_a_cancel_before_the_start_was_recorded_keeps_the_runs_outcome() -> None
 
 @pytest.mark.xfail(strict=True, reason=GAP_VERDICT_BEFORE_CANCEL)
 def test_the_run_succeeds_between_the_backstops_verdict_and_its_cancel() -> None:
-    """Tekton never started the TaskRun; two minutes on, the backstop (row 16, counting from
+    """Tekton never started the TaskRun; two minutes on, the backstop (row 18, counting from
     its creation) writes BuildRunTimeout; Tekton, back, starts the run and it succeeds
     before the cancel reaches it. (b): a run that succeeded reported timed out."""
     def steps(state: Interleavings) -> None:
@@ -1419,7 +1419,7 @@ def test_the_run_succeeds_between_the_backstops_verdict_and_its_cancel() -> None
 @pytest.mark.xfail(strict=True, reason=GAP_VERDICT_BEFORE_CANCEL)
 def test_the_run_succeeds_between_giving_up_and_its_cancel() -> None:
     """Two status writes of a running BuildRun fail: the retry budget (one retry here) is
-    spent and give_up finishes it ReconcilerRetriesExhausted (row 13); the TaskRun
+    spent and give_up finishes it ReconcilerRetriesExhausted (row 15); the TaskRun
     succeeds before the cancel reaches it. (b)."""
     def steps(state: Interleavings) -> None:
         state.create_buildrun(name="a", build=APP, timeout=None)
@@ -1535,10 +1535,10 @@ def test_giving_up_on_a_buildrun_finished_meanwhile_looks_again_at_its_service_a
 
 
 def test_a_cancel_whose_verdict_write_is_lost_keeps_the_runs_outcome() -> None:
-    """Holds since a cancel waits for the run's end (row 16 writes Unknown, no verdict). Before
+    """Holds since a cancel waits for the run's end (row 18 writes Unknown, no verdict). Before
     (found by the machine):
     The same path, on main, with a TaskRun: the canceled BuildRun's BuildRunCanceled
-    lands unanswered (row 15), the next try's cancel of the still running TaskRun (row 1)
+    lands unanswered (row 17), the next try's cancel of the still running TaskRun (row 1)
     fails, the budget is spent, give_up leaves the DONE BuildRun alone, and the TaskRun,
     never asked to stop, succeeds. (b)."""
     def steps(state: Interleavings) -> None:

@@ -175,7 +175,7 @@ async def test_a_builds_event_wakes_its_new_buildruns_and_reads_no_finished_one(
 async def test_a_pod_wakes_its_buildrun_only_on_its_way_out(wired: Wired) -> None:
     """A running pod's events wake nothing, but those of one on its way out (Tekton deletes
     the pod of a run it cancels): its BuildRun awaits its end, and once it is gone its last
-    state is kept (row 12). (One that cannot start: the test below.)"""
+    state is kept (row 14). (One that cannot start: the test below.)"""
     pods = wired.informers.get(PODS)
     pod: JSON = {"metadata": {"namespace": "ns", "name": "br-pod", "resourceVersion": "1",
                               "labels": {"buildrun.shipwright.io/name": "br"}},
@@ -208,7 +208,7 @@ async def test_a_pod_wakes_its_buildrun_only_on_its_way_out(wired: Wired) -> Non
 
 async def test_a_pod_wakes_its_buildrun_when_why_it_waits_changes_its_meaning(
         wired: Wired) -> None:
-    """The scheduler's and the kubelet's words reach the BuildRun's message (row 19): a
+    """The scheduler's and the kubelet's words reach the BuildRun's message (row 21): a
     pod event wakes it when they change their meaning, not when only a back-off's duration
     or a timestamp moves, and the pod cache keeps them (slim_pod)."""
     pods = wired.informers.get(PODS)
