@@ -17,6 +17,8 @@ import uuid
 from pathlib import Path
 
 from controller import app
+from controller.buildrun.annotations import INFRASTRUCTURE_RETRIES, PENDING_TIMEOUT
+from controller.buildrun.retries import MAX_RETRIES
 from controller.commands import history, migrate, runner
 from controller.runtime import logs
 from controller.runtime.kube import ConfigError
@@ -30,6 +32,21 @@ _SA_NAMESPACE = Path("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
 def _optional_seconds(text: str) -> float | None:
     value = float(text)
     return value if value > 0 else None
+
+
+def _retries(text: str) -> int:
+    """--infrastructure-retries: a whole number from 0 to retries.MAX_RETRIES."""
+    if not text.strip().isdigit() or int(text) > MAX_RETRIES:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number from 0 to "
+                                         f"{MAX_RETRIES}")
+    return int(text)
+
+
+def _positive_seconds(text: str) -> float:
+    value = float(text)
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a positive number of seconds")
+    return value
 
 
 def parser() -> argparse.ArgumentParser:
@@ -56,8 +73,26 @@ def parser() -> argparse.ArgumentParser:
     run.add_argument("--timeout-grace", type=float, default=d.timeout_grace, metavar="SECONDS",
                      help="seconds Tekton gets to end a run past its timeout, or after a "
                      "cancel, before the BuildRun ends without it")
+    run.add_argument("--pending-timeout", type=_optional_seconds, default=d.pending_timeout,
+                     metavar="SECONDS", help="end a BuildRun whose TaskRun has not run this "
+                     "long after its creation (BuildRunPendingTimeout); 0 (default) "
+                     f"disables; a BuildRun's or Build's annotation {PENDING_TIMEOUT} wins")
+    run.add_argument("--fail-on-owner-conflict", action="store_true",
+                     help="fail a BuildRun another object controls (an ownerReference with "
+                     "controller: true) when its Build has retention.atBuildDeletion, with "
+                     "SetOwnerReferenceFailed, as Shipwright's main does (#2252); by default "
+                     "it runs, as in Shipwright v0.20.13")
     run.add_argument("--shutdown-grace-period", type=float, default=d.shutdown_grace,
                      metavar="SECONDS")
+    run.add_argument("--infrastructure-retries", type=_retries,
+                     default=d.infrastructure_retries, metavar="N",
+                     help="run a TaskRun the infrastructure failed (pod evicted or deleted, "
+                     "node lost, image pull timed out) again up to N times; 0 (default) is "
+                     "off; a BuildRun's or Build's annotation "
+                     f"{INFRASTRUCTURE_RETRIES} wins")
+    run.add_argument("--infrastructure-retry-delay", type=_positive_seconds,
+                     default=d.infrastructure_retry_delay, metavar="SECONDS",
+                     help="delay before the first such retry, doubled for each after it")
 
     back = p.add_argument_group("backoff and retry budget (defaults = client-go's)")
     back.add_argument("--backoff-base-delay", type=float, default=q.base_delay, metavar="SECONDS")
@@ -135,12 +170,16 @@ def settings_from(args: argparse.Namespace) -> Settings:
         probe_address=args.health_probe_bind_address,
         shutdown_grace=args.shutdown_grace_period,
         timeout_grace=args.timeout_grace,
+        pending_timeout=args.pending_timeout,
         queue=QueueSettings(
             base_delay=args.backoff_base_delay, max_delay=args.backoff_max_delay,
             qps=args.rate_limit_qps, burst=args.rate_limit_burst, jitter=args.backoff_jitter,
         ),
         budget=RetryBudget(max_retries=args.max_retries, max_age=args.max_retry_duration),
         leader_election=leader,
+        infrastructure_retries=args.infrastructure_retries,
+        infrastructure_retry_delay=args.infrastructure_retry_delay,
+        fail_on_owner_conflict=args.fail_on_owner_conflict,
     )
 
 

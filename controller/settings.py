@@ -32,6 +32,19 @@ class Settings:
     # (TaskRunTimeout), 0 s after it in whole seconds on the stack (test_tekton's timeout
     # test), so a minute is room for a Tekton controller that restarts.
     timeout_grace: float = 60.0
+    # Seconds a BuildRun's TaskRun may wait to run (from its creation until Tekton reports
+    # it Running) before the BuildRun ends BuildRunPendingTimeout; None: no limit (the
+    # default, as Shipwright, whose BuildRun waits until its own timeout). A BuildRun's or
+    # Build's annotation (annotations.PENDING_TIMEOUT) wins over it.
+    pending_timeout: float | None = None
     queue: QueueSettings = field(default_factory=QueueSettings)
     budget: RetryBudget = field(default_factory=RetryBudget)
     leader_election: LeaderElectionSettings | None = None
+    # Issue 43 part 3 (controller/buildrun/retries.py): how often a run the infrastructure
+    # failed is run again when neither the BuildRun nor its Build says (0: off, as
+    # Shipwright), and the delay before the first retry, doubled for each one after.
+    infrastructure_retries: int = 0
+    infrastructure_retry_delay: float = 10.0
+    # Shipwright main's SetOwnerReferenceFailed (#2252): a BuildRun another object
+    # controls fails when its Build has retention.atBuildDeletion; v0.20.13 runs it.
+    fail_on_owner_conflict: bool = False

@@ -27,6 +27,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections import Counter
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -347,6 +348,19 @@ class Controller:
         return self.process.returncode if self.process else None
 
 
+class Watchers(Controller):
+    """bench.e2e.watchers (every watch our controller holds, nothing else of it) as a
+    benchmark's subprocess, in a controller's place: started, awaited at /readyz and
+    stopped as one."""
+
+    def __init__(self, kubeconfig: Path, log_path: Path) -> None:
+        super().__init__(kubeconfig, log_path, workers=0)
+        self.probe_port = free_port()
+        self.argv = [sys.executable, "-m", "bench.e2e.watchers", "--kubeconfig",
+                     str(kubeconfig), "--health-probe-bind-address",
+                     f"127.0.0.1:{self.probe_port}"]
+
+
 async def start_py_spy(pid: int, label: str, *,
                        timeline: bool = False) -> tuple[asyncio.subprocess.Process, Path]:
     """py-spy record on the controller (sampling, non-blocking) until stop_py_spy: collapsed
@@ -512,6 +526,17 @@ class Observer:
             if time.monotonic() > deadline:
                 raise TimeoutError(f"{missing} of {len(wanted)} BuildRuns without {what}")
             await asyncio.sleep(0.05)
+
+
+async def outcomes(kube: Kube) -> dict[str, int]:
+    """BuildRuns by the reason of their Succeeded condition (the warm-up included)."""
+    items = (await kube.list(BUILDRUNS, NS))["items"]
+    reasons: Counter[str] = Counter()
+    for br in items:
+        cond: JSON = next((c for c in (br.get("status") or {}).get("conditions") or []
+                     if c.get("type") == "Succeeded"), {})
+        reasons[f"{cond.get('status', '-')} {cond.get('reason', '-')}"] += 1
+    return dict(reasons)
 
 
 async def apiserver_requests(cluster: LocalCluster) -> dict[str, int]:

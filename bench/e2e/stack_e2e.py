@@ -41,7 +41,6 @@ import argparse
 import asyncio
 import tempfile
 import time
-from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -59,6 +58,7 @@ from bench.e2e.common import (
     load_kube,
     log,
     machine,
+    outcomes,
     per_buildrun_ms,
     per_object,
     requests_text,
@@ -119,17 +119,6 @@ class TaskRunFinisher(Observer):
                     br, finished_status(br["status"], taskrun)), subresource="status")
             except Exception as exc:  # recorded; the run then times out waiting for it
                 self.errors.append(f"{buildrun}: {exc!r}")
-
-
-async def outcomes(kube: Kube) -> dict[str, int]:
-    """BuildRuns by the reason of their Succeeded condition (the warm-up included)."""
-    items = (await kube.list(BUILDRUNS, NS))["items"]
-    reasons: Counter[str] = Counter()
-    for br in items:
-        cond: JSON = next((c for c in (br.get("status") or {}).get("conditions") or []
-                     if c.get("type") == "Succeeded"), {})
-        reasons[f"{cond.get('status', '-')} {cond.get('reason', '-')}"] += 1
-    return dict(reasons)
 
 
 def _seconds(later: str | None, earlier: str | None) -> float | None:

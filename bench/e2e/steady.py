@@ -42,12 +42,12 @@ from bench.e2e.common import (
     load_kube,
     log,
     machine,
+    outcomes,
     summary,
     wait_quiet,
     warm_up,
     write_results,
 )
-from bench.e2e.stack_e2e import outcomes
 from controller.runtime.kube import JSON
 from controller.shipwright.conditions import succeeded_condition
 from controller.shipwright.labels import LABEL_BUILDRUN

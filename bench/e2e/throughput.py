@@ -101,6 +101,7 @@ from bench.e2e.common import (
     Controller,
     CpuMeter,
     Observer,
+    Watchers,
     apiserver_requests,
     bounded,
     command_line,
@@ -118,7 +119,6 @@ from bench.e2e.common import (
     warm_up,
     write_results,
 )
-from bench.e2e.watchers import Watchers
 from controller.buildrun.status_writes import status_update
 from controller.runtime.kube import EVENTS, JSON, PODS, Kube
 from controller.shipwright.resources import BUILDRUNS, TASKRUNS

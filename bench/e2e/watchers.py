@@ -1,5 +1,5 @@
 """The watches our controller holds open, and nothing else of it: `--mode watched`'s
-second process.
+second process (bench.e2e.common.Watchers starts it).
 
     python -m bench.e2e.watchers --kubeconfig K --health-probe-bind-address 127.0.0.1:P
 
@@ -20,17 +20,13 @@ from __future__ import annotations
 import argparse
 import asyncio
 import signal
-import sys
-from pathlib import Path
 
-from bench.e2e.common import Controller
 from controller.app import wire
 from controller.runtime.events import EventRecorder
 from controller.runtime.informers import InformerFactory
 from controller.runtime.kube import Kube, load_api_client
 from controller.runtime.server import Endpoints
 from controller.settings import Settings
-from devtools.cluster.localcluster import free_port
 
 
 async def main_async(kubeconfig: str, probe_address: str) -> None:
@@ -50,18 +46,6 @@ async def main_async(kubeconfig: str, probe_address: str) -> None:
     await asyncio.gather(*tasks, return_exceptions=True)
     await endpoints.stop()
     await kube.close()
-
-
-class Watchers(Controller):
-    """This module as the benchmark's subprocess, in a controller's place: started,
-    awaited at /readyz and stopped as one (bench.e2e.common.Controller)."""
-
-    def __init__(self, kubeconfig: Path, log_path: Path) -> None:
-        super().__init__(kubeconfig, log_path, workers=0)
-        self.probe_port = free_port()
-        self.argv = [sys.executable, "-m", "bench.e2e.watchers", "--kubeconfig",
-                     str(kubeconfig), "--health-probe-bind-address",
-                     f"127.0.0.1:{self.probe_port}"]
 
 
 def main() -> None:

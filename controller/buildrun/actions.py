@@ -11,6 +11,7 @@ from dataclasses import replace
 from typing import assert_never
 
 from controller.buildrun import metrics, reasons, serviceaccounts
+from controller.buildrun.annotations import INFRASTRUCTURE_ATTEMPTS
 from controller.buildrun.buildruns import (
     build_link,
     cancel_left,
@@ -22,13 +23,17 @@ from controller.buildrun.buildruns import (
 )
 from controller.buildrun.executors import Executor
 from controller.buildrun.observe import Seen
-from controller.buildrun.outcomes import run_finished, running_reason
+from controller.buildrun.outcomes import run_finished, running_reason, same_meaning
 from controller.buildrun.plan import Plan
+from controller.buildrun.resources.phases import run_name
+from controller.buildrun.retries import OFF, Attempt, Policy, attempts_of, retry_run, with_attempt
+from controller.buildrun.retries import delay as retry_delay
 from controller.buildrun.states import Action, Decision, decide
 from controller.buildrun.status_writes import (
     cancel_asked,
     finished,
     progressed,
+    retried,
     started,
     waiting,
     write_status,
@@ -53,6 +58,7 @@ from controller.runtime.kube import (
     ApiError,
     Kube,
 )
+from controller.runtime.shapes import text
 from controller.runtime.timestamps import Clock, format_time, parse_time
 from controller.shipwright import field_managers
 from controller.shipwright import metrics as shipwright_metrics
@@ -64,12 +70,14 @@ log = logging.getLogger(__name__)
 
 class Actions:
     def __init__(self, kube: Kube, recorder: EventRecorder, clock: Clock,
-                 timeout_grace: float) -> None:
+                 timeout_grace: float, retries: Policy = OFF) -> None:
         self.kube = kube
         self.recorder = recorder
         self.clock = clock
         # How long past Tekton's timeout a running BuildRun is given up on (the backstop).
         self.timeout_grace = timeout_grace
+        # Infrastructure retries: the delay before the first (row 13).
+        self.retries = retries
 
     async def act(self, seen: Seen, decision: Decision) -> Result:
         """Carries out the decided row's action; the one place each Action is handled."""
@@ -116,6 +124,8 @@ class Actions:
                     format_time(self.clock())))
                 # Its status write (a change of phase) wakes it too; the RUNNING rows go on.
                 return _requeue_at(0.0)
+            case Action.RETRY:
+                return await self.retry(seen)
             case Action.AWAIT_POD:
                 assert run is not None
                 return _requeue_at(pod_wait_left(run, self.clock(), self.timeout_grace))
@@ -141,9 +151,12 @@ class Actions:
                 return DONE
             case Action.PROGRESS:
                 assert run is not None
-                written = await self._progress(buildrun, run)
+                written = await self._progress(buildrun, run, seen.pod)
                 deadline = deadline_left(written or buildrun, run, executor.timeout(run),
                                          self.clock(), self.timeout_grace)
+                if seen.pending_left is not None:  # row 20's, if sooner
+                    deadline = (min(deadline, seen.pending_left) if deadline is not None
+                                else seen.pending_left)
                 if seen.poll is not None:  # nothing else would wake it
                     deadline = min(deadline, seen.poll) if deadline is not None else seen.poll
                 return _requeue_at(deadline)
@@ -199,6 +212,83 @@ class Actions:
         return _requeue_at(deadline_left(written or buildrun, created,
                                          executor.timeout(created), self.clock(),
                                          self.timeout_grace))
+
+    async def retry(self, seen: Seen) -> Result:
+        """Row 13: the run failed for the infrastructure, an attempt is left. First the
+        attempt is recorded on the BuildRun (the annotation, once; an Event and the metric
+        with it), then, once its backoff has passed (requeue-after), the next attempt's
+        run is created under the name its number gives (AlreadyExists: the one an earlier
+        try made, adopted) and recorded in the status. A restart between any two of these
+        steps neither loses the attempt nor makes two runs for it: the record comes first,
+        and the name follows from it."""
+        buildrun, run, executor, failure = seen.buildrun, seen.run, seen.executor, seen.failure
+        assert run is not None and failure is not None
+        failed = run["metadata"]["name"]
+        nxt = run_name(buildrun, seen.next_attempt)
+        recorded = next((a for a in attempts_of(buildrun) if a.task_run == failed), None)
+        changed = False
+        if recorded is None:
+            recorded = Attempt(failed, failure.reason, failure.message,
+                               format_time(self.clock()))
+            written = await self._record_attempt(buildrun, recorded)
+            if written is None:
+                return DONE  # deleted, or replaced by a namesake
+            buildrun, changed = written
+            recorded = next(a for a in attempts_of(buildrun) if a.task_run == failed)
+        if changed:
+            # Once per attempt: only the write that recorded it says so (a cache that lags
+            # the record makes the next reconcile find it recorded at its write).
+            wait = retry_delay(self.retries.delay, seen.next_attempt)
+            metrics.INFRASTRUCTURE_RETRIES.labels(failure.reason).inc()
+            self.recorder.record(
+                buildrun, "Warning", reasons.INFRASTRUCTURE_RETRY,
+                f"{executor.kind} {failed} failed for the infrastructure ({failure.reason}: "
+                f"{failure.message}); attempt {seen.next_attempt} of "
+                f"{seen.attempts_allowed} runs as {executor.kind} {nxt} in {wait:g}s")
+            log.info("infrastructure failure, retrying", extra={
+                "key": f"{buildrun['metadata']['namespace']}/{buildrun['metadata']['name']}",
+                "run": failed, "reason": failure.reason, "next": nxt})
+        due = parse_time(recorded.time)
+        wait = retry_delay(self.retries.delay, seen.next_attempt)
+        left = (wait - (self.clock() - due).total_seconds()) if due is not None else 0.0
+        if left > 0:
+            return _requeue_at(left)
+        namespace = buildrun["metadata"]["namespace"]
+        # Read whole: the informer's copy lacks the task spec (executors' slim).
+        whole = await self.kube.get_or_none(executor.resource, namespace, failed)
+        if whole is None or not owned_by(whole, buildrun):
+            return _requeue_at(0.0)  # deleted meanwhile: row 16 decides, its event wakes it
+        try:
+            created = await self.kube.create(executor.resource, namespace,
+                                             retry_run(whole, nxt))
+        except ApiError as exc:
+            if not is_already_exists(exc):
+                raise
+            created = await self._adopt(buildrun, executor, nxt)
+        await write_status(self.kube, buildrun, retried(executor, failed, created,
+                                                       format_time(self.clock())))
+        return _requeue_at(deadline_left({}, created, executor.timeout(created),
+                                         self.clock(), self.timeout_grace))
+
+    async def _record_attempt(self, buildrun: JSON,
+                              attempt: Attempt) -> tuple[JSON, bool] | None:
+        """The attempt added to the BuildRun's record (INFRASTRUCTURE_ATTEMPTS),
+        over the resourceVersion read, so no entry is lost to a concurrent writer: the
+        BuildRun as written and whether this write added it (False: recorded already),
+        None when it is gone."""
+        async def record(current: JSON | None) -> tuple[JSON, bool] | None:
+            if current is None:
+                return None
+            value = with_attempt(current, attempt)
+            if (current["metadata"].get("annotations") or {}).get(
+                    INFRASTRUCTURE_ATTEMPTS) == value:
+                return current, False
+            patched = await patch_pinned(self.kube, BUILDRUNS, current, {"metadata": {
+                "resourceVersion": current["metadata"]["resourceVersion"],
+                "annotations": {INFRASTRUCTURE_ATTEMPTS: value}}})
+            return None if patched is None else (patched, True)
+
+        return await retry_on_conflict(self.kube, BUILDRUNS, buildrun, record)
 
     async def link_to_build(self, buildrun: JSON, build: JSON) -> JSON:
         """What Shipwright writes on a BuildRun of a validated Build before it runs: the
@@ -302,16 +392,20 @@ class Actions:
         log.info("deleted the ServiceAccount generated for the BuildRun",
                  extra={"key": f"{meta['namespace']}/{meta['name']}"})
 
-    async def _progress(self, buildrun: JSON, run: JSON) -> JSON | None:
-        """Row 19: the run's reason and message, and its startTime once Tekton set it."""
-        reason, message = running_reason(run)
+    async def _progress(self, buildrun: JSON, run: JSON, pod: JSON | None) -> JSON | None:
+        """Row 21: the run's reason and message (why it waits, in its pod's words where
+        they say more: `running_reason`), and its startTime once Tekton set it. A message
+        that differs only in its volatile parts (a back-off's duration, a timestamp:
+        `same_meaning`) is no change: a pod's every update would cost a write."""
+        reason, message = running_reason(run, pod)
         status = buildrun.get("status") or {}
         current = succeeded_condition(status) or {}
-        if (current.get("reason") == reason and current.get("message") == message
+        if (current.get("reason") == reason
+                and same_meaning(text(current.get("message")), message)
                 and (status.get("startTime") or not run_start(run))):
             return None
         now = format_time(self.clock())
-        written = await write_status(self.kube, buildrun, progressed(run, now))
+        written = await write_status(self.kube, buildrun, progressed(run, now, pod))
         self._established(buildrun, written)
         if written is not None and reason == reasons.RUNNING and current.get("reason") != reason:
             created = parse_time(run["metadata"].get("creationTimestamp"))
@@ -322,8 +416,9 @@ class Actions:
 
     def _established(self, before: JSON, written: JSON | None) -> None:
         """Shipwright's establish duration, when a write gave the BuildRun its startTime."""
-        if written is None or (before.get("status") or {}).get("startTime"):
-            return
+        if (written is None or (before.get("status") or {}).get("startTime")
+                or attempts_of(before)):
+            return  # (a retried run's start is not the BuildRun's establishment)
         start = parse_time((written.get("status") or {}).get("startTime"))
         created = parse_time(written["metadata"].get("creationTimestamp"))
         if start is not None and created is not None:
@@ -344,6 +439,7 @@ class Actions:
         # bounded all the same.
         label = reasons.metric_reason(decision.reason)
         metrics.COMPLETED.labels(label, meta["namespace"]).inc()
+        metrics.buildrun_concluded(written, decision.succeeded == "True", label)
         if decision.reason == reasons.RECONCILER_RETRIES_EXHAUSTED:
             metrics.RETRY_EXHAUSTED.inc()
         if seen.observation.superseded_by:  # row 10: the one row that reads it and finishes
@@ -358,6 +454,11 @@ class Actions:
             buildrun, "Normal" if decision.succeeded == "True" else "Warning",
             decision.reason, decision.message or decision.reason,
         )
+        if seen.retry_error:
+            # An infrastructure failure that an annotation that cannot be read kept from a
+            # retry: said where `kubectl describe` shows it.
+            self.recorder.record(buildrun, "Warning", reasons.INFRASTRUCTURE_RETRIES_INVALID,
+                                 seen.retry_error)
         if run is not None and not run_finished(run) and decision.outcome is None:
             # Our verdict (a backstop, a spent budget): the run must not go on to build.
             # An outcome the run's own pod shows (it completed) needs no cancel.

@@ -17,3 +17,19 @@ PREFIX = "buildrun-controller.dev/"
 # On a Build: its run policy, Serial or SerialLatestOnly (or Parallel, as without it): one
 # BuildRun of the Build runs at a time, in the order of creation (serial.py).
 RUN_POLICY = PREFIX + "run-policy"
+# Issue 43, infrastructure retries (retries.py): on a BuildRun, or on its Build, how many
+# times a run that failed for the infrastructure (its pod evicted or deleted under it, its
+# node lost, an image pull that timed out) is run again; "0" is off. Wins over the flag
+# --infrastructure-retries; the BuildRun's over the Build's.
+INFRASTRUCTURE_RETRIES = PREFIX + "infrastructure-retries"
+# The record the controller writes on the BuildRun: a JSON list, one entry per attempt that
+# failed for the infrastructure ({"taskRun": name, "reason": ..., "message": ..., "time":
+# ...}), written before the next attempt's run is created.
+INFRASTRUCTURE_ATTEMPTS = PREFIX + "infrastructure-attempts"
+# How long a BuildRun may wait for its TaskRun to run (from the TaskRun's creation until
+# Tekton reports it Running) before it ends BuildRunPendingTimeout, the run cancelled: a
+# duration as spec.timeout is written ("10m", "1h30m"; "0s" for none). On a BuildRun, or
+# on its Build for all its BuildRuns; the BuildRun's wins, and either wins over
+# --pending-timeout. A value that is no duration fails the BuildRun InvalidPendingTimeout
+# before it starts (README, "Why a build waits").
+PENDING_TIMEOUT = PREFIX + "pending-timeout"

@@ -6,10 +6,12 @@ from __future__ import annotations
 
 import datetime
 
-from controller.buildrun.reasons import BUILD_RUN_CANCELED
+from controller.buildrun.annotations import PENDING_TIMEOUT
+from controller.buildrun.reasons import BUILD_RUN_CANCELED, INVALID_PENDING_TIMEOUT, RUNNING
 from controller.buildrun.resources.phases import run_name
 from controller.buildrun.spec import parse_duration
 from controller.buildrun.states import Phase
+from controller.runtime.errors import UserError
 from controller.runtime.kube import JSON
 from controller.runtime.name_rules import label_value_errors
 from controller.runtime.shapes import at, mapping, objects, text
@@ -17,6 +19,7 @@ from controller.runtime.timestamps import parse_time
 from controller.shipwright.conditions import succeeded_condition
 from controller.shipwright.labels import LABEL_BUILD, LABEL_BUILD_GENERATION
 from controller.shipwright.recorded_executor import recorded_executor
+from controller.shipwright.resources import BUILDRUNS, BUILDS
 
 # spec.state of a BuildRun the user cancels (Shipwright spells the reason the same).
 CANCELED = "BuildRunCanceled"
@@ -103,6 +106,57 @@ def deadline_left(buildrun: JSON, run: JSON | None, timeout: float | None,
     return _left(start, timeout + grace, now)
 
 
+def annotated_pending_timeout(obj: JSON | None, kind: str) -> float | None:
+    """The pending timeout an object's annotation (annotations.PENDING_TIMEOUT) asks for,
+    in seconds (0.0: none), None when it has none. UserError (InvalidPendingTimeout)
+    when its value is no duration, naming the object (`kind`, its name)."""
+    value = mapping(at(obj, "metadata", "annotations")).get(PENDING_TIMEOUT)
+    if value is None:
+        return None
+    try:
+        return parse_duration(text(value))
+    except ValueError as exc:
+        name = text(at(obj, "metadata", "name"))
+        raise UserError(INVALID_PENDING_TIMEOUT,
+                        f"{kind} {name!r}: annotation {PENDING_TIMEOUT}: {exc}") from None
+
+
+def pending_timeout(buildrun: JSON, build: JSON | None, default: float | None, *,
+                    started: bool = False) -> float | None:
+    """Seconds the BuildRun's run may wait to run (None: no limit): the BuildRun's
+    annotation, else its Build's, else `default` (--pending-timeout); "0s" is no limit.
+    Raises UserError for a value that is no duration (checked before the BuildRun starts,
+    plan.py); once `started`, such a value is read as none: the BuildRun is not failed
+    for an annotation made bad while its run exists."""
+    for obj, kind in ((buildrun, BUILDRUNS.kind), (build, BUILDS.kind)):
+        try:
+            seconds = annotated_pending_timeout(obj, kind)
+        except UserError:
+            if not started:
+                raise
+            continue
+        if seconds is not None:
+            return seconds or None
+    return default
+
+
+def run_reported_running(run: JSON) -> bool:
+    """Whether Tekton has said the run runs (its Succeeded condition's reason Running, a
+    TaskRun's pod phase Running) or has ended it."""
+    condition = succeeded_condition(run.get("status")) or {}
+    return condition.get("reason") == RUNNING or condition.get("status") in ("True", "False")
+
+
+def pending_left(run: JSON | None, timeout: float | None,
+                 now: datetime.datetime) -> float | None:
+    """Seconds until the pending deadline (0.0 once passed): `timeout` after the run's
+    creation (the BuildRun's start); None without a timeout, without a run, or once
+    Tekton has reported it Running."""
+    if run is None or timeout is None or run_reported_running(run):
+        return None
+    return _left(text(at(run, "metadata", "creationTimestamp")), timeout, now)
+
+
 def cancel_asked_at(buildrun: JSON) -> str | None:
     """When the controller asked the run to stop for a cancel: the lastTransitionTime of
     the Unknown/BuildRunCanceled condition it showed then (status_writes.cancel_asked);
@@ -176,6 +230,31 @@ def build_link(buildrun: JSON, build: JSON) -> JSON:
         change["ownerReferences"] = refs
         change["resourceVersion"] = meta["resourceVersion"]
     return change
+
+
+def owner_conflict(buildrun: JSON, build: JSON) -> str | None:
+    """Why Shipwright could not make `build` the BuildRun's controller, in its words, or
+    None. With retention.atBuildDeletion Shipwright sets the Build as the BuildRun's
+    controller reference (controllerutil.SetControllerReference), which fails when
+    another object already controls the BuildRun (an ownerReference with `controller:
+    true`), unless the Build owns it already (resources.IsOwnedByBuild: kind and name).
+    Main fails the BuildRun with it (#2252); v0.20.13 runs it, and so does this
+    controller unless --fail-on-owner-conflict (its Build owner reference is no
+    controller reference, which another controller's never conflicts with)."""
+    if not ((build.get("spec") or {}).get("retention") or {}).get("atBuildDeletion"):
+        return None
+    meta = buildrun["metadata"]
+    name = build["metadata"]["name"]
+    refs = list(objects(meta.get("ownerReferences")))
+    if any(r.get("kind") == "Build" and r.get("name") == name for r in refs):
+        return None
+    for ref in refs:
+        if ref.get("controller") is True:
+            # controller-runtime's AlreadyOwnedError, as main quotes it.
+            return ("unexpected error when trying to set the ownerreference: Object "
+                    f"{meta.get('namespace')}/{meta['name']} is already owned by another "
+                    f"{text(ref.get('kind'))} controller {text(ref.get('name'))}")
+    return None
 
 
 def owned_by(obj: JSON, buildrun: JSON) -> bool:

@@ -6,8 +6,14 @@ from collections import OrderedDict
 from dataclasses import dataclass, field
 
 from controller.buildrun.buildruns import phase_of
-from controller.buildrun.outcomes import run_finished
-from controller.buildrun.reasons import SERIAL_RUN_WAITING
+from controller.buildrun.outcomes import IMAGE_WAITING_REASONS, run_finished
+from controller.buildrun.reasons import (
+    BUILD_RUN_CANCELED,
+    RUNNING,
+    SERIAL_RUN_WAITING,
+    metric_reason,
+)
+from controller.buildrun.retries import DISRUPTION_TARGET
 from controller.buildrun.states import Phase
 from controller.runtime.kube import JSON, PODS, SERVICEACCOUNTS, Kube, Resource, key_of
 from controller.runtime.shapes import at, mapping, objects, text
@@ -57,13 +63,17 @@ def slim_pod(pod: JSON) -> JSON:
     """The Pod informer's transform: what Shipwright's ramp-up metrics read of a run's
     pod (`shipwright.metrics.taskrun_pod_seen`: its creation time and its last init
     container's finish), and what the cache needs (name, namespace, resourceVersion).
-    A few hundred bytes, where a whole pod of a build is ten to twenty KB.
+    A few hundred bytes, where a whole pod of a build is ten to twenty KB; with its
+    BuildRun label, so that its events find their BuildRun (setup.py's on_pod).
 
     A pod on its way out (deletionTimestamp: Tekton deletes the pod of a run it cancels,
     and its containers run on for the grace period) keeps more while it goes: its
-    BuildRun label, phase and each container's end (exit code, and the termination
+    phase and each container's end (exit code, and the termination
     message that holds its results), so that what it ends as can be told when it is
-    gone (`EndedPods`): a build that ends then has pushed its image."""
+    gone (`EndedPods`): a build that ends then has pushed its image.
+
+    A pod that cannot start keeps why (`_waiting`: the scheduler's and the kubelet's
+    words, which a waiting BuildRun's message shows: outcomes.waiting_words)."""
     meta = pod["metadata"]
     slim: JSON = {"metadata": {k: meta[k] for k in ("name", "namespace", "resourceVersion",
                                                      "creationTimestamp") if k in meta}}
@@ -72,12 +82,29 @@ def slim_pod(pod: JSON) -> JSON:
     status: JSON = {}
     if finished:
         status["initContainerStatuses"] = [{"state": {"terminated": {"finishedAt": finished}}}]
+    # Kept on the way out too: Tekton deletes the pod of a run it fails or cancels, and a
+    # BuildRun that looks then still says why it waited (not Tekton's words again).
+    status.update(_waiting(pod))
+    owner = text(mapping(meta.get("labels")).get(LABEL_BUILDRUN))
+    if owner:
+        # Which BuildRun its events wake (owner_buildrun): one on its way out, one whose
+        # reason to wait changed (setup.py).
+        slim["metadata"]["labels"] = {LABEL_BUILDRUN: owner}
     if meta.get("deletionTimestamp"):
         slim["metadata"]["deletionTimestamp"] = meta["deletionTimestamp"]
-        owner = text(mapping(meta.get("labels")).get(LABEL_BUILDRUN))
-        if owner:
-            slim["metadata"]["labels"] = {LABEL_BUILDRUN: owner}
         status["phase"] = at(pod, "status", "phase")
+        # What tells the infrastructure's end of it from the build's (retries.py): when its
+        # deletion was asked, the kubelet's reason (Evicted, ...) and a disruption.
+        if "deletionGracePeriodSeconds" in meta:
+            slim["metadata"]["deletionGracePeriodSeconds"] = meta["deletionGracePeriodSeconds"]
+        for key in ("reason", "message"):
+            if at(pod, "status", key):
+                status[key] = at(pod, "status", key)
+        disruptions = [c for c in objects(at(pod, "status", "conditions"))
+                       if c.get("type") == DISRUPTION_TARGET]
+        if disruptions:
+            status["conditions"] = disruptions
+        # Each container's end; one that never started keeps the kubelet's words.
         status["containerStatuses"] = [_container_end(c) for c in objects(
             at(pod, "status", "containerStatuses"))]
     if status:
@@ -85,10 +112,36 @@ def slim_pod(pod: JSON) -> JSON:
     return slim
 
 
+def _waiting(pod: JSON) -> JSON:
+    """What `outcomes.waiting_words` reads of a pod that cannot start, in the pod's own
+    shape: its PodScheduled condition while False, and the containers waiting for an
+    image they cannot pull (name, reason, message). Nothing once it is scheduled and its
+    images are pulled, so a running build's pod stays a few hundred bytes."""
+    kept: JSON = {}
+    scheduled = [{k: c[k] for k in ("type", "status", "reason", "message") if k in c}
+                 for c in objects(at(pod, "status", "conditions"))
+                 if c.get("type") == "PodScheduled" and c.get("status") == "False"]
+    if scheduled:
+        kept["conditions"] = scheduled
+    waiting = [{"name": c.get("name"), "state": {"waiting": {
+                    k: w[k] for k in ("reason", "message") if k in w}}}
+               for c in objects(at(pod, "status", "containerStatuses"))
+               if (w := mapping(at(c, "state", "waiting"))).get("reason")
+               in IMAGE_WAITING_REASONS]
+    if waiting:
+        kept["containerStatuses"] = waiting
+    return kept
+
+
 def _container_end(container: JSON) -> JSON:
-    """A container's name and, once it terminated, its exit code and message."""
+    """A container's name and, once it terminated, its exit code and message; one waiting
+    for an image it cannot pull keeps that (the kubelet's reason and message)."""
     terminated = mapping(at(container, "state", "terminated"))
     end = {k: terminated[k] for k in ("exitCode", "message") if k in terminated}
+    waiting = mapping(at(container, "state", "waiting"))
+    if not terminated and waiting.get("reason") in IMAGE_WAITING_REASONS:
+        return {"name": container.get("name"), "state": {"waiting": {
+            k: waiting[k] for k in ("reason", "message") if k in waiting}}}
     return {"name": container.get("name"),
             "state": {"terminated": end} if terminated else {"running": {}}}
 
@@ -157,12 +210,31 @@ def _serial_waiting(buildrun: JSON) -> list[str]:
     return [buildrun["metadata"]["namespace"]] if waits else []
 
 
-# Store.index_sizes(SERIAL_WAITING) -> per namespace, how many BuildRuns wait behind
+# Store.index_counts(SERIAL_WAITING) -> per namespace, how many BuildRuns wait behind
 # another of their serial Build (state table row 11): metrics.buildrun_serial_waiting.
 SERIAL_WAITING = "serial-waiting"
 NEW_BY_BUILD_INDEXERS: dict[str, Indexer] = {NEW_BY_BUILD: _waiting_build,
                                              UNFINISHED_BY_BUILD: _unfinished_build,
                                              SERIAL_WAITING: _serial_waiting}
+
+
+def _waiting_reason(buildrun: JSON) -> list[str]:
+    """Why a started BuildRun waits, as its condition says it: Tekton's reason (Pending,
+    ExceededNodeResources, PullImageFailed, ...) as a metric label (reasons.metric_reason);
+    none once it runs, is being cancelled, or has finished."""
+    if phase_of(buildrun) is not Phase.RUNNING:
+        return []
+    condition = succeeded_condition(buildrun.get("status")) or {}
+    reason = text(condition.get("reason"))
+    if condition.get("status") != "Unknown" or reason in ("", RUNNING, BUILD_RUN_CANCELED):
+        return []
+    return [metric_reason(reason)]
+
+
+# Store.index_counts(WAITING) -> how many BuildRuns wait now, by reason: the gauge
+# buildrun_waiting (metrics.WAITING), read at scrape time.
+WAITING = "waiting"
+WAITING_INDEXERS: dict[str, Indexer] = {WAITING: _waiting_reason}
 
 
 # Store.by_index(BY_BUILDRUN, "namespace/buildrun") -> the TaskRuns (PipelineRuns) of that

@@ -5,13 +5,15 @@ measures the same moment, one call here records both."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 
 from prometheus_client import REGISTRY, Counter, Histogram
-from prometheus_client.core import GaugeMetricFamily
-from prometheus_client.metrics_core import Metric
+from prometheus_client.core import GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
 
+from controller.buildrun import reasons
 from controller.runtime.kube import JSON
+from controller.runtime.store import Store
 from controller.shipwright import metrics as shipwright_metrics
 
 # Builds take seconds to hours.
@@ -51,6 +53,40 @@ DELETED = Counter(
     "buildrun_deleted_total",
     "BuildRuns deleted by the controller when their retention TTL ran out",
 )
+# Issue 43 part 3: a closed set of reasons (retries.infrastructure_failure's).
+INFRASTRUCTURE_RETRIES = Counter(
+    "buildrun_infrastructure_retries_total",
+    "Runs that failed for the infrastructure and were run again as a new TaskRun, by reason",
+    ["reason"],
+)
+
+
+class _Waiting(Collector):
+    """buildrun_waiting{reason}: the BuildRuns whose run has not reported Running, by the
+    reason their condition shows (Tekton's: Pending, ExceededNodeResources,
+    PullImageFailed, ...), counted at scrape time from the BuildRun cache's index
+    (caches.WAITING), so it is right from the first list on, on a standby too, and costs
+    nothing between scrapes. setup.py points it at the informer's store."""
+
+    def __init__(self) -> None:
+        self._source: tuple[Store, str] | None = None
+
+    def watch(self, store: Store, index: str) -> None:
+        self._source = (store, index)
+
+    def collect(self) -> Iterator[Metric]:
+        family = GaugeMetricFamily(
+            "buildrun_waiting", "Started BuildRuns whose run has not reported Running "
+            "yet, by the reason on their Succeeded condition", labels=["reason"])
+        if self._source is not None:
+            store, index = self._source
+            for reason, count in sorted(store.index_counts(index).items()):
+                family.add_metric([reason], count)
+        yield family
+
+
+WAITING = _Waiting()
+REGISTRY.register(WAITING)
 
 # Issue 43, one run at a time per Build (serial.py): what an SRE watches of serial queues.
 SERIAL_WAITS = Counter(
@@ -65,22 +101,27 @@ SERIAL_SUPERSEDED = Counter(
 )
 
 
-
-class _SerialQueues:
-    """buildrun_serial_waiting: how many BuildRuns wait in serial queues now, by namespace,
-    counted from the BuildRun cache when scraped (setup.py hands the count in), so it is
-    never stale and a restart loses nothing."""
+class _SerialQueues(Collector):
+    """buildrun_serial_waiting{namespace}: the BuildRuns waiting in serial queues now,
+    counted at scrape time from the BuildRun cache's index (caches.SERIAL_WAITING), as
+    buildrun_waiting is: right from the first list on, nothing between scrapes. setup.py
+    points it at the informer's store."""
 
     def __init__(self) -> None:
-        self.count: Callable[[], dict[str, int]] = dict
+        self._source: tuple[Store, str] | None = None
+
+    def watch(self, store: Store, index: str) -> None:
+        self._source = (store, index)
 
     def collect(self) -> Iterator[Metric]:
         gauge = GaugeMetricFamily(
             "buildrun_serial_waiting",
             "BuildRuns of Builds with a serial run policy waiting behind another, now",
             labels=["namespace"])
-        for namespace, count in sorted(self.count().items()):
-            gauge.add_metric([namespace], count)
+        if self._source is not None:
+            store, index = self._source
+            for namespace, count in sorted(store.index_counts(index).items()):
+                gauge.add_metric([namespace], count)
         yield gauge
 
 
@@ -107,3 +148,21 @@ def buildrun_finished(buildrun: JSON, reason: str, seconds: float) -> None:
     reason, Shipwright's build_buildrun_completion_duration_seconds with its labels."""
     COMPLETION.labels(reason).observe(seconds)
     shipwright_metrics.buildrun_finished(buildrun, seconds)
+
+
+def buildrun_concluded(buildrun: JSON, succeeded: bool, reason: str) -> None:
+    """A BuildRun got its completionTime, whatever the row (a user error's, a cancel before
+    it ran and a spent budget's too, as #2187 records those): Shipwright #2187's result and
+    failure reason series. `reason` is the bounded label (reasons.metric_reason)."""
+    shipwright_metrics.buildrun_result(buildrun, result_of(succeeded, reason), reason)
+
+
+def result_of(succeeded: bool, reason: str) -> str:
+    """#2187's classifyBuildRunResult: succeeded, cancelled, timeout, else failed."""
+    if succeeded:
+        return shipwright_metrics.RESULT_SUCCEEDED
+    if reason == reasons.BUILD_RUN_CANCELED:
+        return shipwright_metrics.RESULT_CANCELLED
+    if reason == reasons.BUILD_RUN_TIMEOUT:
+        return shipwright_metrics.RESULT_TIMEOUT
+    return shipwright_metrics.RESULT_FAILED

@@ -17,6 +17,8 @@ from controller.buildrun.buildruns import (
     canceled,
     deadline_left,
     owned_by,
+    pending_left,
+    pending_timeout,
     phase_of,
     pod_wait_left,
     recorded_executor_name,
@@ -34,11 +36,21 @@ from controller.buildrun.executors import TASKRUN, Executor, executor_of
 from controller.buildrun.outcomes import (
     Outcome,
     completed_pod_outcome,
+    pending_timeout_message,
     run_finished,
+    running_reason,
     timeout_message,
 )
 from controller.buildrun.plan import Plan, Planner
 from controller.buildrun.reasons import TASK_RUN_CANCELLED
+from controller.buildrun.retries import (
+    OFF,
+    Failure,
+    Policy,
+    attempts_of,
+    infrastructure_failure,
+    limit_of,
+)
 from controller.buildrun.serial import (
     RunPolicy,
     Standing,
@@ -55,7 +67,8 @@ from controller.runtime.kube import JSON, PODS, Kube
 from controller.runtime.shapes import at, text
 from controller.runtime.timestamps import Clock
 from controller.shipwright.conditions import succeeded_condition
-from controller.shipwright.resources import BUILDRUNS, TASKRUNS
+from controller.shipwright.indexes import build_names
+from controller.shipwright.resources import BUILDRUNS, BUILDS, TASKRUNS
 
 
 @dataclass(frozen=True)
@@ -82,11 +95,25 @@ class Seen:
     # A finished run's pod as the pod cache holds it, for Shipwright's ramp-up metrics
     # (None when it is not cached: as Shipwright, whose cached client finds none then).
     rampup_pod: JSON | None = None
+    # RUNNING, its run failed for the infrastructure (retries.py): why, the attempt the
+    # next run would be (2 is the first retry) and how many runs it may have in all.
+    failure: Failure | None = None
+    next_attempt: int = 0
+    attempts_allowed: int = 1
+    # Why the infrastructure-retries annotation was not read (a bad value), if it matters.
+    retry_error: str = ""
+    # RUNNING, the run not finished: its pod as the pod cache keeps it (caches.slim_pod:
+    # why it waits, if it cannot start), for the message (outcomes.running_reason).
+    pod: JSON | None = None
+    # RUNNING: seconds until the pending deadline (row 20), None without one.
+    pending_left: float | None = None
 
 
 class Observer:
     def __init__(self, kube: Kube, caches: Caches, planner: Planner, clock: Clock,
-                 executor: Executor, timeout_grace: float) -> None:
+                 executor: Executor, timeout_grace: float,
+                 pending_timeout: float | None = None,
+                 retries: Policy = OFF) -> None:
         self.kube = kube
         self.caches = caches
         self.planner = planner
@@ -96,6 +123,11 @@ class Observer:
         # Rows 17 and 19 are backstops: this long past the timeout Tekton enforces itself,
         # or after a cancel it confirms itself.
         self.timeout_grace = timeout_grace
+        # Row 20's limit when neither the BuildRun nor its Build has the annotation
+        # (--pending-timeout; None: none).
+        self.pending_timeout = pending_timeout
+        # Infrastructure retries' defaults (--infrastructure-retries, its delay).
+        self.retries = retries
 
     def executor_of(self, buildrun: JSON) -> Executor:
         return executor_of(buildrun, self.executor)
@@ -113,8 +145,10 @@ class Observer:
         is_canceled = canceled(buildrun)
         cancel_overdue = cancel_left(buildrun, now, self.timeout_grace) == 0.0
         deadline_passed = self._deadline_passed(buildrun, seen, now)
+        pending = self._pending_timeout(buildrun)
         if (seen.run is not None and not run_finished(seen.run)
-                and (deadline_passed or (is_canceled and cancel_overdue))):
+                and (deadline_passed or (is_canceled and cancel_overdue)
+                     or pending_left(seen.run, pending, now) == 0.0)):
             # A backstop is due, and its verdict cannot be taken back: the run is read
             # live first, so one that ended while its watch lagged by more than the grace
             # reports its own outcome and completionTime (the interleavings machine found
@@ -124,6 +158,8 @@ class Observer:
         run, executor = seen.run, seen.executor
         timeout = executor.timeout(run) if run is not None else None
         running = run is not None and not run_finished(run)
+        pod = self._cached_pod(executor, run) if running else None
+        left = pending_left(run, pending, now) if running else None
         # The pod is read only when it can change the decision: a cancel about to be sent
         # on, a backstop due.
         pod_matters = run is not None and running and (
@@ -139,8 +175,28 @@ class Observer:
             if deadline_passed else "",
             run_missing=run is None,
             run_running=running,
+            pending_deadline_passed=left == 0.0,
+            pending_message=pending_timeout_message(
+                buildrun["metadata"]["name"], pending or 0.0, *running_reason(run, pod))
+            if left == 0.0 and run is not None else "",
         )
-        return replace(seen, observation=observation)
+        return replace(seen, observation=observation, pod=pod, pending_left=left)
+
+    def _pending_timeout(self, buildrun: JSON) -> float | None:
+        """Row 20's limit: the BuildRun's annotation, its Build's (from the cache: the
+        Build a started BuildRun names may be gone, or changed since), --pending-timeout."""
+        keys = build_names(buildrun)
+        build = self.caches.builds.get(keys[0]) if keys else None
+        return pending_timeout(buildrun, build, self.pending_timeout, started=True)
+
+    def _cached_pod(self, executor: Executor, run: JSON | None) -> JSON | None:
+        """A running TaskRun's pod, from the pod cache (which keeps why it waits). A
+        PipelineRun's pods are its TaskRuns' and not read."""
+        pod_name = _taskrun_pod(executor, run)
+        if not pod_name:
+            return None
+        assert run is not None
+        return self.caches.pods.get(f"{run['metadata']['namespace']}/{pod_name}")
 
     def _deadline_passed(self, buildrun: JSON, seen: Seen, now: datetime.datetime) -> bool:
         """Row 19's guard: the run's own timeout plus the grace has passed."""
@@ -154,7 +210,7 @@ class Observer:
         (Tekton would report a build that is done, its image pushed, as cancelled) and
         when a backstop is due (the build may have ended while Tekton could not say so).
         A PipelineRun's pods are its TaskRuns' and not read."""
-        pod_name = executor.pod_name(run, []) if run is not None and executor is TASKRUN else ""
+        pod_name = _taskrun_pod(executor, run)
         if not pod_name:
             return None
         assert run is not None
@@ -167,6 +223,15 @@ class Observer:
         (BuildRunReconciler.next_look), so both judge from the same facts."""
         executor = self.executor_of(buildrun)
         run = self._cached_run(buildrun, executor)
+        if (run is None or run_finished(run)) and attempts_of(buildrun):
+            # A BuildRun that retried may own a later attempt's run its status never named
+            # (created as its retry budget ran out: the recorded run's outcome is the
+            # BuildRun's); row 1 stops that one too. Looked for only then: a lookup per
+            # finished BuildRun at every start is what next_look must not cost.
+            meta = buildrun["metadata"]
+            run = next((other for other in self.caches.store(executor.resource).by_index(
+                BY_BUILDRUN, f"{meta['namespace']}/{meta['name']}")
+                if owned_by(other, buildrun) and not run_finished(other)), run)
         service_account = self._generated_service_account(buildrun)
         observation = Observation(
             phase=Phase.DONE,
@@ -338,9 +403,36 @@ class Observer:
             == TASK_RUN_CANCELLED and ending(live)
             and (pod_wait_left(run, self.clock(), self.timeout_grace) or 0.0) > 0.0))
         rampup = executor.pod_name(run, children)
-        return Seen(buildrun, replace(observation, outcome=outcome), run, executor=executor,
+        seen = Seen(buildrun, replace(observation, outcome=outcome), run, executor=executor,
                     children=tuple(children),
                     rampup_pod=self.caches.pods.get(f"{namespace}/{rampup}") if rampup else None)
+        if (executor is TASKRUN and outcome is not None and outcome.status == "False"
+                and not is_canceled):
+            seen = self._infrastructure(seen, pod)
+        return seen
+
+    def _infrastructure(self, seen: Seen, pod: JSON | None) -> Seen:
+        """A failed TaskRun: whether the infrastructure failed it and an attempt is left
+        (row 13), from the BuildRun's record of its attempts and the retries asked for (its
+        annotation, its Build's as cached, the flag)."""
+        assert seen.run is not None
+        failure = infrastructure_failure(seen.run, pod)
+        if failure is None:
+            return seen
+        buildrun = seen.buildrun
+        namespace = buildrun["metadata"]["namespace"]
+        name = text(at(buildrun, "spec", "build", "name"))
+        build = self.caches.store(BUILDS).get(f"{namespace}/{name}") if name else None
+        limit = limit_of(buildrun, build, self.retries.retries)
+        names = [a.task_run for a in attempts_of(buildrun)]
+        failed = seen.run["metadata"]["name"]
+        # This run's place among the failed attempts (recorded already, or next).
+        place = names.index(failed) + 1 if failed in names else len(names) + 1
+        left = place <= limit.retries
+        return replace(seen, failure=failure, next_attempt=place + 1,
+                       attempts_allowed=limit.retries + 1, retry_error=limit.error,
+                       observation=replace(seen.observation, infrastructure_failure=(
+                           failure.reason if left else "")))
 
     def _existing_run(self, buildrun: JSON, executor: Executor) -> JSON | None:
         """A TaskRun (PipelineRun) of a NEW BuildRun, from the caches: one under the name an
@@ -375,3 +467,9 @@ class Observer:
             return None
         return sa if owned_by(sa, buildrun) else None
 
+
+
+def _taskrun_pod(executor: Executor, run: JSON | None) -> str:
+    """The name of a TaskRun's pod ("" for none yet, or for a PipelineRun, whose pods are
+    its TaskRuns')."""
+    return executor.pod_name(run, []) if run is not None and executor is TASKRUN else ""

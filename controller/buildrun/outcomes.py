@@ -109,6 +109,16 @@ def timeout_message(buildrun_name: str, seconds: float) -> str:
     return f"BuildRun {buildrun_name} failed to finish within {go_duration(seconds)}"
 
 
+def pending_timeout_message(buildrun_name: str, seconds: float, reason: str,
+                            message: str) -> str:
+    """BuildRunPendingTimeout's message: "BuildRun NAME did not start running within
+    10m0s", the duration as Go prints it, and why it waited as the BuildRun last said it
+    (`running_reason`: Tekton's reason, the scheduler's or the kubelet's words)."""
+    waited = f"{reason}: {message}" if message else reason
+    return truncate(f"BuildRun {buildrun_name} did not start running within "
+                    f"{go_duration(seconds)}; it waited: {waited}", MESSAGE_MAX)
+
+
 def outcome_from_taskrun(
     taskrun: dict[str, Any], pod: dict[str, Any] | None = None, *, canceled: bool = False
 ) -> Outcome | None:
@@ -349,18 +359,71 @@ def source_from_results(results: dict[str, str]) -> dict[str, Any] | None:
     return source or None
 
 
-def running_reason(run: dict[str, Any]) -> tuple[str, str]:
-    """(reason, message) for a BuildRun whose TaskRun (or PipelineRun) has not finished yet."""
+def running_reason(run: dict[str, Any], pod: dict[str, Any] | None = None) -> tuple[str, str]:
+    """(reason, message) for a BuildRun whose TaskRun (or PipelineRun) has not finished yet.
+
+    Tekton's reason and message as they are, as Shipwright v0.20.13 copies them
+    (resources/conditions.go, UpdateBuildRunUsingTaskRunCondition: Started, Pending,
+    Running, ExceededNodeResources, PullImageFailed, ToBeRetried, ...): the reason says
+    why a run waits. Where its pod (`pod`, the pod cache's copy) cannot be scheduled or
+    a step's image cannot be pulled, the message is the scheduler's or the kubelet's
+    own words instead (`waiting_words`), where Tekton's says "TaskRun Pod exceeded
+    available resources" or wraps them. Ours only before Tekton's first status, where
+    Shipwright writes no condition at all."""
     condition = succeeded_condition(run.get("status"))
     name = text(at(run, "metadata", "name"))
     kind = text(run.get("kind")) or TASKRUNS.kind
-    if condition is None:
+    reason = text(condition.get("reason")) if condition is not None else ""
+    if not reason:
         return PENDING, f"{kind} {name} has not started yet"
-    message = truncate(text(condition.get("message")), MESSAGE_MAX)
-    if condition.get("status") == "Unknown" and condition.get("reason") == "Running":
-        return RUNNING, message or f"{kind} {name} is running"
-    # Tekton's message says what the pod waits for (image pull, scheduling, quota).
-    return PENDING, message or f"{kind} {name} is pending"
+    assert condition is not None
+    message = text(condition.get("message"))
+    words = waiting_words(pod) if reason != RUNNING else None
+    return truncate(reason, REASON_MAX), truncate(words or message, MESSAGE_MAX)
+
+
+# The kubelet's reasons for a container whose image cannot be had (kubelet's
+# pkg/kubelet/images/types.go; the set Tekton's isImageErrorReason reads).
+IMAGE_WAITING_REASONS = frozenset({"ErrImagePull", "ImagePullBackOff", "ImageInspectError",
+                                   "ErrImageNeverPull", "RegistryUnavailable",
+                                   "InvalidImageName"})
+# The scheduler's event reason for a pod it cannot place (its PodScheduled condition says
+# Unschedulable with the same message).
+FAILED_SCHEDULING = "FailedScheduling"
+
+
+def waiting_words(pod: dict[str, Any] | None) -> str | None:
+    """Why a run's pod waits, in the scheduler's or the kubelet's words: "FailedScheduling:
+    0/1 nodes are available: 1 Insufficient cpu. ..." (its PodScheduled condition False,
+    Unschedulable), or "ImagePullBackOff (step-build): Back-off pulling image ..." (the
+    first step, in the pod's order, waiting for an image it cannot pull). None when the
+    pod shows neither, or there is no pod."""
+    for cond in objects(at(pod, "status", "conditions")):
+        if (cond.get("type") == "PodScheduled" and cond.get("status") == "False"
+                and cond.get("reason") == "Unschedulable"):
+            return f"{FAILED_SCHEDULING}: {text(cond.get('message'))}".rstrip(": ")
+    for container in objects(at(pod, "status", "containerStatuses")):
+        waiting = mapping(at(container, "state", "waiting"))
+        reason = text(waiting.get("reason"))
+        if reason in IMAGE_WAITING_REASONS:
+            words = f"{reason} ({text(container.get('name'))})"
+            message = text(waiting.get("message"))
+            return f"{words}: {message}" if message else words
+    return None
+
+
+# What changes in a waiting message without a change of meaning: a back-off's duration
+# ("back-off 20s", "1m20s"), a timestamp. Masked before two messages are compared, so a
+# pod update that only moves these costs no status write (`same_meaning`).
+_VOLATILE = re.compile(
+    r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?(Z|[+-]\d\d:\d\d)?"
+    r"|\b(\d+(\.\d+)?(ns|us|µs|ms|s|m|h))+\b")
+
+
+def same_meaning(message: str, other: str) -> bool:
+    """Whether two waiting messages say the same once their volatile parts (`_VOLATILE`)
+    are masked."""
+    return _VOLATILE.sub("#", message) == _VOLATILE.sub("#", other)
 
 
 def _exit_code(terminated: Any) -> int | None:

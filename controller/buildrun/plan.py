@@ -12,11 +12,16 @@ import copy
 from dataclasses import dataclass, replace
 
 from controller.buildrun import reasons, serviceaccounts
-from controller.buildrun.buildruns import spec_of, without_service_account
+from controller.buildrun.buildruns import (
+    owner_conflict,
+    pending_timeout,
+    spec_of,
+    without_service_account,
+)
 from controller.buildrun.caches import Caches
 from controller.buildrun.executors import TASKRUN, Executor
 from controller.buildrun.resources.config import ShipwrightConfig
-from controller.buildrun.spec import build_name, effective_build
+from controller.buildrun.spec import build_name, check_forbidden_env, effective_build
 from controller.buildrun.validation import (
     EMBEDDED_CHECKS,
     check_nodes,
@@ -70,10 +75,13 @@ def snapshot_of(buildrun: JSON, build: JSON | None) -> JSON:
 
 
 class Planner:
-    def __init__(self, kube: Kube, caches: Caches, config: ShipwrightConfig) -> None:
+    def __init__(self, kube: Kube, caches: Caches, config: ShipwrightConfig,
+                 fail_on_owner_conflict: bool = False) -> None:
+        """`fail_on_owner_conflict`: --fail-on-owner-conflict (buildruns.owner_conflict)."""
         self.kube = kube
         self.caches = caches
         self.config = config
+        self.fail_on_owner_conflict = fail_on_owner_conflict
 
     async def validated_build(self, buildrun: JSON) -> tuple[JSON | None, bool]:
         """The referenced Build (None when spec.build.spec embeds one), and whether it
@@ -99,6 +107,9 @@ class Planner:
             # Shipwright checks the BuildRun's own fields (validate.BuildRunFields: no
             # overrides beside an embedded spec) before it validates the spec.
             effective_build(without_service_account(buildrun), embedded)
+        # BuildRunFields' last check in Shipwright's main, before the Build is read.
+        check_forbidden_env(buildrun, self.config.forbidden_env)
+        if name is None:
             failed = await self._embedded_verdict(namespace, embedded)
             if failed is not None:
                 # As Shipwright: the transient Build's message alone.
@@ -138,6 +149,15 @@ class Planner:
         ServiceAccount is checked before the strategy, in Shipwright's order.
         """
         namespace = buildrun["metadata"]["namespace"]
+        if build is not None and self.fail_on_owner_conflict:
+            # Shipwright main's order: after the Build's registration and the cancel
+            # (rows 7, 9), before anything else is read (#2252).
+            conflict = owner_conflict(buildrun, build)
+            if conflict is not None:
+                raise UserError(reasons.SET_OWNER_REFERENCE_FAILED,
+                                truncate(conflict, build_validation.MESSAGE_MAX))
+        # Only its check: a pending timeout that is no duration fails the start.
+        pending_timeout(buildrun, build, None)
         build_spec = build_spec_of(buildrun, build)
         choice = serviceaccounts.choose(buildrun)
         # ".generate" is no object name: the choice is made here, not by spec.py.
@@ -179,7 +199,8 @@ class Planner:
             else:
                 strategy = await self.caches.read(self.kube, BUILDSTRATEGIES,
                                             namespace, ref.name)
-        lookups = build_validation.Lookups(missing, strategy)
+        lookups = build_validation.Lookups(missing, strategy,
+                                           forbidden_env=self.config.forbidden_env)
         for check in EMBEDDED_CHECKS:
             verdict = check(transient, lookups)
             if verdict is not None:

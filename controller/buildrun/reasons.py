@@ -55,6 +55,9 @@ SPEC_ENV_NAME_CAN_NOT_BE_BLANK = build_reasons.SPEC_ENV_NAME_CAN_NOT_BE_BLANK
 SPEC_ENV_ONLY_ONE_OF_VALUE_OR_VALUE_FROM_MUST_BE_SPECIFIED = (
     build_reasons.SPEC_ENV_ONLY_ONE_OF_VALUE_OR_VALUE_FROM_MUST_BE_SPECIFIED
 )
+# The BuildRun's own env names a variable on the FORBIDDEN_ENV_VAR_NAMES blocklist
+# (Shipwright main's validate.BuildRunFields, #2275; off unless that setting is set).
+SPEC_ENV_NAME_FORBIDDEN = build_reasons.SPEC_ENV_NAME_FORBIDDEN
 # image-processing found more vulnerabilities than allowed (its exit code 22), as Shipwright.
 VULNERABILITIES_FOUND = "VulnerabilitiesFound"
 
@@ -65,6 +68,19 @@ RECONCILER_RETRIES_EXHAUSTED = "ReconcilerRetriesExhausted"
 # annotation that is no policy (a user error, row 8).
 SERIAL_RUN_WAITING = "SerialRunWaiting"
 INVALID_RUN_POLICY = "InvalidRunPolicy"
+# Infrastructure retries (issue 43 part 3, retries.py): a run's failure the infrastructure
+# caused, where neither Tekton nor Shipwright names it (its pod's DisruptionTarget
+# condition, its pod deleted under it), in the BuildRun's record of its attempts and the
+# metric; the Event of each retry, and the Event of an annotation that could not be read.
+POD_DISRUPTED = "PodDisrupted"
+POD_DELETED = "PodDeleted"
+INFRASTRUCTURE_RETRY = "InfrastructureRetry"
+INFRASTRUCTURE_RETRIES_INVALID = "InfrastructureRetriesInvalid"
+# Ours, not Shipwright's (issue 43): the TaskRun never ran within the pending timeout
+# (--pending-timeout, annotations.PENDING_TIMEOUT; state table row 20), and the
+# annotation's value that is no duration (a user error, row 8).
+BUILD_RUN_PENDING_TIMEOUT = "BuildRunPendingTimeout"
+INVALID_PENDING_TIMEOUT = "InvalidPendingTimeout"
 
 # Tekton's reasons on a TaskRun's Succeeded condition that Shipwright maps to its own.
 TASK_RUN_CANCELLED = "TaskRunCancelled"
@@ -139,6 +155,11 @@ NODE_SELECTOR_PLATFORM_CONFLICT = build_reasons.NODE_SELECTOR_PLATFORM_CONFLICT
 EXECUTOR_NOT_PIPELINE_RUN = "ExecutorNotPipelineRun"
 NODE_PLATFORM_NOT_FOUND = "NodePlatformNotFound"
 
+# Another object controls the BuildRun, so its Build (retention.atBuildDeletion) cannot
+# be made its controller: Shipwright main's BuildRun condition (#2252), with
+# --fail-on-owner-conflict only; v0.20.13 runs such a BuildRun (docs/shipwright-api.md).
+SET_OWNER_REFERENCE_FAILED = "SetOwnerReferenceFailed"
+
 # Failures the user caused and only the user can fix: retrying would give the same answer.
 # Exactly the reasons a UserError is raised with (state table row 8), so the set of
 # reasons a BuildRun can fail with stays closed and documented; tests/unit/buildrun/
@@ -174,6 +195,9 @@ USER_ERROR_REASONS: frozenset[str] = frozenset(
         EXECUTOR_NOT_PIPELINE_RUN,
         NODE_PLATFORM_NOT_FOUND,
         INVALID_RUN_POLICY,
+        INVALID_PENDING_TIMEOUT,
+        SPEC_ENV_NAME_FORBIDDEN,
+        SET_OWNER_REFERENCE_FAILED,
         *PARAMETER_REASONS,
     }
 )

@@ -29,6 +29,7 @@ from controller.buildrun.executors import Executor
 from controller.buildrun.observe import Observer
 from controller.buildrun.plan import Planner
 from controller.buildrun.resources.config import SHIPWRIGHT_DEFAULTS, ShipwrightConfig
+from controller.buildrun.retries import OFF, Policy
 from controller.buildrun.spec import build_name
 from controller.buildrun.states import Action, Phase, decide
 from controller.runtime.controller import DONE, Result
@@ -52,18 +53,25 @@ class BuildRunReconciler:
         config: ShipwrightConfig = SHIPWRIGHT_DEFAULTS,
         timeout_grace: float = Settings.timeout_grace,
         look_again: float = QueueSettings.max_delay,
+        pending_timeout: float | None = Settings.pending_timeout,
+        retries: Policy = OFF,
+        fail_on_owner_conflict: bool = Settings.fail_on_owner_conflict,
     ) -> None:
         """`executor` is what a new BuildRun runs as (setup.py resolves BUILDRUN_EXECUTOR
         to it once); `config` the generators' settings, which setup.py reads from the
         environment once, at start (Shipwright's defaults when not given); `timeout_grace`
         how long Tekton gets to end a run past its timeout (row 19) or after a cancel
         (row 17) before the backstops do; `look_again` when a DONE BuildRun whose retry
-        budget is spent is tried again (give_up: the queue's longest backoff)."""
+        budget is spent is tried again (give_up: the queue's longest backoff);
+        `pending_timeout` how long a run may wait to run (row 20) where no annotation
+        says (--pending-timeout); `fail_on_owner_conflict` --fail-on-owner-conflict (Planner);
+        `retries` the infrastructure retries' flags (row 13)."""
         self.kube = kube
         self.caches = caches
-        self.planner = Planner(kube, caches, config)
-        self.observer = Observer(kube, caches, self.planner, clock, executor, timeout_grace)
-        self.actions = Actions(kube, recorder, clock, timeout_grace)
+        self.planner = Planner(kube, caches, config, fail_on_owner_conflict)
+        self.observer = Observer(kube, caches, self.planner, clock, executor, timeout_grace,
+                                 pending_timeout, retries)
+        self.actions = Actions(kube, recorder, clock, timeout_grace, retries)
         self.clock = clock
         self.look_again = look_again
         # Per serial Build (namespace/name): the lock of its turn to start a run; only

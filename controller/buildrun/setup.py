@@ -15,15 +15,18 @@ from controller.buildrun.caches import (
     NEW_BY_BUILD_INDEXERS,
     OWN_RUNS,
     SERIAL_WAITING,
+    WAITING,
+    WAITING_INDEXERS,
     Caches,
     finished_buildrun,
     owner_buildrun,
     slim_pod,
 )
 from controller.buildrun.executors import EXECUTORS, TASKRUN
-from controller.buildrun.outcomes import run_finished
+from controller.buildrun.outcomes import run_finished, same_meaning, waiting_words
 from controller.buildrun.reconciler import BuildRunReconciler
 from controller.buildrun.resources.config import ShipwrightConfig
+from controller.buildrun.retries import Policy
 from controller.buildrun.serial import RunPolicy, order_key, run_policy
 from controller.buildrun.states import Phase
 from controller.runtime.controller import Controller, controller_queue, event_priority
@@ -35,6 +38,7 @@ from controller.runtime.shapes import at, mapping, text
 from controller.runtime.store import Store
 from controller.settings import Settings
 from controller.shipwright import field_managers
+from controller.shipwright import metrics as shipwright_metrics
 from controller.shipwright.conditions import succeeded_condition
 from controller.shipwright.indexes import BUILDRUN_INDEXERS
 from controller.shipwright.labels import LABEL_BUILD
@@ -145,6 +149,18 @@ def _serial_policy(build: JSON | None) -> RunPolicy | None:
     return None if policy is RunPolicy.PARALLEL else policy
 
 
+def pod_wait_changed(pod: JSON, old: JSON | None) -> bool:
+    """Whether a run's pod says something new of why it waits (outcomes.waiting_words):
+    unschedulable, an image it cannot pull, or no longer, with another meaning than before
+    (a back-off's growing duration alone is none: `same_meaning`). Tekton's own status
+    write for the same pod change wakes the BuildRun too, but may come before the pod
+    cache has the change."""
+    words, before = waiting_words(pod), waiting_words(old)
+    if words is None or before is None:
+        return words != before
+    return not same_meaning(words, before)
+
+
 def _completion(obj: JSON) -> object:
     return at(obj, "status", "completionTime")
 
@@ -163,8 +179,9 @@ def setup(kube: Kube, settings: Settings, recorder: EventRecorder,
     config = ShipwrightConfig.from_env()
     executor = EXECUTORS[config.executor]  # resolved once, here
     # Updated whole (status_writes.write_status), frozen once finished.
-    buildruns = informers.informer(BUILDRUNS, indexers=BUILDRUN_INDEXERS | NEW_BY_BUILD_INDEXERS,
-                                   freeze=finished_buildrun, updated=True)
+    buildruns = informers.informer(BUILDRUNS, indexers=BUILDRUN_INDEXERS | NEW_BY_BUILD_INDEXERS
+                                   | WAITING_INDEXERS, freeze=finished_buildrun, updated=True)
+    buildrun_metrics.WAITING.watch(buildruns.store, WAITING)
     builds = informers.informer(BUILDS)
     # Read when a BuildRun starts; a BuildRun never waits on a strategy, so no handler.
     strategies = informers.informer(BUILDSTRATEGIES)
@@ -201,6 +218,9 @@ def setup(kube: Kube, settings: Settings, recorder: EventRecorder,
         config=config,
         timeout_grace=settings.timeout_grace,
         look_again=settings.queue.max_delay,
+        retries=Policy(settings.infrastructure_retries, settings.infrastructure_retry_delay),
+        pending_timeout=settings.pending_timeout,
+        fail_on_owner_conflict=settings.fail_on_owner_conflict,
     )
     controller = Controller(
         NAME, reconciler, queue,
@@ -211,7 +231,9 @@ def setup(kube: Kube, settings: Settings, recorder: EventRecorder,
     )
     _zero_retry_series()
     # buildrun_serial_waiting, counted from this cache when scraped.
-    buildrun_metrics.SERIAL_QUEUES.count = lambda: buildruns.store.index_sizes(SERIAL_WAITING)
+    buildrun_metrics.SERIAL_QUEUES.watch(buildruns.store, SERIAL_WAITING)
+    # Shipwright #2187's build_buildruns_active, from this cache while this controller runs.
+    shipwright_metrics.count_active(buildruns.store, controller)
     _wire(controller, reconciler, buildruns, builds, list(runs.values()), service_accounts,
           pods)
     return controller
@@ -279,9 +301,12 @@ def _wire(controller: Controller, reconciler: BuildRunReconciler, buildruns: Inf
             enqueue(key, event_priority(obj, old, initial))
 
     def on_pod(kind: EventType, obj: JSON, old: JSON | None, initial: bool) -> None:
-        # Only a pod on its way out (a cancelled run's): its end is what a BuildRun
-        # awaits (row 14), and once it is gone only its last state tells it.
+        # A pod on its way out (a cancelled run's): its end is what a BuildRun awaits
+        # (row 14), and once it is gone only its last state tells it. And a pod whose
+        # reason to wait changed its meaning (pod_wait_changed): the BuildRun says it.
         if not at(obj, "metadata", "deletionTimestamp"):
+            if pod_wait_changed(obj, old):
+                on_owned(kind, obj, old, initial)
             return
         if kind == "DELETED":
             reconciler.caches.ended_pods.record(obj)

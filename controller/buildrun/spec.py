@@ -20,11 +20,13 @@ from controller.buildrun.reasons import (
     INVALID_RETENTION,
     INVALID_TIMEOUT,
     SPEC_ENV_NAME_CAN_NOT_BE_BLANK,
+    SPEC_ENV_NAME_FORBIDDEN,
     SPEC_ENV_ONLY_ONE_OF_VALUE_OR_VALUE_FROM_MUST_BE_SPECIFIED,
 )
 from controller.runtime.errors import UserError
 from controller.runtime.name_rules import DNS1123_SUBDOMAIN_MAX, dns1123_subdomain_errors
 from controller.runtime.text import truncate
+from controller.shipwright.forbidden_env import ForbiddenEnvNames, forbidden_message
 
 # Go's time.ParseDuration units, in nanoseconds (both micro signs are accepted by Go).
 _UNIT_NS = {
@@ -263,6 +265,17 @@ def _check_env(env: list[dict[str, Any]], field: str) -> None:
             raise UserError(SPEC_ENV_ONLY_ONE_OF_VALUE_OR_VALUE_FROM_MUST_BE_SPECIFIED,
                             f"{field}[{index}] ({_quote(var['name'])}): only one of value or "
                             "valueFrom must be specified")
+
+
+def check_forbidden_env(buildrun: dict[str, Any], forbidden: ForbiddenEnvNames) -> None:
+    """Shipwright main's last check of a BuildRun's own fields (validate.BuildRunFields,
+    #2275): the first name of its spec.env on the FORBIDDEN_ENV_VAR_NAMES blocklist fails
+    it, in main's words. Nothing is forbidden unless that setting is set."""
+    for var in (buildrun.get("spec") or {}).get("env") or []:
+        name = str(var.get("name") or "")
+        if forbidden.forbids(name):
+            raise UserError(SPEC_ENV_NAME_FORBIDDEN,
+                            forbidden_message(truncate(name, _QUOTED_MAX)))
 
 
 def _check_reference(field: str, name: str) -> None:

@@ -32,8 +32,13 @@ completed before the request could be processed, its success and image (row 14),
 Shipwright does; only a run that never confirms the cancel is ended by a backstop
 (row 17), like the timeout's (row 19).
 
-Whenever a BuildRun finishes while its TaskRun still runs (the backstops, a spent
-retry budget), the TaskRun is cancelled after the status is written; DONE row 1
+A run that has not started running shows Tekton's reason (row 21; its pod's words
+where it cannot be scheduled or pull an image) and, only when a pending timeout is set
+(--pending-timeout, the annotation), is ended BuildRunPendingTimeout once it has waited
+that long (row 20).
+
+Whenever a BuildRun finishes while its TaskRun still runs (the backstops, the pending
+deadline, a spent retry budget), the TaskRun is cancelled after the status is written; DONE row 1
 repeats that until it sticks. Once the TaskRun has stopped, a ServiceAccount
 generated for the BuildRun is deleted (row 3). The only other thing that happens to
 a DONE BuildRun is its deletion when its retention TTL runs out (row 2); the
@@ -69,17 +74,21 @@ class Action(enum.Enum):
     NOTHING = "nothing"
     STOP_RUN = "cancel the TaskRun if it still runs; status unchanged"
     DELETE = "delete the BuildRun (retention TTL), preconditioned on uid and resourceVersion"
-    START = ("create the TaskRun (adopt it on AlreadyExists), write its Pending/Running "
-             "condition, requeue at the timeout backstop")
+    START = ("create the TaskRun (adopt it on AlreadyExists), write its progress "
+             "condition (Tekton's reason), requeue at the timeout backstop")
     FINISH = "write the terminal status, then cancel the TaskRun if it still runs"
-    PROGRESS = ("write Pending/Running (and the TaskRun's startTime) if it changed, requeue "
-                "at the timeout backstop")
+    PROGRESS = ("write Tekton's reason and message, or why its pod waits (and the "
+                "TaskRun's startTime), if their meaning changed; requeue at the timeout "
+                "backstop or the pending deadline")
     DELETE_SERVICE_ACCOUNT = ("delete the ServiceAccount generated for the BuildRun "
                               "(preconditioned on its uid)")
     ADOPT = ("record the run in the status (with the build spec snapshot, when the BuildRun "
              "resolves) and its progress; the RUNNING rows follow it from there")
     CANCEL = ("show the cancel (Unknown/BuildRunCanceled) and ask the run to stop, unless "
               "its pod has completed already; wake at the cancel backstop")
+    RETRY = ("record the failed attempt on the BuildRun (annotation, Event, metric), then, "
+             "once its backoff has passed, create the next attempt's TaskRun (adopt it on "
+             "AlreadyExists) and record it in the status (Pending, no completionTime)")
     AWAIT_POD = ("nothing yet: the pod of a TaskRun cancelled as asked is still ending (a "
                  "build that ends now has pushed its image); its events wake the BuildRun, "
                  "--timeout-grace after the TaskRun ended at the latest")
@@ -111,6 +120,11 @@ class Observation:
     deadline_passed: bool = False
     # RUNNING, when the deadline passed: BuildRunTimeout's message (outcomes.timeout_message).
     timeout_message: str = ""
+    # RUNNING: the pending deadline passed, the run never reported Running
+    # (buildruns.pending_left: --pending-timeout or the annotation, from the run's
+    # creation), and BuildRunPendingTimeout's message (outcomes.pending_timeout_message).
+    pending_deadline_passed: bool = False
+    pending_message: str = ""
     # NEW only: the user error found while resolving Build, strategy, params, SA.
     user_error: UserError | None = None
     # NEW only: the referenced Build has no status.registered yet (its validation has not
@@ -123,6 +137,10 @@ class Observation:
     # end tells whether the build finished meanwhile (status.completed_pod_outcome).
     pod_ending: bool = False
     run_missing: bool = False
+    # RUNNING: the finished run failed for the infrastructure (retries.infrastructure_failure:
+    # its reason), infrastructure retries are asked for and attempts are left, the
+    # BuildRun is not canceled and its retry budget is not spent; "" otherwise.
+    infrastructure_failure: str = ""
     run_running: bool = False
     # DONE: the retention TTL (ttlAfterSucceeded/ttlAfterFailed) has run out.
     ttl_passed: bool = False
@@ -205,6 +223,10 @@ def _timed_out(o: Observation) -> Decision:
     return Decision(Action.FINISH, reasons.BUILD_RUN_TIMEOUT, o.timeout_message)
 
 
+def _pending_timed_out(o: Observation) -> Decision:
+    return Decision(Action.FINISH, reasons.BUILD_RUN_PENDING_TIMEOUT, o.pending_message)
+
+
 def _executor_missing(o: Observation) -> Decision:
     return Decision(Action.FINISH, reasons.TASK_RUN_IS_MISSING,
                     f"the {o.executor_kind} was deleted before it finished")
@@ -231,6 +253,13 @@ def _give_up(o: Observation) -> Decision:
 
 def _finished(o: Observation) -> bool:
     return o.outcome is not None
+
+
+def _infrastructure_retry(o: Observation) -> bool:
+    """Row 13: never a cancel's run nor once the retry budget is spent (the run's outcome,
+    row 14), whatever the observer found."""
+    return (bool(o.infrastructure_failure) and o.outcome is not None and not o.canceled
+            and o.retries_exhausted is None)
 
 
 def _budget_spent(o: Observation) -> bool:
@@ -272,6 +301,10 @@ TABLE: tuple[Row, ...] = (
     # retry budget, then the rest.
     # Tekton deletes the pod of a run it cancels, and its containers run on for the grace
     # period: a build that ends then has pushed its image, so the pod's end is awaited.
+    # Opt-in (retries.py): a run the infrastructure failed is run again, before any
+    # outcome is written; the last attempt's outcome is the BuildRun's (row 14).
+    Row(13, Phase.RUNNING, "TaskRun failed for an infrastructure reason, attempts left",
+        _infrastructure_retry, lambda o: Decision(Action.RETRY, o.infrastructure_failure)),
     Row(14, Phase.RUNNING, "TaskRun finished (cancelled as asked: once its pod has ended)",
         _finished, _finish_with_outcome),
     Row(15, Phase.RUNNING, "retry budget spent", _budget_spent, _give_up),
@@ -288,6 +321,10 @@ TABLE: tuple[Row, ...] = (
     # the timeout it holds; this row only when it has not, --timeout-grace later.
     Row(19, Phase.RUNNING, "timeout plus the grace passed, Tekton never ended the TaskRun",
         lambda o: o.deadline_passed, _timed_out),
+    # Ours, off unless asked for (--pending-timeout, the annotation): a run that never
+    # started running (unschedulable, an image that cannot be pulled) is ended and stopped.
+    Row(20, Phase.RUNNING, "pending timeout passed, the TaskRun never ran",
+        lambda o: o.pending_deadline_passed, _pending_timed_out),
     Row(21, Phase.RUNNING, "TaskRun in progress", lambda _: True,
         _just(Action.PROGRESS)),
 )

@@ -105,10 +105,33 @@ def started(executor: Executor, run: JSON, snapshot: JSON | None, now: str) -> C
     return change
 
 
-def progressed(run: JSON, now: str) -> Change:
-    """Row 19: the running TaskRun's reason and message on the Succeeded condition, and its
-    startTime once Tekton has set it."""
-    reason, message = running_reason(run)
+def retried(executor: Executor, failed: str, run: JSON, now: str) -> Change:
+    """Row 13: the next attempt's run recorded in place of the one the infrastructure
+    failed (`failed`, as the status named it; a status that names another, read stale,
+    is left as it is), with its Pending condition. startTime goes with the failed run: it
+    is the run's, as Shipwright copies it, and the timeout backstop counts from it
+    (`progressed` copies the new run's). No completionTime: the BuildRun stays open."""
+    name = run["metadata"]["name"]
+
+    def change(status: JSON) -> JSON:
+        recorded = recorded_executor(status)
+        if recorded is None or recorded.name != failed:
+            return status
+        status = {k: v for k, v in status.items() if k != "startTime"}
+        status = with_start(status, run_start(run))
+        if executor.records_taskrun_name:
+            status["taskRunName"] = name
+        status["executor"] = {"kind": executor.kind, "name": name}
+        return with_condition(status, "Unknown", *running_reason(run), now)
+
+    return change
+
+
+def progressed(run: JSON, now: str, pod: JSON | None = None) -> Change:
+    """Row 21: the running TaskRun's reason and message on the Succeeded condition, and its
+    startTime once Tekton has set it; `pod`, the run's, says why it waits
+    (outcomes.running_reason)."""
+    reason, message = running_reason(run, pod)
     return lambda status: with_condition(with_start(with_executor(status), run_start(run)),
                                          "Unknown", reason, message, now)
 

@@ -34,6 +34,9 @@ SPEC_ENV_NAME_CAN_NOT_BE_BLANK = "SpecEnvNameCanNotBeBlank"
 SPEC_ENV_ONLY_ONE_OF_VALUE_OR_VALUE_FROM_MUST_BE_SPECIFIED = (
     "SpecEnvOnlyOneOfValueOrValueFromMustBeSpecified"
 )
+# A name on the FORBIDDEN_ENV_VAR_NAMES blocklist: Shipwright's main (#2275), not v0.20.13;
+# only with that setting (controller.shipwright.forbidden_env).
+SPEC_ENV_NAME_FORBIDDEN = "SpecEnvNameForbidden"
 
 # spec.paramValues against the strategy's parameters (pkg/validate/params.go).
 
@@ -100,5 +103,6 @@ FAILURE_REASONS: frozenset[str] = frozenset(
         TOLERATION_NOT_VALID,
         SCHEDULER_NAME_NOT_VALID,
         RUNTIME_CLASS_NAME_NOT_VALID,
+        SPEC_ENV_NAME_FORBIDDEN,
     }
 ) | (PARAMETER_REASONS - {MISSING_PARAMETER_VALUES})

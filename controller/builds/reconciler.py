@@ -31,6 +31,7 @@ from controller.runtime.errors import RetryableError, is_not_found
 from controller.runtime.kube import JSON, SECRETS, ApiError, Kube
 from controller.runtime.store import Store
 from controller.shipwright import metrics
+from controller.shipwright.forbidden_env import NO_FORBIDDEN_ENV, ForbiddenEnvNames
 from controller.shipwright.indexes import BY_BUILD, BY_BUILD_OWNER
 from controller.shipwright.resources import (
     BUILDRUNS,
@@ -49,12 +50,14 @@ PROBE_BODY_MAX = 512
 
 class BuildReconciler:
     def __init__(self, kube: Kube, builds: Store, strategies: Store,
-                 buildruns: Store) -> None:
-        """`buildruns` is indexed by "build" (the key of the Build a BuildRun names)."""
+                 buildruns: Store, forbidden_env: ForbiddenEnvNames = NO_FORBIDDEN_ENV) -> None:
+        """`buildruns` is indexed by "build" (the key of the Build a BuildRun names);
+        `forbidden_env` is FORBIDDEN_ENV_VAR_NAMES, read at start."""
         self.kube = kube
         self.builds = builds
         self.strategies = strategies
         self.buildruns = buildruns
+        self.forbidden_env = forbidden_env
 
     async def reconcile(self, key: str) -> Result:
         build = self.builds.get(key)
@@ -94,7 +97,7 @@ class BuildReconciler:
         url, repository_error = repository_probe(build)
         if url is not None:
             repository_error = await self._probe(url)
-        return Lookups(missing, strategy, repository_error)
+        return Lookups(missing, strategy, repository_error, self.forbidden_env)
 
     @staticmethod
     async def _probe(url: str) -> str | None:

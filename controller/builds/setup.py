@@ -20,6 +20,7 @@ from controller.runtime.kube import JSON, SECRETS, Kube, key_of
 from controller.runtime.store import Indexer
 from controller.settings import Settings
 from controller.shipwright import field_managers
+from controller.shipwright.forbidden_env import ForbiddenEnvNames
 from controller.shipwright.indexes import BUILDRUN_INDEXERS
 from controller.shipwright.resources import BUILDRUNS, BUILDS, BUILDSTRATEGIES
 
@@ -70,7 +71,9 @@ def setup(kube: Kube, settings: Settings, informers: InformerFactory) -> Control
     queue = controller_queue(NAME, settings.queue)
     controller = Controller(
         NAME, BuildReconciler(kube.with_field_manager(field_managers.BUILD_CONTROLLER),
-                              builds.store, strategies.store, buildruns.store), queue,
+                              builds.store, strategies.store, buildruns.store,
+                              # Shipwright main's blocklist, read once at start (none unset).
+                              ForbiddenEnvNames.from_env()), queue,
         workers=settings.workers,
         budget=settings.budget,
         reconcile_timeout=settings.reconcile_timeout,

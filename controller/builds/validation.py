@@ -20,7 +20,6 @@ Differences, each on purpose:
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -34,7 +33,12 @@ from controller.runtime.name_rules import (
     qualified_name_errors,
 )
 from controller.runtime.shapes import at, mapping, text
-from controller.runtime.text import truncate
+from controller.runtime.text import go_quote, truncate
+from controller.shipwright.forbidden_env import (
+    NO_FORBIDDEN_ENV,
+    ForbiddenEnvNames,
+    forbidden_message,
+)
 from controller.shipwright.params import validate_params
 from controller.shipwright.resources import BUILDSTRATEGIES, CLUSTERBUILDSTRATEGIES
 
@@ -91,11 +95,14 @@ class StrategyRef:
 
 @dataclass(frozen=True)
 class Lookups:
-    """What the reconciler read from the API server for one Build."""
+    """What the reconciler read from the API server for one Build, and the one setting
+    a check reads (the process's, read at start)."""
 
     missing_secrets: frozenset[str] = frozenset()
     strategy: JSON | None = None  # the referenced strategy; None: not found (or kind unknown)
     repository_error: str | None = None  # why the verified Git remote is unreachable
+    # FORBIDDEN_ENV_VAR_NAMES (Shipwright main's blocklist); none unless it is set.
+    forbidden_env: ForbiddenEnvNames = NO_FORBIDDEN_ENV
 
 
 def _spec(build: JSON) -> JSON:
@@ -255,10 +262,10 @@ def volumes_verdict(volumes: list[JSON], strategy_spec: JSON) -> Verdict | None:
         name = volume.get("name") or ""
         if name not in declared:
             return Verdict(reasons.UNDEFINED_VOLUME,
-                           f"Volume {_go_quote(name)} is not defined in the Strategy")
+                           f"Volume {go_quote(name)} is not defined in the Strategy")
         if not declared[name].get("overridable"):
             return Verdict(reasons.VOLUME_NOT_OVERRIDABLE,
-                           f"Volume {_go_quote(name)} is not overridable in the Strategy")
+                           f"Volume {go_quote(name)} is not overridable in the Strategy")
     return None
 
 
@@ -275,7 +282,7 @@ def step_resources_verdict(overrides: list[JSON], strategy_spec: JSON) -> Verdic
         name = override.get("name") or ""
         if name not in steps:
             return Verdict(reasons.UNDEFINED_STEP_RESOURCE,
-                           f"stepResources references step {_go_quote(name)} which does not "
+                           f"stepResources references step {go_quote(name)} which does not "
                            "exist in the build strategy")
     return None
 
@@ -327,8 +334,8 @@ def _check_platforms(platforms: list[JSON]) -> Verdict | None:
                                     ("arch", arch, "kubernetes.io/arch")):
             if len(value) > 64 or not _PLATFORM_VALUE.fullmatch(value):
                 return Verdict(reasons.INVALID_PLATFORM,
-                               f"spec.output.platforms[{i}].{field} {_go_quote(value)}: invalid; "
-                               f"use the value your Nodes have for label {_go_quote(label)}")
+                               f"spec.output.platforms[{i}].{field} {go_quote(value)}: invalid; "
+                               f"use the value your Nodes have for label {go_quote(label)}")
         key = f"{os_}/{arch}"
         if key in seen:
             return Verdict(reasons.INVALID_PLATFORM,
@@ -341,7 +348,7 @@ def _check_platform_node_selector(node_selector: JSON) -> Verdict | None:
     for label in ("kubernetes.io/os", "kubernetes.io/arch"):
         if label in node_selector:
             return Verdict(reasons.NODE_SELECTOR_PLATFORM_CONFLICT,
-                           f"nodeSelector must not contain {_go_quote(label)} when "
+                           f"nodeSelector must not contain {go_quote(label)} when "
                            "spec.output.platforms is set; the build controller manages os/arch "
                            "scheduling")
     return None
@@ -352,12 +359,16 @@ def check_build_name(build: JSON, _: Lookups) -> Verdict | None:
     return Verdict(reasons.BUILD_NAME_INVALID, ", ".join(errors)) if errors else None
 
 
-def check_env(build: JSON, _: Lookups) -> Verdict | None:
+def check_env(build: JSON, lookups: Lookups) -> Verdict | None:
     found = None  # every failure overwrites the last, as in Shipwright
     for var in _spec(build).get("env") or []:
         if not var.get("name"):
             found = Verdict(reasons.SPEC_ENV_NAME_CAN_NOT_BE_BLANK,
                             "name for environment variable must not be blank")
+        # Shipwright main's check, between the two (pkg/validate/envvars.go, #2275).
+        if lookups.forbidden_env.forbids(str(var.get("name") or "")):
+            found = Verdict(reasons.SPEC_ENV_NAME_FORBIDDEN,
+                            forbidden_message(str(var.get("name") or "")))
         if var.get("value") and var.get("valueFrom") is not None:
             found = Verdict(reasons.SPEC_ENV_ONLY_ONE_OF_VALUE_OR_VALUE_FROM_MUST_BE_SPECIFIED,
                             "only one of value or valueFrom must be specified")
@@ -374,7 +385,7 @@ def check_triggers(build: JSON, _: Lookups) -> Verdict | None:
 
 def _trigger_failures(when: JSON) -> list[Verdict]:
     name = when.get("name") or ""
-    q = _go_quote(name)
+    q = go_quote(name)
     failures = []
     if not name:
         failures.append(Verdict(reasons.TRIGGER_NAME_CAN_NOT_BE_BLANK,
@@ -416,7 +427,7 @@ def _trigger_failures(when: JSON) -> list[Verdict]:
                     f"{q} contains `.objectRef.name` and `.objectRef.selector`, must be only one"))
     else:
         failures.append(Verdict(reasons.TRIGGER_INVALID_TYPE,
-                                f"{q} contains an invalid type {_go_quote(kind)}"))
+                                f"{q} contains an invalid type {go_quote(kind)}"))
     return failures
 
 
@@ -506,11 +517,6 @@ _CHECKS: tuple[Check, ...] = (
     check_scheduler_name,
     check_runtime_class_name,
 )
-
-
-def _go_quote(text: str) -> str:
-    """Go's %q for the strings in these messages: double quotes, backslash escapes."""
-    return json.dumps(text, ensure_ascii=False)
 
 
 # -- ownership: Shipwright's `ownerreferences` step (pkg/validate/ownerreferences.go) --

@@ -182,6 +182,7 @@ class Controller:
         for task in self._tasks:
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
+        self._tasks = []  # `running` no more: what reads it (a gauge) sees a stopped one
 
     async def _worker(self) -> None:
         while await self.process_next():

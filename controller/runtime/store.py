@@ -79,8 +79,9 @@ class Store:
         narrows many down to a few reads only those)."""
         return set(self._index[index].get(value, ()))
 
-    def index_sizes(self, index: str) -> dict[str, int]:
-        """How many objects each value of `index` holds, nothing decoded (a gauge's count)."""
+    def index_counts(self, index: str) -> dict[str, int]:
+        """How many objects each value of `index` holds, nothing decoded (a gauge read at
+        scrape time)."""
         return {value: len(keys) for value, keys in self._index[index].items()}
 
     def upsert(self, obj: JSON) -> JSON | None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 from controller.runtime.kube import JSON
 from controller.runtime.shapes import at, objects, text
 from controller.runtime.store import Indexer
+from controller.shipwright.recorded_executor import recorded_executor
 
 # Store.by_index(BY_BUILD, "namespace/build") -> the BuildRuns naming that Build.
 BY_BUILD = "build"
@@ -31,4 +32,19 @@ def build_owners(buildrun: JSON) -> list[str]:
             if ref.get("kind") == "Build"]
 
 
-BUILDRUN_INDEXERS: dict[str, Indexer] = {BY_BUILD: build_names, BY_BUILD_OWNER: build_owners}
+# Store.index_keys(ACTIVE, ACTIVE) -> the BuildRuns running now: their status names a run
+# and has no completionTime (the BuildRun controller's Running phase). Shipwright #2187's
+# build_buildruns_active counts them (metrics.py) without decoding a finished one.
+ACTIVE = "active"
+
+
+def active(buildrun: JSON) -> list[str]:
+    """Index function: [ACTIVE] for a BuildRun running now, else none."""
+    status = buildrun.get("status")
+    if recorded_executor(status) is None or at(status, "completionTime"):
+        return []
+    return [ACTIVE]
+
+
+BUILDRUN_INDEXERS: dict[str, Indexer] = {BY_BUILD: build_names, BY_BUILD_OWNER: build_owners,
+                                         ACTIVE: active}

@@ -153,9 +153,12 @@ FIELDS: list[Field] = [
            _TK + "test_timeout_tekton_stops_the_taskrun_and_deletes_its_pod",
            _TK + "test_the_timeout_backstop_when_tekton_never_ends_the_taskrun"), oracle=True),
     Field(BOTH, ".spec.env", "env of every strategy step; names checked as Shipwright checks "
-          "them (our CEL rules refuse a blank name or value with valueFrom at admission)",
+          "them (our CEL rules refuse a blank name or value with valueFrom at admission); with "
+          "`FORBIDDEN_ENV_VAR_NAMES`, main's blocklist too (\"Shipwright's main\" below)",
           (_SP + "test_effective_build_checks_env_as_shipwright",
-           _TR + "test_env_named_twice_by_build_and_step_is_refused"), oracle=True),
+           _TR + "test_env_named_twice_by_build_and_step_is_refused",
+           "tests/cluster/test_shipwright_main.py::"
+           "test_forbidden_env_names_are_main_s_with_the_setting"), oracle=True),
     Field(BOTH, ".spec.volumes", "replace the strategy's overridable volumes of the same name "
           "(UndefinedVolume, VolumeNotOverridable otherwise)",
           (_TR + "test_volume_overrides_are_checked",
@@ -246,7 +249,7 @@ FIELDS: list[Field] = [
           "creation (our CEL rules)",
           (_BR + "test_cancel_before_start_and_while_running",
            "tests/unit/buildrun/test_actions.py::"
-           "test_row_15_a_cancel_while_running_asks_and_waits_for_the_taskrun",
+           "test_row_16_a_cancel_while_running_asks_and_waits_for_the_taskrun",
            "tests/unit/devtools/test_crdgen.py::test_every_buildrun_spec_field_but_state_is_immutable")),
     Field(RUN, ".spec.stepResources", "replaces the named strategy step's resources; a step "
           "the strategy lacks ends UndefinedStepResource",
@@ -289,7 +292,7 @@ FIELDS: list[Field] = [
           (_BR + "test_success_creates_one_owned_taskrun_and_reports_the_digest",
            _TK + "test_timeout_tekton_stops_the_taskrun_and_deletes_its_pod",
            "tests/unit/buildrun/test_actions.py::"
-           "test_row_17_copies_the_taskruns_start_time_as_shipwright")),
+           "test_row_19_copies_the_taskruns_start_time_as_shipwright")),
     Field(RUN, ".status.taskRunName", "the TaskRun's name (deterministic from the BuildRun's "
           "uid); not written for a PipelineRun, as Shipwright",
           (_BR + "test_cancel_before_start_and_while_running",
@@ -314,7 +317,7 @@ FIELDS: list[Field] = [
           (_BR + "test_api_server_rejects_spec_changes_and_status_flips",
            _BR + "test_user_errors_are_terminal_at_once",
            "tests/unit/buildrun/test_actions.py::"
-           "test_row_11_a_finished_taskruns_outcome_is_written_once")),
+           "test_row_12_a_finished_taskruns_outcome_is_written_once")),
     Field(RUN, ".status.failureDetails", "the failed step's pod and container, with the "
           "reason and message the strategy wrote", (
               _LC + "test_failure_details_come_from_the_strategy_results",

@@ -256,7 +256,7 @@ async def test_a_name_over_63_characters_fails_as_shipwrights(
     assert [t["metadata"]["name"] for t in await world.taskruns()] == [found["metadata"]["name"]]
 
 
-# -- cancel (rows 7, 17), a deleted TaskRun (13), the DONE rows (1, 4) -------------------
+# -- cancel (rows 7, 17), a deleted TaskRun (16), the DONE rows (1, 4) -------------------
 
 
 async def test_cancel_before_start_and_while_running(

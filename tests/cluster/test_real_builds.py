@@ -13,6 +13,7 @@ overlayfs, ...), every test here skips with one line saying what is missing.
 from __future__ import annotations
 
 import contextlib
+import json
 import time
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
@@ -22,13 +23,19 @@ import aiohttp
 import pytest
 
 from controller.buildrun import reasons
-from controller.runtime.kube import JSON, PODS, ApiError, Kube
+from controller.buildrun.annotations import INFRASTRUCTURE_ATTEMPTS, INFRASTRUCTURE_RETRIES
+from controller.buildrun.resources.phases import run_name
+from controller.runtime.kube import EVENTS, JSON, PODS, ApiError, Kube
+from controller.shipwright.conditions import succeeded_condition
+from controller.shipwright.labels import LABEL_BUILDRUN
 from controller.shipwright.resources import (
     BUILDRUNS,
     BUILDS,
     BUILDSTRATEGIES,
     CLUSTERBUILDSTRATEGIES,
+    TASKRUNS,
 )
+from devtools.cluster import fixtures
 from devtools.cluster.fixtures import API
 from devtools.cluster.localcluster import LocalCluster
 from devtools.cluster.stack import TektonStack
@@ -41,6 +48,7 @@ from tests.harness import (
     condition,
     controller_settings,
     gone,
+    metric,
     running_controller,
     taskrun,
     tekton_verdict,
@@ -392,3 +400,137 @@ async def running_step(w: World, cluster: LocalCluster, buildrun: str) -> str:
 async def world_real(kube: Kube, namespace: str) -> World:
     """A namespace for real builds: no kwok fates, nothing but what each test makes."""
     return World(kube, namespace)
+
+
+# -- infrastructure failures retried, user failures never (issue 43 part 3) ---------------
+
+
+async def step_running(w: World, buildrun: str, step: str = "step-build") -> tuple[str, str]:
+    """(TaskRun, pod) of `buildrun`'s first run once its `step` container runs."""
+    async def running() -> tuple[str, str] | None:
+        status = (await w.get(buildrun)).get("status") or {}
+        assert not status.get("completionTime"), f"{buildrun} ended first: {status}"
+        run = status.get("taskRunName")
+        if not run:
+            return None
+        pod_name = ((await w.kube.get(TASKRUNS, w.ns, run)).get("status") or {}).get("podName")
+        got = await w.kube.get_or_none(PODS, w.ns, pod_name) if pod_name else None
+        for container in ((got or {}).get("status") or {}).get("containerStatuses") or []:
+            if container["name"] == step and "running" in container["state"]:
+                return str(run), str(pod_name)
+        return None
+    result: tuple[str, str] = await wait_for(running, BUILD_SECONDS, 0.5,
+                                             what=f"{buildrun}'s {step} to run")
+    return result
+
+
+async def evict(w: World, pod: str) -> None:
+    """What `kubectl drain` does to each pod: a policy/v1 Eviction (pods/eviction)."""
+    await w.kube.request("POST", PODS.path(w.ns, pod, "eviction"), body={
+        "apiVersion": "policy/v1", "kind": "Eviction",
+        "metadata": {"name": pod, "namespace": w.ns}})
+
+
+def tekton_condition(run: JSON) -> JSON:
+    cond = succeeded_condition(run.get("status"))
+    assert cond is not None, run.get("status")
+    return cond
+
+
+async def events_of(w: World, buildrun: str, reason: str) -> list[JSON]:
+    items: list[JSON] = (await w.kube.list(EVENTS, w.ns))["items"]
+    return [e for e in items if e["involvedObject"].get("name") == buildrun
+            and e.get("reason") == reason]
+
+
+async def test_an_evicted_build_runs_again_and_succeeds_with_the_second_attempts_image(
+    stack: TektonStack, real_node: RealNode, world_real: World, sample_strategies: None,
+    node_env: None,
+) -> None:
+    """The BuildRun's annotation asks for one retry; its pod is evicted through the
+    eviction API while buildah builds (before anything is pushed). The BuildRun stays open,
+    records the attempt, runs a second TaskRun, and ends Succeeded with the digest the
+    registry holds, which only the second attempt pushed."""
+    w, node = world_real, real_node
+    await sample_build(w, node, realbuilds.BUILDAH_MANAGED_PUSH, "evicted")
+    retries = metric("buildrun_infrastructure_retries_total", reason=reasons.POD_DISRUPTED)
+    body = fixtures.buildrun("evicted-1", "evicted")
+    body["metadata"]["annotations"] = {INFRASTRUCTURE_RETRIES: "1"}
+    async with running_controller(controller_settings(
+            stack.cluster, w.ns, infrastructure_retry_delay=2.0)):
+        await registered(w, "evicted")
+        await w.kube.create(BUILDRUNS, w.ns, body)
+        first, pod = await step_running(w, "evicted-1")
+        assert node.registry.manifest_digest(f"{w.ns}/evicted") is None
+        t = time.monotonic()
+        await evict(w, pod)
+        done = await w.finished("evicted-1", BUILD_SECONDS)
+        elapsed = time.monotonic() - t
+        assert metric("buildrun_infrastructure_retries_total",
+                      reason=reasons.POD_DISRUPTED) == retries + 1
+        retried = await wait_for(lambda: events_of(w, "evicted-1",
+                                                   reasons.INFRASTRUCTURE_RETRY), 60)
+    assert condition(done)["reason"] == reasons.SUCCEEDED, (condition(done), done["status"])
+    second = run_name(done, 2)
+    assert done["status"]["taskRunName"] == second
+    (attempt,) = json.loads(done["metadata"]["annotations"][INFRASTRUCTURE_ATTEMPTS])
+    assert (attempt["taskRun"], attempt["reason"]) == (first, reasons.POD_DISRUPTED), attempt
+    assert "EvictionByEvictionAPI" in attempt["message"], attempt
+    assert first in retried[0]["message"] and second in retried[0]["message"]
+    # The first run failed as Tekton saw it; the second is Shipwright's TaskRun all the same.
+    runs = {t["metadata"]["name"]: t for t in await w.taskruns()}
+    assert set(runs) == {first, second}
+    assert tekton_condition(runs[first])["status"] == "False", runs[first]["status"]
+    assert runs[second]["metadata"]["labels"][LABEL_BUILDRUN] == "evicted-1"
+    pushed = node.registry.manifest_digest(f"{w.ns}/evicted")
+    assert pushed is not None and done["status"]["output"]["digest"] == pushed
+    # Its start and completion are the second run's.
+    assert done["status"]["startTime"] == runs[second]["status"]["startTime"]
+    assert done["status"]["completionTime"] == runs[second]["status"]["completionTime"]
+    print(f"\neviction: {first} evicted (Tekton: {tekton_condition(runs[first])['reason']}; "
+          f"ours: {attempt['reason']}), {second} succeeded "
+          f"{elapsed:.1f}s after the eviction")
+
+
+async def test_a_build_that_exits_1_is_never_retried(
+    stack: TektonStack, real_node: RealNode, world_real: World, node_env: None,
+) -> None:
+    """Retries asked for on the Build and by the flag: a step's own failure is the
+    outcome, at once, one TaskRun."""
+    w, node = world_real, real_node
+    await shell_build(w, node, "fails", "echo 'failing on purpose'; exit 1")
+    await w.kube.patch(BUILDS, w.ns, "fails", {"metadata": {"annotations": {
+        INFRASTRUCTURE_RETRIES: "3"}}})
+    async with running_controller(controller_settings(
+            stack.cluster, w.ns, infrastructure_retries=3, infrastructure_retry_delay=1.0)):
+        await w.buildrun("fails-1", "fails")
+        done = await w.finished("fails-1", BUILD_SECONDS)
+    assert condition(done)["reason"] == reasons.FAILED, condition(done)
+    assert INFRASTRUCTURE_ATTEMPTS not in (done["metadata"].get("annotations") or {})
+    assert len(await w.taskruns()) == 1
+
+
+async def test_a_build_whose_pod_is_deleted_under_it_runs_again(
+    stack: TektonStack, real_node: RealNode, world_real: World, node_env: None,
+) -> None:
+    """`kubectl delete pod --grace-period=2` of a running build (no DisruptionTarget, no
+    Evicted: only the deletion asked before the run failed tells it), retries asked for by
+    the flag: the second attempt runs to its end."""
+    w, node = world_real, real_node
+    await shell_build(w, node, "deleted", "echo started; sleep 20; echo done")
+    async with running_controller(controller_settings(
+            stack.cluster, w.ns, infrastructure_retries=2, infrastructure_retry_delay=1.0)):
+        await w.buildrun("deleted-1", "deleted")
+        pod = await running_step(w, stack.cluster, "deleted-1")
+        first = (await w.get("deleted-1"))["status"]["taskRunName"]
+        await w.kube.request("DELETE", PODS.path(w.ns, pod), body={
+            "kind": "DeleteOptions", "apiVersion": "v1", "gracePeriodSeconds": 2})
+        done = await w.finished("deleted-1", BUILD_SECONDS)
+    runs = {t["metadata"]["name"]: t for t in await w.taskruns()}
+    (attempt,) = json.loads(done["metadata"]["annotations"][INFRASTRUCTURE_ATTEMPTS])
+    print(f"\npod deleted: {first} failed (Tekton: "
+          f"{tekton_condition(runs[first])['reason']}; ours: {attempt['reason']})")
+    assert condition(done)["reason"] == reasons.SUCCEEDED, (condition(done), done["status"])
+    assert (attempt["taskRun"], attempt["reason"]) == (first, reasons.POD_DELETED), attempt
+    assert set(runs) == {first, run_name(done, 2)}
+    assert done["status"]["taskRunName"] == run_name(done, 2)

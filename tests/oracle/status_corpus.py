@@ -422,19 +422,13 @@ def _same_but(ours_: JSON, theirs_: JSON, *fields: str) -> bool:
     return all(ours_[k] == theirs_[k] for k in FIELDS if k not in fields)
 
 
-def _pending_or_running(ours_: JSON) -> bool:
-    return bool(ours_["condition"]["status"] == "Unknown"
-                and ours_["condition"]["reason"] in (reasons.PENDING, reasons.RUNNING))
-
-
 def _unfinished(case: JSON) -> bool:
-    """A run not finished, of a BuildRun not canceled, where ours differs: Equal where
-    Tekton's reason is one of our two and it has words to keep."""
-    condition = _cond(case)
+    """A run not finished, of a BuildRun not canceled, that Tekton has given no reason
+    yet: ours Pending with our words, Shipwright's no condition. Where Tekton has, ours
+    keeps its reason and message, as Shipwright does (outcomes.running_reason)."""
     if run_finished(case["run"]) or case["canceled"] or _unknown_but_ended(case):
         return False
-    return not (condition.get("reason") in (reasons.RUNNING, reasons.PENDING)
-                and condition.get("message") and condition.get("status") == "Unknown")
+    return not _cond(case).get("reason")
 
 
 def _cancel_pending(case: JSON) -> bool:
@@ -507,14 +501,26 @@ def _go_spelling(spec: JSON | None) -> JSON | None:
 
 DIFFERENCES: dict[str, Difference] = {
     "unfinished": Difference(
-        "a run not finished yet: ours is Unknown with reason Pending or Running and "
-        "Tekton's message (or ours when Tekton has none)",
-        "the state table's row 21 (README 'How a BuildRun moves'): a BuildRun in progress "
-        "is Pending or Running, whatever Tekton calls the wait (Started, "
-        "ExceededNodeResources, PullImageFailed, ...; its message says it), and ours has a "
-        "condition from the start where Shipwright has none until Tekton's first status",
+        "a run not finished that Tekton has given no reason yet: ours is Unknown/Pending "
+        "with our words ('TaskRun NAME has not started yet'), Shipwright's has no condition",
+        "the state table's rows 12 and 21 (README 'How a BuildRun moves'): ours has a "
+        "condition from the start; once Tekton has a reason, ours is Tekton's reason and "
+        "message, as Shipwright's (Started, Pending, ExceededNodeResources, ...)",
         _unfinished,
-        lambda _, o, t: _pending_or_running(o) and _same_but(o, t, "condition")),
+        lambda _, o, t: (o["condition"]["reason"] == reasons.PENDING
+                         and o["condition"]["status"] == "Unknown"
+                         and _same_but(o, t, "condition"))),
+    "unknown-status-value": Difference(
+        "a run whose condition status is none of True, False, Unknown (a status patched "
+        "by hand): ours Unknown, Shipwright's that value",
+        "the run has not finished (only True or False end it), so ours says it goes on, "
+        "with Tekton's reason and message",
+        lambda c: (not run_finished(c["run"]) and not c["canceled"] and bool(_cond(c))
+                   and _cond(c).get("status") != "Unknown" and not _unfinished(c)
+                   and not _unknown_but_ended(c)),
+        lambda _, o, t: (o["condition"]["status"] == "Unknown"
+                         and {**o["condition"], "status": t["condition"]["status"]}
+                         == t["condition"] and _same_but(o, t, "condition"))),
     "cancel-pending": Difference(
         "a run not finished of a BuildRun that asked for a cancel: ours is "
         "Unknown/BuildRunCanceled with Shipwright's words naming the run's kind; "
@@ -536,7 +542,8 @@ DIFFERENCES: dict[str, Difference] = {
         _unknown_but_ended,
         lambda c, o, t: (o["completionTime"] is None
                          and t["completionTime"] == run_completion(c["run"])
-                         and _pending_or_running(o) and _same_but(o, t, "completionTime"))),
+                         and o["condition"]["status"] == "Unknown"
+                         and _same_but(o, t, "completionTime"))),
     "ended-without-completion-time": Difference(
         "a run Tekton says finished (True or False) without a completionTime: ours "
         "completes the BuildRun with its own time (when it saw the verdict)",

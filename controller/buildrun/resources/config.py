@@ -19,6 +19,7 @@ from typing import Any
 
 # The CLI prints a ConfigError as one line and exits 2; here it names the variable.
 from controller.runtime.kube import ConfigError
+from controller.shipwright.forbidden_env import NO_FORBIDDEN_ENV, ForbiddenEnvNames
 from controller.shipwright.resources import PIPELINERUNS, TASKRUNS
 
 GIT_IMAGE = "ghcr.io/shipwright-io/build/git:latest"
@@ -92,6 +93,9 @@ class ShipwrightConfig:
     # What a new BuildRun runs as (BUILDRUN_EXECUTOR); one already started keeps the kind
     # its status.executor names.
     executor: str = TASKRUN_EXECUTOR
+    # FORBIDDEN_ENV_VAR_NAMES: Shipwright main's blocklist (#2275); none unless set, as
+    # v0.20.13 has none (controller.shipwright.forbidden_env).
+    forbidden_env: ForbiddenEnvNames = NO_FORBIDDEN_ENV
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> ShipwrightConfig:
@@ -119,6 +123,7 @@ class ShipwrightConfig:
             vulnerability_count_limit=limit,
             git_rewrite_rule=rewrite.lower() == "true",
             executor=executor,
+            forbidden_env=ForbiddenEnvNames.from_env(env),
         )
 
 

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import copy
 import hashlib
-import json
 import re
 
 from controller.buildrun.reasons import (
@@ -47,6 +46,13 @@ from controller.runtime.name_rules import (
     as_label_value,
     dns1123_subdomain_errors,
 )
+from controller.runtime.text import go_quote
+from controller.shipwright.forbidden_env import (
+    NO_FORBIDDEN_ENV,
+    ForbiddenEnvNames,
+    forbidden_message,
+    forbidden_step_message,
+)
 from controller.shipwright.labels import (
     LABEL_BUILD,
     LABEL_BUILD_GENERATION,
@@ -70,7 +76,7 @@ _UNPROPAGATED_PREFIXES = (
 _LAST_APPLIED = "kubectl.kubernetes.io/last-applied-configuration"
 
 
-def run_name(buildrun: JSON) -> str:
+def run_name(buildrun: JSON, attempt: int = 1) -> str:
     """The TaskRun's or PipelineRun's name: what Shipwright's generateName makes of the
     BuildRun (its name and a dash, the API server adding five characters), with the five
     characters derived from the BuildRun's uid instead of drawn at random. A TaskRun and
@@ -84,6 +90,10 @@ def run_name(buildrun: JSON) -> str:
     it TaskRunIsMissing. At most 63 characters (Tekton puts the name in a label on the
     pod): a BuildRun name over 57 is cut to 57 (generateName cuts it to 58, the dash
     lost), and then, as with Shipwright's, the name no longer leads back to the BuildRun.
+
+    `attempt`: a later attempt's run after an infrastructure failure (retries.py), the
+    five characters derived from the uid and the attempt's number, so a restart between
+    recording the attempt and creating its run finds the run it made (AlreadyExists).
     """
     metadata = buildrun.get("metadata") or {}
     name = str(metadata.get("name") or "")
@@ -91,7 +101,8 @@ def run_name(buildrun: JSON) -> str:
     if dns1123_subdomain_errors(prefix):
         # Never for a name the API server admitted (a DNS-1123 subdomain, kept as it is).
         prefix = re.sub(r"[^a-z0-9-]", "-", name.lower())[:RUN_NAME_PREFIX_MAX].strip("-")
-    suffix = _suffix(str(metadata.get("uid") or ""))
+    uid = str(metadata.get("uid") or "")
+    suffix = _suffix(uid if attempt == 1 else f"{uid}/attempt-{attempt}")
     return f"{prefix}-{suffix}" if prefix else suffix
 
 
@@ -202,18 +213,23 @@ def _param_spec(name: str, description: str) -> JSON:
 # --- the strategy
 
 
-def _merge_env(new: list[JSON], into: list[JSON], overwrite: bool) -> tuple[list[JSON], list[str]]:
+def _merge_env(new: list[JSON], into: list[JSON], overwrite: bool,
+               forbidden: ForbiddenEnvNames = NO_FORBIDDEN_ENV) -> tuple[list[JSON], list[str]]:
     """Shipwright's env.MergeEnvVars: `new` into `into`; a name in both replaces (overwrite)
-    or is an error."""
+    or is an error, and (Shipwright main, #2275) a name of `new` on the blocklist is an
+    error and left out."""
     merged = copy.deepcopy(into)
     index = {var.get("name"): i for i, var in enumerate(merged)}
     errors = []
     for var in new:
         name = var.get("name")
+        if forbidden.forbids(str(name or "")):
+            errors.append(forbidden_message(str(name or "")))
+            continue
         if name in index and overwrite:
             merged[index[name]] = copy.deepcopy(var)
         elif name in index:
-            errors.append(f"environment variable {_go_quote(name)} already exists")
+            errors.append(f"environment variable {go_quote(name)} already exists")
         else:
             merged.append(copy.deepcopy(var))
     return merged, errors
@@ -238,12 +254,18 @@ def strategy_param_specs(strategy_spec: JSON) -> list[JSON]:
     return specs
 
 
-def add_strategy_steps(task_spec: JSON, build: JSON, buildrun: JSON, strategy: JSON) -> None:
+def add_strategy_steps(task_spec: JSON, build: JSON, buildrun: JSON, strategy: JSON,
+                       forbidden: ForbiddenEnvNames = NO_FORBIDDEN_ENV) -> None:
     """The strategy's steps (env, resources and their overrides, mounts) and the volumes
-    they mount (Shipwright's applyBuildStrategySteps and generateTaskSpecVolumes)."""
+    they mount (Shipwright's applyBuildStrategySteps and generateTaskSpecVolumes).
+    `forbidden` is FORBIDDEN_ENV_VAR_NAMES (Shipwright main, #2275): a step's own env,
+    or the Build's merged into it, naming one fails generation as main's does."""
     build_spec = build.get("spec") or {}
     run_spec = buildrun.get("spec") or {}
     strategy_spec = strategy.get("spec") or {}
+    # Main checks the BuildRun's env here too ("failed to merge environment variables"),
+    # but its BuildRunFields refuses such a BuildRun first, as planning does here
+    # (spec.check_forbidden_env): no blocklist for this merge, which cannot fail then.
     combined, _ = _merge_env(run_spec.get("env") or [], build_spec.get("env") or [], True)
     overrides: dict[str, JSON] = {}
     embedded = (run_spec.get("build") or {}).get("spec") or {}
@@ -258,19 +280,23 @@ def add_strategy_steps(task_spec: JSON, build: JSON, buildrun: JSON, strategy: J
             name = entry.get("name") or ""
             if name not in step_names:  # Shipwright's validate.BuildRunStepResources
                 raise UserError(UNDEFINED_STEP_RESOURCE, f"{field} references step "
-                                f"{_go_quote(name)} which does not exist in the build strategy")
+                                f"{go_quote(name)} which does not exist in the build strategy")
             overrides[name] = entry.get("resources") or {}
 
     declared = {v.get("name") for v in strategy_spec.get("volumes") or []}
     mounts: dict[str, bool] = {}
     strategy_name = (build_spec.get("strategy") or {}).get("name") or ""
     for container in strategy_spec.get("steps") or []:
-        env, errors = _merge_env(combined, container.get("env") or [], False)
+        for var in container.get("env") or []:
+            if forbidden.forbids(str(var.get("name") or "")):
+                raise UserError(TASK_RUN_GENERATION_FAILED, forbidden_step_message(
+                    str(container.get("name") or ""), str(var.get("name") or "")))
+        env, errors = _merge_env(combined, container.get("env") or [], False, forbidden)
         if errors:
             raise UserError(
                 TASK_RUN_GENERATION_FAILED,
                 "error(s) occurred merging environment variables into BuildStrategy "
-                f"{_go_quote(strategy_name)} steps: {_aggregate(errors)}",
+                f"{go_quote(strategy_name)} steps: {_aggregate(errors)}",
             )
         step: JSON = {"name": container.get("name") or ""}
         for field in ("image", "imagePullPolicy", "volumeMounts", "command", "args",
@@ -287,7 +313,7 @@ def add_strategy_steps(task_spec: JSON, build: JSON, buildrun: JSON, strategy: J
             if mount.get("name") not in declared:
                 raise UserError(
                     TASK_RUN_GENERATION_FAILED,
-                    f"volume for the Volume Mount {_go_quote(mount.get('name'))} is not found",
+                    f"volume for the Volume Mount {go_quote(mount.get('name'))} is not found",
                 )
             mounts[mount["name"]] = bool(mount.get("readOnly"))
 
@@ -305,7 +331,7 @@ def _task_volumes(mounts: dict[str, bool], strategy_volumes: list[JSON],
     for volume in strategy_volumes:
         if volume.get("name") in merged and (build_volumes or run_volumes):
             raise UserError(TASK_RUN_GENERATION_FAILED, "BuildStrategy Volume "
-                            f"{_go_quote(volume.get('name'))} is listed more than once")
+                            f"{go_quote(volume.get('name'))} is listed more than once")
         merged.setdefault(volume.get("name") or "", copy.deepcopy(volume))
     volumes = list(merged.values()) if (build_volumes or run_volumes) else [
         copy.deepcopy(v) for v in strategy_volumes]
@@ -315,10 +341,10 @@ def _task_volumes(mounts: dict[str, bool], strategy_volumes: list[JSON],
             name = override.get("name") or ""
             original = by_name.get(name)
             if original is None:
-                raise UserError(UNDEFINED_VOLUME, f"{who} volume {_go_quote(name)} is not "
+                raise UserError(UNDEFINED_VOLUME, f"{who} volume {go_quote(name)} is not "
                                 "defined in the strategy")
             if not original.get("overridable"):
-                raise UserError(VOLUME_NOT_OVERRIDABLE, f"{who} volume {_go_quote(name)} is "
+                raise UserError(VOLUME_NOT_OVERRIDABLE, f"{who} volume {go_quote(name)} is "
                                 "not overridable in the strategy")
             source = {k: v for k, v in override.items() if k not in ("name", "description")}
             keep: JSON = {k: original[k] for k in ("name", "description", "overridable")
@@ -333,7 +359,7 @@ def _task_volumes(mounts: dict[str, bool], strategy_volumes: list[JSON],
         name = volume.get("name") or ""
         if name in mounts and not mounts[name] and read_only_kind:
             raise UserError(TASK_RUN_GENERATION_FAILED,
-                            f"volume mount {_go_quote(name)} must be read only")
+                            f"volume mount {go_quote(name)} must be read only")
         result.append({k: v for k, v in volume.items() if k not in ("description",
                                                                      "overridable")})
     return result
@@ -455,11 +481,6 @@ def system_param_values(build_spec: JSON, run_spec: JSON, context_path: str) -> 
         {"name": PARAM_SOURCE_ROOT, "value": SOURCE_ROOT},
         {"name": PARAM_SOURCE_CONTEXT, "value": context_path},
     ]
-
-
-def _go_quote(text: object) -> str:
-    """Go's %q for the plain strings in these messages."""
-    return json.dumps(str(text), ensure_ascii=False)
 
 
 def _aggregate(errors: list[str]) -> str:

@@ -145,7 +145,7 @@ def generate_pipelinerun(
     # build-strategy
     strategy_task = base_task_spec()
     strategy_task["params"] += strategy_param_specs(strategy_spec)
-    add_strategy_steps(strategy_task, build, buildrun, strategy)
+    add_strategy_steps(strategy_task, build, buildrun, strategy, config.forbidden_env)
     has_output_directory = any(references_param(step, PARAM_OUTPUT_DIRECTORY)
                                for step in strategy_task["steps"])
     passed = [(p["name"], f"$(params.{p['name']}[*])" if p["type"] == "array" else

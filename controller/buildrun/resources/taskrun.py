@@ -75,7 +75,7 @@ def generate_taskrun(
 
     add_source(task_spec, build_spec, run_spec, config)
     task_spec["params"] += strategy_param_specs(strategy_spec)
-    add_strategy_steps(task_spec, build, buildrun, strategy)
+    add_strategy_steps(task_spec, build, buildrun, strategy, config.forbidden_env)
     has_output_directory = setup_output_directory(task_spec, taskrun["spec"]["params"])
     add_image_processing(task_spec, buildrun, build_spec, config, has_output_directory)
     template = pod_template(build_spec, run_spec)

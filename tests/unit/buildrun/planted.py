@@ -24,7 +24,7 @@ from unittest import mock
 from hypothesis import HealthCheck, Phase, settings
 from hypothesis.stateful import invariant, run_state_machine_as_test
 
-from controller.buildrun import observe, states, status_writes
+from controller.buildrun import observe, retries, states, status_writes
 from controller.buildrun.resources import phases
 from controller.runtime import conflict
 from tests.unit.buildrun import test_interleavings as machine
@@ -85,6 +85,15 @@ def second_run_when_not_cached() -> Iterator[None]:
 
 
 @contextlib.contextmanager
+def a_builds_own_failure_retried() -> Iterator[None]:
+    """Every failed run taken for the infrastructure's (issue 43 part 3): a step's own
+    failure is run again."""
+    with mock.patch("controller.buildrun.observe.infrastructure_failure",
+                    lambda run, pod: retries.Failure("Failed", "")):
+        yield
+
+
+@contextlib.contextmanager
 def serial_start_trusts_the_caches() -> Iterator[None]:
     """A serial Build's START does not look again under the Build's turn: what the caches
     show decides, a rival whose start they do not show yet included (issue 43)."""
@@ -92,6 +101,14 @@ def serial_start_trusts_the_caches() -> Iterator[None]:
         return seen
 
     with mock.patch.object(observe.Observer, "recheck_serial", trusted):
+        yield
+
+
+@contextlib.contextmanager
+def retries_past_the_limit() -> Iterator[None]:
+    """The BuildRun's limit ignored: ten retries whatever it asks for."""
+    with mock.patch("controller.buildrun.observe.limit_of",
+                    lambda buildrun, build, default: retries.Limit(10)):
         yield
 
 
@@ -118,6 +135,8 @@ PLANTED: dict[str, Callable[[], contextlib.AbstractContextManager[None]]] = {
     "a second TaskRun when the first is not in the cache": second_run_when_not_cached,
     "serial: START trusts the caches (no live look)": serial_start_trusts_the_caches,
     "serial: runs going not counted, only BuildRuns": serial_runs_going_not_counted,
+    "a build's own failure retried": a_builds_own_failure_retried,
+    "infrastructure retries past the BuildRun's limit": retries_past_the_limit,
 }
 
 

@@ -20,6 +20,7 @@ from typing import Any
 import pytest
 
 from controller.buildrun import reasons, serviceaccounts
+from controller.buildrun.annotations import PENDING_TIMEOUT
 from controller.buildrun.caches import UNWATCHED_POLL, Caches, slim_pod
 from controller.buildrun.executors import EXECUTORS, TASKRUN_CANCELLED
 from controller.buildrun.reconciler import BuildRunReconciler
@@ -59,7 +60,8 @@ class Rig:
     """A namespace with a BuildStrategy, a validated Build and the default
     ServiceAccount, and a reconciler on caches of it, at a fixed clock."""
 
-    def __init__(self, executor: str = "TaskRun") -> None:
+    def __init__(self, executor: str = "TaskRun", pending_timeout: float | None = None,
+                 **reconciler: Any) -> None:
         self.kube = FakeKube()
         # As setup.py wires it: no PipelineRun informer unless they are the executor.
         self.caches = Caches(unwatched=frozenset() if executor == "PipelineRun"
@@ -67,7 +69,8 @@ class Rig:
         recorder = EventRecorder(self.kube, "test", "test")  # type: ignore[arg-type]
         self.reconciler = BuildRunReconciler(
             self.kube, self.caches, recorder,  # type: ignore[arg-type]
-            executor=EXECUTORS[executor], clock=lambda: NOW)
+            executor=EXECUTORS[executor],
+            **{"clock": lambda: NOW, "pending_timeout": pending_timeout, **reconciler})
         seed_namespace(self.kube)
 
     def sync(self) -> None:
@@ -505,9 +508,9 @@ async def test_a_system_error_on_start_leaves_the_outcome_open(rig: Rig) -> None
     assert rig.kube.writes() == [LABEL_WRITE, ("create", "taskruns", run_name(br), "")]
 
 
-# -- RUNNING: rows 14-21 ------------------------------------------------------------------
+# -- RUNNING: rows 13-21 ------------------------------------------------------------------
 
-async def test_row_11_a_finished_taskruns_outcome_is_written_once(rig: Rig) -> None:
+async def test_row_12_a_finished_taskruns_outcome_is_written_once(rig: Rig) -> None:
     br = rig.buildrun(status=started())
     rig.taskrun(br, **succeeded())
     assert await rig.reconcile() == DONE
@@ -522,7 +525,7 @@ async def test_row_11_a_finished_taskruns_outcome_is_written_once(rig: Rig) -> N
     assert rig.kube.writes() == []
 
 
-async def test_row_11_the_pod_ramp_up_metrics_come_from_the_pod_cache(rig: Rig) -> None:
+async def test_row_12_the_pod_ramp_up_metrics_come_from_the_pod_cache(rig: Rig) -> None:
     """Shipwright's two pod ramp-ups, from the label-filtered pod cache as Shipwright reads
     them: no GET of the pod per finish; none recorded when the pod is not cached."""
     br = rig.buildrun(status=started())
@@ -548,7 +551,7 @@ async def test_row_11_the_pod_ramp_up_metrics_come_from_the_pod_cache(rig: Rig) 
             ) == (3.0, 5.0)
 
 
-async def test_row_11_without_its_pod_in_the_cache_no_ramp_up_and_no_get(rig: Rig) -> None:
+async def test_row_12_without_its_pod_in_the_cache_no_ramp_up_and_no_get(rig: Rig) -> None:
     br = rig.buildrun(status=started())
     rig.taskrun(br, **succeeded())
     count = metric("build_buildrun_taskrun_rampup_duration_seconds_count")
@@ -587,7 +590,7 @@ def test_next_look_rows_1_and_3_and_unfinished_buildruns_are_now(rig: Rig) -> No
     assert rig.reconciler.next_look(rig.buildrun(status=started())) == 0.0  # RUNNING
 
 
-async def test_row_12_giving_up_while_running_stops_the_taskrun(rig: Rig) -> None:
+async def test_row_13_giving_up_while_running_stops_the_taskrun(rig: Rig) -> None:
     br = rig.buildrun(status=started())
     rig.taskrun(br, conditions=running())
     await rig.give_up()
@@ -606,7 +609,7 @@ async def test_giving_up_while_running_reports_a_taskrun_that_finished(rig: Rig)
     assert rig.kube.writes() == [STATUS_WRITE]
 
 
-async def test_row_13_a_deleted_taskrun(rig: Rig) -> None:
+async def test_row_14_a_deleted_taskrun(rig: Rig) -> None:
     rig.buildrun(status=started())
     assert await rig.reconcile() == DONE
     assert rig.condition()["reason"] == reasons.TASK_RUN_IS_MISSING
@@ -614,7 +617,7 @@ async def test_row_13_a_deleted_taskrun(rig: Rig) -> None:
     assert rig.kube.writes() == [STATUS_WRITE]
 
 
-async def test_row_15_a_cancel_while_running_asks_and_waits_for_the_taskrun(
+async def test_row_16_a_cancel_while_running_asks_and_waits_for_the_taskrun(
         rig: Rig) -> None:
     br = rig.buildrun(status=started(), state="BuildRunCanceled")
     rig.taskrun(br, conditions=running(), podName="tr-pod")
@@ -643,7 +646,7 @@ async def test_row_15_a_cancel_while_running_asks_and_waits_for_the_taskrun(
     assert rig.kube.writes() == [STATUS_WRITE]
 
 
-async def test_row_15_a_cancel_too_late_the_taskrun_completed_first(rig: Rig) -> None:
+async def test_row_16_a_cancel_too_late_the_taskrun_completed_first(rig: Rig) -> None:
     """As Shipwright: a TaskRun that completed before the cancel could be processed is a
     success, its image reported."""
     br = rig.buildrun(status=started(), state="BuildRunCanceled")
@@ -668,7 +671,7 @@ def completed_pod(digest: str = DIGEST) -> JSON:
                     "exitCode": 0, "message": results}}}]}}
 
 
-async def test_row_15_a_pod_that_completed_gets_no_cancel(rig: Rig) -> None:
+async def test_row_16_a_pod_that_completed_gets_no_cancel(rig: Rig) -> None:
     """The pod is done (its image pushed) but Tekton has not said so: a cancel sent on
     would have Tekton stop it as cancelled (it asks IsCancelled before it reads the pod)."""
     br = rig.buildrun(status=started(), state="BuildRunCanceled")
@@ -680,7 +683,7 @@ async def test_row_15_a_pod_that_completed_gets_no_cancel(rig: Rig) -> None:
     assert not canceled(rig.kube)
 
 
-async def test_row_11_tekton_cancelled_a_run_whose_pod_had_completed(rig: Rig) -> None:
+async def test_row_12_tekton_cancelled_a_run_whose_pod_had_completed(rig: Rig) -> None:
     """Tekton stopped it as cancelled, but its pod shows the build done: the image was
     pushed, so it is a success, with the digest the step wrote (Shipwright: canceled)."""
     br = rig.buildrun(status=started(), state="BuildRunCanceled")
@@ -711,7 +714,7 @@ def pod_on_its_way_out() -> JSON:
     return pod
 
 
-async def test_row_11_a_cancelled_taskruns_pod_still_ending_is_awaited(rig: Rig) -> None:
+async def test_row_12_a_cancelled_taskruns_pod_still_ending_is_awaited(rig: Rig) -> None:
     """Tekton cancelled the run and deleted its pod, whose containers run on for the grace
     period: a build that ends then has pushed its image. The pod's end is awaited."""
     br = rig.buildrun(status=started(), state="BuildRunCanceled")
@@ -732,7 +735,7 @@ async def test_row_11_a_cancelled_taskruns_pod_still_ending_is_awaited(rig: Rig)
     assert rig.stored()["status"]["output"]["digest"] == "sha256:" + "ef" * 32
 
 
-async def test_row_11_a_cancelled_taskruns_pod_gone_while_running_was_killed(
+async def test_row_12_a_cancelled_taskruns_pod_gone_while_running_was_killed(
         rig: Rig) -> None:
     """Deleted with a container still running (its last state, as recorded): killed, not
     ended, so nothing is awaited and the cancel is the outcome."""
@@ -746,7 +749,7 @@ async def test_row_11_a_cancelled_taskruns_pod_gone_while_running_was_killed(
         "False", reasons.BUILD_RUN_CANCELED)
 
 
-async def test_row_11_a_cancelled_taskruns_pod_that_never_ends_is_awaited_no_longer(
+async def test_row_12_a_cancelled_taskruns_pod_that_never_ends_is_awaited_no_longer(
         rig: Rig) -> None:
     br = rig.buildrun(status=started(), state="BuildRunCanceled")
     cancelled_by_tekton(rig, br, ago(GRACE + 1))
@@ -756,7 +759,7 @@ async def test_row_11_a_cancelled_taskruns_pod_that_never_ends_is_awaited_no_lon
         "False", reasons.BUILD_RUN_CANCELED)
 
 
-async def test_row_14_the_backstop_when_tekton_never_confirms_a_cancel(rig: Rig) -> None:
+async def test_row_15_the_backstop_when_tekton_never_confirms_a_cancel(rig: Rig) -> None:
     asked = started(conditions=[{"type": "Succeeded", "status": "Unknown",
                                  "reason": reasons.BUILD_RUN_CANCELED, "message": "asked",
                                  "lastTransitionTime": ago(GRACE + 1)}])
@@ -781,7 +784,7 @@ async def test_a_cancel_writes_as_shipwrights_cancel_does(rig: Rig) -> None:
     assert canceled(rig.kube)
 
 
-async def test_row_16_the_backstop_when_tekton_never_ends_a_timed_out_taskrun(
+async def test_row_17_the_backstop_when_tekton_never_ends_a_timed_out_taskrun(
         rig: Rig) -> None:
     br = rig.buildrun(status=started(startTime=ago(GRACE + 21)))
     rig.taskrun(br, spec={"timeout": "20s"}, conditions=running())
@@ -795,7 +798,7 @@ async def test_row_16_the_backstop_when_tekton_never_ends_a_timed_out_taskrun(
     assert canceled(rig.kube)
 
 
-async def test_row_16_a_pod_that_completed_is_reported_not_timed_out(rig: Rig) -> None:
+async def test_row_17_a_pod_that_completed_is_reported_not_timed_out(rig: Rig) -> None:
     """Tekton never said so (its controller down), but the pod shows the build done: the
     backstop reports the success and the image, as Tekton would have."""
     br = rig.buildrun(status=started(startTime=ago(GRACE + 21)))
@@ -815,7 +818,7 @@ def stale_cache_then(rig: Rig, br: JSON, spec: JSON, **server: Any) -> None:
     rig.taskrun(br, spec=spec, **server)
 
 
-async def test_row_16_reads_the_taskrun_live_first_its_own_end_decides(rig: Rig) -> None:
+async def test_row_17_reads_the_taskrun_live_first_its_own_end_decides(rig: Rig) -> None:
     """The watch lags by more than the grace: the cache says the run is still going past
     the backstop, the API server has its success. The run decides, with its completionTime,
     and nothing is cancelled (found by the interleavings machine, its long run)."""
@@ -829,7 +832,7 @@ async def test_row_16_reads_the_taskrun_live_first_its_own_end_decides(rig: Rig)
     assert not canceled(rig.kube)
 
 
-async def test_row_14_reads_the_taskrun_live_first_its_own_end_decides(rig: Rig) -> None:
+async def test_row_15_reads_the_taskrun_live_first_its_own_end_decides(rig: Rig) -> None:
     asked = started(conditions=[{"type": "Succeeded", "status": "Unknown",
                                  "reason": reasons.BUILD_RUN_CANCELED, "message": "asked",
                                  "lastTransitionTime": ago(GRACE + 1)}])
@@ -841,7 +844,7 @@ async def test_row_14_reads_the_taskrun_live_first_its_own_end_decides(rig: Rig)
     assert rig.stored()["status"]["completionTime"] == ago(1)
 
 
-async def test_row_12_giving_up_reads_the_taskrun_live_first(rig: Rig) -> None:
+async def test_row_13_giving_up_reads_the_taskrun_live_first(rig: Rig) -> None:
     br = rig.buildrun(status=started())
     stale_cache_then(rig, br, {}, **succeeded())
     rig.kube.calls.clear()
@@ -851,7 +854,7 @@ async def test_row_12_giving_up_reads_the_taskrun_live_first(rig: Rig) -> None:
     assert rig.kube.writes() == [STATUS_WRITE]
 
 
-async def test_row_16_counts_from_the_taskruns_creation_while_tekton_never_started_it(
+async def test_row_17_counts_from_the_taskruns_creation_while_tekton_never_started_it(
         rig: Rig) -> None:
     """No startTime anywhere (Tekton's controller is down): the backstop still comes, from
     the TaskRun's creation (an hour ago here)."""
@@ -888,7 +891,7 @@ async def test_tekton_ends_a_timed_out_taskrun_our_deadline_waits_the_grace(rig:
     assert rig.kube.writes() == [STATUS_WRITE]  # nothing to cancel: Tekton ended it
 
 
-async def test_row_17_progress_is_written_and_the_deadline_awaited(rig: Rig) -> None:
+async def test_row_19_progress_is_written_and_the_deadline_awaited(rig: Rig) -> None:
     br = rig.buildrun(status=started(conditions=running("Pending")))
     rig.taskrun(br, spec={"timeout": "10m"}, conditions=running("Running"))
     assert (await rig.reconcile()).requeue_after == pytest.approx(570 + GRACE + 0.05)
@@ -899,7 +902,7 @@ async def test_row_17_progress_is_written_and_the_deadline_awaited(rig: Rig) -> 
     assert rig.kube.writes() == []  # the same again: nothing to write
 
 
-async def test_row_17_copies_the_taskruns_start_time_as_shipwright(rig: Rig) -> None:
+async def test_row_19_copies_the_taskruns_start_time_as_shipwright(rig: Rig) -> None:
     """Shipwright's BuildRun startTime is its executor's (buildrun.go): written by the
     first look after Tekton started the TaskRun, even with nothing else to say, once."""
     status = started(conditions=running("Pending"))
@@ -911,6 +914,169 @@ async def test_row_17_copies_the_taskruns_start_time_as_shipwright(rig: Rig) -> 
     assert rig.stored()["status"]["startTime"] == ago(12)
     assert await rig.reconcile() == DONE
     assert rig.kube.writes() == []
+
+
+# -- why a build waits (issue 43): Tekton's reason, its pod's words, the pending deadline --
+
+UNSCHEDULABLE = "0/1 nodes are available: 1 Insufficient cpu."
+
+
+def waiting_pod(*, scheduled: str | None = None, image: str | None = None) -> JSON:
+    """The TaskRun's pod as the scheduler (`scheduled`: its message) or the kubelet
+    (`image`: a step's waiting message, ImagePullBackOff) leave one that cannot start."""
+    status: JSON = {"phase": "Pending", "conditions": [
+        {"type": "PodScheduled", "status": "False" if scheduled else "True",
+         **({"reason": "Unschedulable", "message": scheduled} if scheduled else {})}]}
+    if image is not None:
+        status["containerStatuses"] = [{"name": "step-build", "state": {"waiting": {
+            "reason": "ImagePullBackOff", "message": image}}}]
+    return {"metadata": {"name": "tr-pod", "labels": {"buildrun.shipwright.io/name": "br"}},
+            "status": status}
+
+
+def waiting(reason: str, message: str = "m") -> list[JSON]:
+    conditions: list[JSON] = tekton_status("Unknown", reason, message=message)["conditions"]
+    return conditions
+
+
+async def test_row_19_keeps_tektons_reason_with_the_schedulers_words(rig: Rig) -> None:
+    br = rig.buildrun(status=started(conditions=running("Pending")))
+    rig.taskrun(br, conditions=waiting("ExceededNodeResources",
+                                       "TaskRun Pod exceeded available resources"),
+                podName="tr-pod")
+    rig.kube.add(PODS, waiting_pod(scheduled=UNSCHEDULABLE))
+    await rig.reconcile()
+    assert (rig.condition()["status"], rig.condition()["reason"],
+            rig.condition()["message"]) == (
+        "Unknown", "ExceededNodeResources", f"FailedScheduling: {UNSCHEDULABLE}")
+    assert rig.kube.writes() == [STATUS_WRITE]
+    await rig.reconcile()
+    assert rig.kube.writes() == []  # nothing new
+
+
+async def test_row_19_writes_once_per_change_of_meaning_not_per_pod_update(rig: Rig) -> None:
+    br = rig.buildrun(status=started(conditions=running("Pending")))
+    rig.taskrun(br, conditions=waiting("PullImageFailed"), podName="tr-pod")
+    rig.kube.add(PODS, waiting_pod(image='Back-off 10s pulling image "r/x:1"'))
+    await rig.reconcile()
+    assert rig.condition()["message"] == (
+        'ImagePullBackOff (step-build): Back-off 10s pulling image "r/x:1"')
+    assert rig.kube.writes() == [STATUS_WRITE]
+    # The back-off's duration moves: the same meaning, no write.
+    rig.kube.add(PODS, waiting_pod(image='Back-off 20s pulling image "r/x:1"'))
+    await rig.reconcile()
+    assert rig.kube.writes() == []
+    # Scheduled again elsewhere, now unschedulable: a new meaning, one write.
+    rig.kube.add(PODS, waiting_pod(scheduled=UNSCHEDULABLE))
+    await rig.reconcile()
+    assert rig.condition()["message"] == f"FailedScheduling: {UNSCHEDULABLE}"
+    assert rig.kube.writes() == [STATUS_WRITE]
+    # Running: Tekton's words again, and the Running Event.
+    rig.kube.modify(TASKRUNS, "tr", lambda tr: tr["status"].update(conditions=running()))
+    await rig.reconcile()
+    assert (rig.condition()["reason"], rig.condition()["message"]) == (reasons.RUNNING, "m")
+
+
+def pending_run(rig: Rig, br: JSON, created: float, **status: Any) -> None:
+    """The BuildRun's TaskRun, created `created` seconds ago, waiting (Tekton's Pending)."""
+    rig.kube.created = ago(created)
+    rig.taskrun(br, spec={"timeout": "1h"}, conditions=waiting("Pending", "waiting"),
+                **status)
+
+
+async def test_row_18_the_pending_deadline_ends_a_run_that_never_ran_and_stops_it() -> None:
+    rig = Rig(pending_timeout=60)
+    br = rig.buildrun(status=started(conditions=running("Pending")))
+    pending_run(rig, br, 61, podName="tr-pod")
+    rig.kube.add(PODS, waiting_pod(scheduled=UNSCHEDULABLE))
+    assert await rig.reconcile() == DONE
+    assert (rig.condition()["status"], rig.condition()["reason"]) == (
+        "False", reasons.BUILD_RUN_PENDING_TIMEOUT)
+    assert rig.condition()["message"] == (
+        "BuildRun br did not start running within 1m0s; it waited: Pending: "
+        f"FailedScheduling: {UNSCHEDULABLE}")
+    assert rig.stored()["status"]["completionTime"] == format_time(NOW)
+    assert rig.kube.writes() == [STATUS_WRITE, CANCEL]
+    assert canceled(rig.kube)
+    assert metric("buildrun_completed_total", reason=reasons.BUILD_RUN_PENDING_TIMEOUT,
+                  namespace="ns") >= 1
+
+
+async def test_row_18_the_reconciler_wakes_at_the_pending_deadline() -> None:
+    rig = Rig(pending_timeout=60)
+    br = rig.buildrun(status=started(conditions=running("Pending")))
+    pending_run(rig, br, 20)
+    # 40 s left of the pending timeout: sooner than the timeout backstop (1 h + grace).
+    assert (await rig.reconcile()).requeue_after == pytest.approx(40 + 0.05)
+
+
+async def test_row_18_reads_the_taskrun_live_first_a_run_that_started_goes_on() -> None:
+    """The cache says the run still waits past the deadline; the API server, that it runs:
+    no verdict (it cannot be taken back), and no deadline any more."""
+    rig = Rig(pending_timeout=60)
+    br = rig.buildrun(status=started(conditions=running("Pending")))
+    pending_run(rig, br, 61)
+    rig.sync()
+    rig.kube.modify(TASKRUNS, "tr", lambda tr: tr["status"].update(conditions=running()))
+    # Only the timeout backstop is left (from the BuildRun's startTime, 30 s ago).
+    assert (await rig.reconcile(sync=False)).requeue_after == pytest.approx(
+        3600 + GRACE - 30 + 0.05)
+    assert rig.condition()["reason"] == reasons.RUNNING
+    assert not canceled(rig.kube)
+
+
+def annotate(rig: Rig, resource: Resource, name: str, value: str) -> None:
+    rig.kube.modify(resource, name, lambda obj: obj["metadata"].setdefault(
+        "annotations", {}).update({PENDING_TIMEOUT: value}))
+
+
+@pytest.mark.parametrize(("flag", "on_build", "on_buildrun", "ends"), [
+    (None, None, None, False),  # off by default
+    (None, "1m", None, True),  # the Build's, for its BuildRuns
+    (None, "2m", "1m", True),  # the BuildRun's wins over the Build's
+    (60.0, None, "0s", False),  # ... and over the flag: 0s is none
+    (600.0, "1m", None, True),  # the Build's wins over the flag
+    (60.0, None, None, True),
+    (60.0, "soon", None, True),  # a value made bad since the start: the flag's
+], ids=["off", "build", "buildrun-over-build", "zero-over-flag", "build-over-flag", "flag",
+        "bad-since"])
+async def test_row_18_which_pending_timeout(flag: float | None, on_build: str | None,
+                                            on_buildrun: str | None, ends: bool) -> None:
+    rig = Rig(pending_timeout=flag)
+    br = rig.buildrun(status=started(conditions=running("Pending")))
+    pending_run(rig, br, 61)
+    if on_build is not None:
+        annotate(rig, BUILDS, br["spec"]["build"]["name"], on_build)
+    if on_buildrun is not None:
+        annotate(rig, BUILDRUNS, "br", on_buildrun)
+    await rig.reconcile()
+    assert (rig.condition()["reason"] == reasons.BUILD_RUN_PENDING_TIMEOUT) is ends
+    assert canceled(rig.kube) is ends
+
+
+async def test_row_18_a_run_that_runs_has_no_pending_deadline() -> None:
+    rig = Rig(pending_timeout=60)
+    br = rig.buildrun(status=started())
+    rig.kube.created = ago(600)
+    rig.taskrun(br, spec={"timeout": "1h"}, conditions=running())
+    await rig.reconcile()
+    assert rig.condition()["reason"] == reasons.RUNNING
+    assert not canceled(rig.kube)
+
+
+@pytest.mark.parametrize(("where", "named"), [(BUILDRUNS, "BuildRun 'br'"),
+                                              (BUILDS, "Build 'app'")])
+async def test_row_8_a_pending_timeout_that_is_no_duration_fails_the_start(
+        rig: Rig, where: Resource, named: str) -> None:
+    br = rig.buildrun()
+    annotate(rig, where, "br" if where is BUILDRUNS else br["spec"]["build"]["name"],
+             "soon")
+    assert await rig.reconcile() == DONE
+    assert (rig.condition()["status"], rig.condition()["reason"]) == (
+        "False", reasons.INVALID_PENDING_TIMEOUT)
+    assert rig.condition()["message"].startswith(
+        f"{named}: annotation {PENDING_TIMEOUT}: invalid duration 'soon'")
+    assert rig.taskruns() == []
 
 
 # -- conflicts ----------------------------------------------------------------------------
@@ -1104,7 +1270,7 @@ async def test_pipelinerun_another_object_owns_is_not_adopted(prig: Rig) -> None
                                "another object")
 
 
-async def test_pipelinerun_row_11_the_outcome_from_its_taskruns(prig: Rig) -> None:
+async def test_pipelinerun_row_12_the_outcome_from_its_taskruns(prig: Rig) -> None:
     br = prig.buildrun(status=pr_started())
     add_pipelinerun(prig, br, children=("pr-source", "pr-build", "pr-output"), conditions=[
         {"type": "Succeeded", "status": "True", "reason": "Succeeded", "message": "done"}])
@@ -1122,7 +1288,7 @@ async def test_pipelinerun_row_11_the_outcome_from_its_taskruns(prig: Rig) -> No
     assert "taskRunName" not in status
 
 
-async def test_pipelinerun_row_11_a_failure_reads_the_failed_taskruns_pod(prig: Rig) -> None:
+async def test_pipelinerun_row_12_a_failure_reads_the_failed_taskruns_pod(prig: Rig) -> None:
     br = prig.buildrun(status=pr_started())
     failed = [{"type": "Succeeded", "status": "False", "reason": "Failed", "message": "x"}]
     add_pipelinerun(prig, br, children=("pr-source", "pr-build"), conditions=failed,
@@ -1144,14 +1310,14 @@ async def test_pipelinerun_row_11_a_failure_reads_the_failed_taskruns_pod(prig: 
         "pod": "pr-build-pod", "container": "step-build"}
 
 
-async def test_pipelinerun_row_13_a_deleted_pipelinerun(prig: Rig) -> None:
+async def test_pipelinerun_row_14_a_deleted_pipelinerun(prig: Rig) -> None:
     prig.buildrun(status=pr_started())
     assert await prig.reconcile() == DONE
     assert (prig.condition()["reason"], prig.condition()["message"]) == (
         reasons.TASK_RUN_IS_MISSING, "the PipelineRun was deleted before it finished")
 
 
-async def test_pipelinerun_row_15_a_cancel_cancels_the_pipelinerun(prig: Rig) -> None:
+async def test_pipelinerun_row_16_a_cancel_cancels_the_pipelinerun(prig: Rig) -> None:
     br = prig.buildrun(status=pr_started(), state="BuildRunCanceled")
     add_pipelinerun(prig, br, conditions=running())
     assert await prig.reconcile() == Result(requeue_after=GRACE + 0.05)
@@ -1162,7 +1328,7 @@ async def test_pipelinerun_row_15_a_cancel_cancels_the_pipelinerun(prig: Rig) ->
     assert pr_cancelled(prig)  # spec.status Cancelled, as Shipwright's Cancel
 
 
-async def test_pipelinerun_row_16_a_timeout_cancels_the_pipelinerun(prig: Rig) -> None:
+async def test_pipelinerun_row_17_a_timeout_cancels_the_pipelinerun(prig: Rig) -> None:
     br = prig.buildrun(status={**pr_started(), "startTime": ago(GRACE + 31)})
     add_pipelinerun(prig, br, timeout="30s", conditions=running())
     assert await prig.reconcile() == DONE

@@ -7,10 +7,12 @@ plays everything around it, in any order. Its rules, as hypothesis prints a step
 
 - `create_buildrun`, `user`, `build_timeout`, `garbage_collector`: the user creates a
   BuildRun (of the Build, or of one that does not exist; run as the namespace's
-  ServiceAccount or one generated for it), cancels it, deletes it or recreates it (a
-  namesake: another uid under the same name), deletes its TaskRun, sets the Build's
-  timeout; the garbage collector deletes what a deleted BuildRun owned (its TaskRun, its
-  generated ServiceAccount).
+  ServiceAccount or one generated for it; asking for infrastructure retries or not),
+  cancels it, deletes it or recreates it (a namesake: another uid under the same name),
+  deletes its TaskRun, sets the Build's timeout; the garbage collector deletes what a
+  deleted BuildRun owned (its TaskRun, its generated ServiceAccount).
+- `tekton_evicts`: the kubelet evicts a run's pod and Tekton fails the run PodEvicted (an
+  infrastructure failure, retried where its BuildRun asks: issue 43 part 3).
 - `tekton_progresses`, `tekton_times_out`, `tekton_cancels`: Tekton writes a TaskRun's
   status as it does: Pending (its first look sets startTime), Running, Succeeded (with
   the image digest result) or Failed, only within its own spec.timeout and only while
@@ -40,7 +42,10 @@ and after every step checks the promise (`Interleavings.promise`):
 - (a) once completionTime is set, the BuildRun's status never changes;
 - (b) its outcome is its run's, verdict by verdict (`verdict_problems`);
 - (c) one TaskRun per BuildRun uid, ever, and a status names (and takes startTime from)
-  only its own;
+  only its own; with infrastructure retries asked for, the runs of one uid are
+  sequential: a later one only once every earlier one finished and the last was evicted,
+  within the limit its annotation sets, named for its attempt (`retry_problem`); the
+  outcome is that of the run its final status names;
 - (d) every write lands on the uid of the BuildRun it was decided on (Actions.act's), a
   TaskRun's or ServiceAccount's on one that uid owns;
 - (f) no reconcile raises what the controller takes for a bug (logged with a traceback);
@@ -95,11 +100,12 @@ from hypothesis.stateful import (
 
 from controller.buildrun import reasons, serviceaccounts
 from controller.buildrun import setup as buildrun_setup
-from controller.buildrun.annotations import RUN_POLICY
+from controller.buildrun.annotations import INFRASTRUCTURE_RETRIES, RUN_POLICY
 from controller.buildrun.buildruns import CANCELED
 from controller.buildrun.executors import TASKRUN_CANCELLED
 from controller.buildrun.outcomes import run_finished
 from controller.buildrun.reconciler import BuildRunReconciler
+from controller.buildrun.resources.phases import run_name
 from controller.buildrun.spec import parse_duration
 from controller.runtime import controller as runtime_controller
 from controller.runtime.events import EventRecorder
@@ -130,7 +136,8 @@ TEKTON_DEFAULT_TIMEOUT = "1h0m0s"
 # give_up is a few steps away; no reconcile timeout (virtual time jumps while a reconcile
 # is parked between two calls).
 SETTINGS = Settings(workers=1, reconcile_timeout=None,
-                    budget=RetryBudget(max_retries=1, max_age=0))
+                    budget=RetryBudget(max_retries=1, max_age=0),
+                    infrastructure_retry_delay=1.0)
 # The informers whose events the machine delivers, by plural (as hypothesis prints a
 # step); the others list once, at a start.
 WATCHED: dict[str, Resource] = {r.plural: r for r in (BUILDRUNS, TASKRUNS, BUILDS,
@@ -143,9 +150,14 @@ SETTLE_ROUNDS = 200
 # What a TaskRun really did, as the test plays Tekton.
 NEW, PENDING, RUNNING = "new", "pending", "running"
 SUCCEEDED, FAILED, TIMED_OUT, CANCELLED = "succeeded", "failed", "timed out", "cancelled"
-FINISHED = frozenset({SUCCEEDED, FAILED, TIMED_OUT, CANCELLED})
+# Its pod evicted (Tekton's PodEvicted): an infrastructure failure, retried where asked.
+EVICTED = "evicted"
+FINISHED = frozenset({SUCCEEDED, FAILED, TIMED_OUT, CANCELLED, EVICTED})
 # Ended by itself (its build's outcome), not by a cancel someone asked for.
-ON_ITS_OWN = frozenset({SUCCEEDED, FAILED, TIMED_OUT})
+ON_ITS_OWN = frozenset({SUCCEEDED, FAILED, TIMED_OUT, EVICTED})
+# The infrastructure retries a BuildRun asks for (its annotation), by a name as hypothesis
+# prints a step: none (off, as by default), or one or two.
+RETRIES = {"off": None, "1": "1", "2": "2"}
 
 # The API server's faults, on any call a reconcile makes: (verb, resource, subresource),
 # by a name as hypothesis prints a step.
@@ -230,6 +242,10 @@ class BuildRunTruth:
     # BuildRun of its Build that was there then: its only BuildRunCanceled not asked for.
     superseded: bool = False
     order: tuple[str, str] = ("", "")  # (creationTimestamp, name): a serial Build's order
+    retries: int = 0  # the infrastructure retries its annotation asks for
+    # Its runs made as retries of an evicted one (issue 43 part 3): the runs of one
+    # BuildRun are sequential, at most one unfinished, each named for its attempt.
+    retried: list[str] = field(default_factory=list)
 
 
 def verdict_problems(truth: BuildRunTruth, *, strict: bool = False) -> list[str]:
@@ -265,7 +281,12 @@ def verdict_problems(truth: BuildRunTruth, *, strict: bool = False) -> list[str]
     # GAP_UNRECORDED_RUN, under the same name). One made after it finished (by a replica
     # that lost its lease, its START in flight) had no part in the verdict, which is
     # frozen; (e) asks that it is stopped.
-    run = next((r for r in reversed(truth.runs) if r.created_tick <= when), None)
+    # With infrastructure retries, the one its status names: a later attempt made as its
+    # retry budget ran out (never recorded) is stopped, and had no part in the verdict.
+    named = recorded_executor(status)
+    run = next((r for r in reversed(truth.runs) if r.created_tick <= when
+                and (named is None or r.name == named.name)), None) or next(
+        (r for r in reversed(truth.runs) if r.created_tick <= when), None)
     gone = run is not None and run.deleted_tick is not None and run.deleted_tick < when
     # What the run had done when the BuildRun finished; `strict`, ever (a run that
     # finished after a verdict of the controller's own, between its status write and its
@@ -288,7 +309,8 @@ def verdict_problems(truth: BuildRunTruth, *, strict: bool = False) -> list[str]
     if verdict == "True":
         pass  # above
     elif reason == reasons.FAILED:
-        if run is None or run.state != FAILED:
+        # (An evicted run's pod is gone here: Shipwright's Failed "pod not found".)
+        if run is None or run.state not in (FAILED, EVICTED):
             problems.append(f"{said}, but its run did not fail ({run and run.state})")
     elif reason == reasons.TASK_RUN_CANCELLED:
         if run is None or run.state != CANCELLED:
@@ -335,7 +357,7 @@ def verdict_problems(truth: BuildRunTruth, *, strict: bool = False) -> list[str]
 
 def _run_reason(run: Run, canceled: bool) -> str:
     """The reason a finished run's own outcome gives its BuildRun."""
-    return {SUCCEEDED: reasons.SUCCEEDED, FAILED: reasons.FAILED,
+    return {SUCCEEDED: reasons.SUCCEEDED, FAILED: reasons.FAILED, EVICTED: reasons.FAILED,
             TIMED_OUT: reasons.BUILD_RUN_TIMEOUT,
             CANCELLED: reasons.BUILD_RUN_CANCELED if canceled
             else reasons.TASK_RUN_CANCELLED}[run.state]
@@ -759,14 +781,47 @@ class Interleavings(RuleBasedStateMachine):
         knew = cached is not None and cached["metadata"].get("uid") == truth.uid \
             and recorded_executor(cached.get("status") or {}) is not None
         unknown = not knew and all(r.deleted_tick is not None for r in truth.runs)
-        if truth.runs and truth.deleted_tick is None and (self.strict or not unknown):
+        # (The same gap for a retry's run: one deleted before the status named it is made
+        # again under its name.)
+        unknown = unknown or any(r.name == name and r.deleted_tick is not None
+                                 for r in truth.runs)
+        # A later attempt of an evicted run, where the BuildRun asks for it, is no second
+        # run for one attempt (issue 43 part 3: `retry_problem`).
+        retry = self.retry_problem(truth, name) if truth.runs else None
+        if truth.runs and retry is None:
+            truth.retried.append(name)
+        elif truth.runs and truth.deleted_tick is None and (self.strict or not unknown):
             # (A run made once the BuildRun was deleted, from a stale cache, is the garbage
             # collector's: no create can be made conditional on its owner still existing.)
             self.problems.append(f"(c) a second TaskRun {name} for BuildRun {truth.uid} "
-                                 f"(after {[r.name for r in truth.runs]}), at tick {tick}")
+                                 f"(after {[r.name for r in truth.runs]}), at tick {tick}: "
+                                 f"not a retry: {retry}")
         run.by_old_leader = replica is self.old_leader
         truth.runs.append(run)
         self.runs[name] = run
+
+    def retry_problem(self, truth: BuildRunTruth, name: str) -> str | None:
+        """Why TaskRun `name` may not be the next attempt of `truth` (None: it may): the
+        BuildRun asks for retries and has attempts left, every run of it so far finished
+        (at most one unfinished, ever), the last one evicted, and the name is the
+        attempt's (resources.phases.run_name)."""
+        if not truth.runs:
+            return "no run to retry"
+        attempt = len({r.name for r in truth.runs}) + 1
+        expected = run_name({"metadata": {"name": truth.name, "uid": truth.uid}}, attempt)
+        unfinished = [r.name for r in truth.runs if r.state not in FINISHED]
+        if truth.retries < attempt - 1:
+            return (f"attempt {attempt} ({name}) of BuildRun {truth.uid}, which asks for "
+                    f"{truth.retries} retries (runs {[r.name for r in truth.runs]})")
+        if unfinished:
+            return (f"attempt {attempt} ({name}) of BuildRun {truth.uid} while {unfinished} "
+                    "had not finished")
+        if truth.runs[-1].state != EVICTED:
+            return (f"attempt {attempt} ({name}) of BuildRun {truth.uid} after a run that "
+                    f"was not evicted: {truth.runs[-1].state}")
+        if name != expected:
+            return f"attempt {attempt} of BuildRun {truth.uid} named {name}, not {expected}"
+        return None
 
     def tekton(self, run: Run, state: str) -> None:
         """Tekton writes the TaskRun's status (its own writes: not the controller's)."""
@@ -822,24 +877,30 @@ class Interleavings(RuleBasedStateMachine):
     @precondition(lambda self: any(self.current(name) is None for name in NAMES))
     @rule(name=st.sampled_from(NAMES), build=st.sampled_from((fixtures.BUILD, GHOST)),
           timeout=st.sampled_from((None, "1m")),
-          service_account=st.sampled_from((None, serviceaccounts.GENERATE)))
+          service_account=st.sampled_from((None, serviceaccounts.GENERATE)),
+          retries=st.sampled_from(tuple(RETRIES)))
     @stepped
     def create_buildrun(self, name: str, build: str, timeout: str | None,
-                        service_account: str | None = None) -> None:
+                        service_account: str | None = None, retries: str = "off") -> None:
         """A BuildRun of `build`, with its own timeout or none, run as the namespace's
-        ServiceAccount or one generated for it (.generate)."""
+        ServiceAccount or one generated for it (.generate), asking for infrastructure
+        retries or not (its annotation)."""
         if self.current(name) is None:
             self.step()
             spec = {key: value for key, value in (("timeout", timeout),
                                                   ("serviceAccount", service_account)) if value}
-            self.create(fixtures.buildrun(name, build, **spec))
+            buildrun = fixtures.buildrun(name, build, **spec)
+            if RETRIES[retries] is not None:
+                buildrun["metadata"]["annotations"] = {INFRASTRUCTURE_RETRIES: RETRIES[retries]}
+            self.create(buildrun)
 
     def create(self, buildrun: JSON) -> None:
         obj = self.fake.add(BUILDRUNS, buildrun)
         meta = obj["metadata"]
+        asked = (meta.get("annotations") or {}).get(INFRASTRUCTURE_RETRIES)
         self.buildruns[meta["uid"]] = BuildRunTruth(
             meta["uid"], meta["name"], obj["spec"]["build"]["name"],
-            order=(meta["creationTimestamp"], meta["name"]))
+            retries=int(asked or 0), order=(meta["creationTimestamp"], meta["name"]))
 
     @precondition(lambda self: self.has_buildruns())
     @rule(act=st.sampled_from(("cancel", "delete", "recreate", "delete its TaskRun")),
@@ -862,7 +923,8 @@ class Interleavings(RuleBasedStateMachine):
             truth.deleted_tick = tick
             if act == "recreate":
                 spec = {k: v for k, v in obj["spec"].items() if k != "state"}
-                self.create({"metadata": {"name": name}, "spec": spec})
+                self.create({"metadata": {"name": name, "annotations": obj["metadata"].get(
+                    "annotations") or {}}, "spec": spec})
         else:
             for run in truth.runs:
                 if run.deleted_tick is None:
@@ -929,6 +991,16 @@ class Interleavings(RuleBasedStateMachine):
     def can_progress(self) -> list[Run]:
         return [run for run in self.live_runs(NEW, PENDING, RUNNING) if run.cancel_tick is None
                 and (run.started is None or self.clock.now() < run.started + run.timeout)]
+
+    @precondition(lambda self: bool(self.can_progress()))
+    @rule(i=st.integers(0, 3))
+    @stepped
+    def tekton_evicts(self, i: int) -> None:
+        """The kubelet evicts a run's pod, and Tekton fails the run PodEvicted (an
+        infrastructure failure: retried where the BuildRun asks for it)."""
+        run = _pick(self.can_progress(), i)
+        if run is not None:
+            self.tekton(run, EVICTED)
 
     @precondition(lambda self: bool(self.can_time_out()))
     @rule(i=st.integers(0, 3))
@@ -1111,7 +1183,10 @@ class Interleavings(RuleBasedStateMachine):
         for name, obj in self.stored(BUILDRUNS).items():
             truth = self.buildruns[obj["metadata"]["uid"]]
             status = obj.get("status") or {}
-            run = truth.runs[0] if truth.runs else None
+            # Its run: the first, or the last of its retries (a run made again after its
+            # deletion, KNOWN_GAPS', is not it).
+            run = next((r for r in reversed(truth.runs) if r.name in truth.retried),
+                       truth.runs[0] if truth.runs else None)
             done = bool(status.get("completionTime"))
             why = (f"its run {run.state}" if run is not None and run.state in FINISHED
                    else "its run was deleted" if run is not None and run.deleted_tick
@@ -1151,6 +1226,7 @@ def state_reason(state: str) -> tuple[str, str]:
     """The Succeeded condition Tekton writes for a run in `state`."""
     return {PENDING: ("Unknown", "Pending"), RUNNING: ("Unknown", "Running"),
             SUCCEEDED: ("True", reasons.SUCCEEDED), FAILED: ("False", reasons.FAILED),
+            EVICTED: ("False", reasons.POD_EVICTED),
             TIMED_OUT: ("False", reasons.TASK_RUN_TIMEOUT),
             CANCELLED: ("False", reasons.TASK_RUN_CANCELLED)}[state]
 

@@ -21,8 +21,11 @@ from controller.buildrun.outcomes import (
     failed_child,
     outcome_from_pipelinerun,
     outcome_from_taskrun,
+    pending_timeout_message,
     run_finished,
     running_reason,
+    same_meaning,
+    waiting_words,
 )
 from controller.runtime.kube import PODS
 from controller.shipwright.resources import PIPELINERUNS, TASKRUNS
@@ -256,12 +259,16 @@ def test_outcome_failure_details_bounded() -> None:
             taskrun("Unknown", "Running", "Not all Steps have completed"),
             (reasons.RUNNING, "Not all Steps have completed"),
         ),
-        (taskrun("Unknown", "Running"), (reasons.RUNNING, "TaskRun br-1234abcd is running")),
+        # Tekton's reason and message as they are, an empty one too (as Shipwright).
+        (taskrun("Unknown", "Running"), (reasons.RUNNING, "")),
         (
             taskrun("Unknown", "Pending", 'pod status "Initialized":"False"'),
             (reasons.PENDING, 'pod status "Initialized":"False"'),
         ),
-        (taskrun("Unknown", "Started"), (reasons.PENDING, "TaskRun br-1234abcd is pending")),
+        (taskrun("Unknown", "Started"), ("Started", "")),
+        (taskrun("Unknown", "ExceededNodeResources", "TaskRun Pod exceeded available resources"),
+         ("ExceededNodeResources", "TaskRun Pod exceeded available resources")),
+        (taskrun("Unknown", "ToBeRetried", "retry"), ("ToBeRetried", "retry")),
         ({"metadata": {"name": "tr"}}, (reasons.PENDING, "TaskRun tr has not started yet")),
     ],
 )
@@ -517,9 +524,11 @@ def _fits(outcome: Outcome | None) -> None:
 def test_whatever_a_taskrun_holds_it_is_read_without_raising(
         run: dict[str, Any], pod: dict[str, Any] | None, canceled: bool) -> None:
     _fits(TASKRUN.outcome(run, [], pod, canceled))
-    reason, message = running_reason(run)
-    assert reason in (reasons.PENDING, reasons.RUNNING) and isinstance(message, str)
+    reason, message = running_reason(run, pod)
+    assert isinstance(reason, str) and 0 < len(reason) <= REASON_MAX
+    assert isinstance(message, str)
     assert len(message) <= MESSAGE_MAX + 100  # our own words around a truncated name
+    waiting_words(pod)
     TASKRUN.failed_pod(run, [])
     TASKRUN.pod_name(run, [])
     TASKRUN.timeout(run)
@@ -538,3 +547,92 @@ def test_whatever_a_pipelinerun_holds_it_is_read_without_raising(
     PIPELINERUN.timeout(run)
     _fits(PIPELINERUN.outcome(run, children, pod, canceled))
     running_reason(run)
+
+
+# --- why a run waits: its pod's words (issue 43)
+
+UNSCHEDULABLE = ("0/1 nodes are available: 1 Insufficient cpu. preemption: 0/1 nodes are "
+                 "available: 1 No preemption victims found for incoming pod.")
+
+
+def pending_pod(*, scheduled: str | None = None, waiting: dict[str, str] | None = None,
+                container: str = "step-build") -> dict[str, Any]:
+    """A run's pod as the kube-scheduler or the kubelet leave it when it cannot start."""
+    status: dict[str, Any] = {"phase": "Pending", "conditions": []}
+    if scheduled is not None:
+        status["conditions"].append({"type": "PodScheduled", "status": "False",
+                                     "reason": "Unschedulable", "message": scheduled,
+                                     "lastProbeTime": None,
+                                     "lastTransitionTime": "2026-12-06T08:00:00Z"})
+    else:
+        status["conditions"].append({"type": "PodScheduled", "status": "True"})
+    if waiting is not None:
+        status["containerStatuses"] = [
+            {"name": "step-source-default", "state": {"running": {}}},
+            {"name": container, "state": {"waiting": waiting}}]
+    return {"metadata": {"name": "br-1234abcd-pod", "namespace": "team-a"}, "status": status}
+
+
+def test_an_unschedulable_pod_is_said_in_the_schedulers_words() -> None:
+    run = taskrun("Unknown", "ExceededNodeResources", "TaskRun Pod exceeded available resources")
+    # Tekton's reason kept, the scheduler's words for the message.
+    assert running_reason(run, pending_pod(scheduled=UNSCHEDULABLE)) == (
+        "ExceededNodeResources", f"FailedScheduling: {UNSCHEDULABLE}")
+    # Without the pod (not cached yet), Tekton's words.
+    assert running_reason(run) == (
+        "ExceededNodeResources", "TaskRun Pod exceeded available resources")
+
+
+def test_an_image_that_cannot_be_pulled_is_said_in_the_kubelets_words() -> None:
+    run = taskrun("Unknown", "PullImageFailed", 'build step "step-build" is pending with '
+                  'reason "Back-off pulling image \\"r/x:1\\""')
+    pod = pending_pod(waiting={"reason": "ImagePullBackOff",
+                               "message": 'Back-off pulling image "r/x:1"'})
+    assert running_reason(run, pod) == (
+        "PullImageFailed", 'ImagePullBackOff (step-build): Back-off pulling image "r/x:1"')
+    assert waiting_words(pending_pod(waiting={"reason": "ErrImagePull"})) == (
+        "ErrImagePull (step-build)")
+
+
+@pytest.mark.parametrize("pod", [
+    None,
+    pending_pod(),
+    # Waiting for another reason than an image: Tekton's words say it.
+    pending_pod(waiting={"reason": "ContainerCreating", "message": "x"}),
+    {"status": {"conditions": [{"type": "PodScheduled", "status": "False",
+                                "reason": "SchedulingGated"}]}},
+])
+def test_a_pod_that_waits_for_nothing_of_the_two_keeps_tektons_words(
+        pod: dict[str, Any] | None) -> None:
+    assert waiting_words(pod) is None
+    run = taskrun("Unknown", "Pending", 'pod status "Initialized":"False"')
+    assert running_reason(run, pod) == ("Pending", 'pod status "Initialized":"False"')
+
+
+def test_a_running_run_keeps_tektons_words_whatever_its_pod_said() -> None:
+    run = taskrun("Unknown", "Running", "Not all Steps in the Task have finished executing")
+    assert running_reason(run, pending_pod(scheduled=UNSCHEDULABLE)) == (
+        "Running", "Not all Steps in the Task have finished executing")
+
+
+@pytest.mark.parametrize(("a", "b", "same"), [
+    ("Back-off 10s pulling image", "Back-off 20s pulling image", True),
+    ("back-off 1m20s restarting", "back-off 5m0s restarting", True),
+    ("at 2026-12-06T08:00:00Z", "at 2026-12-06T08:00:07.5+01:00", True),
+    (f"FailedScheduling: {UNSCHEDULABLE}", f"FailedScheduling: {UNSCHEDULABLE}", True),
+    # A change of meaning: another count of nodes, another reason, another image.
+    ("0/1 nodes are available: 1 Insufficient cpu.",
+     "0/2 nodes are available: 2 Insufficient cpu.", False),
+    ("ErrImagePull (step-build): x", "ImagePullBackOff (step-build): x", False),
+    ('Back-off pulling image "r/x:1"', 'Back-off pulling image "r/x:2"', False),
+])
+def test_same_meaning_masks_only_durations_and_timestamps(a: str, b: str, same: bool) -> None:
+    assert same_meaning(a, b) is same
+
+
+def test_the_pending_timeout_message_says_how_long_and_why() -> None:
+    assert pending_timeout_message("br", 90, "ExceededNodeResources", "FailedScheduling: x") == (
+        "BuildRun br did not start running within 1m30s; it waited: ExceededNodeResources: "
+        "FailedScheduling: x")
+    assert pending_timeout_message("br", 600, "Started", "") == (
+        "BuildRun br did not start running within 10m0s; it waited: Started")

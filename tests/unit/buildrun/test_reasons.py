@@ -48,6 +48,11 @@ def test_reason_constants_are_named_after_their_values() -> None:
         "Cancelled",
         "Other",
         "SerialRunWaiting",
+        "PodDisrupted",
+        "PodDeleted",
+        "InfrastructureRetry",
+        "InfrastructureRetriesInvalid",
+        "BuildRunPendingTimeout",
     }
     for name, value in constants.items():
         words = re.sub(r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])", "_", value)

@@ -56,6 +56,13 @@ CASES = [
      reasons.SERIAL_RUN_WAITING),
     (9, Observation(Phase.NEW, build_unregistered=True, serial_behind="a"), Action.NOTHING, ""),
     (12, Observation(Phase.NEW), Action.START, ""),
+    (13, Observation(Phase.RUNNING, outcome=FAILURE, infrastructure_failure="PodEvicted",
+                     deadline_passed=True), Action.RETRY, "PodEvicted"),
+    # Never for a canceled BuildRun, nor once the retry budget is spent: the run's outcome.
+    (14, Observation(Phase.RUNNING, outcome=FAILURE, infrastructure_failure="PodEvicted",
+                     canceled=True), Action.FINISH, reasons.FAILED),
+    (14, Observation(Phase.RUNNING, outcome=FAILURE, infrastructure_failure="PodEvicted",
+                     retries_exhausted=WEBHOOK), Action.FINISH, reasons.FAILED),
     (14, Observation(Phase.RUNNING, outcome=SUCCESS, canceled=True, deadline_passed=True),
      Action.FINISH, reasons.SUCCEEDED),
     (14, Observation(Phase.RUNNING, outcome=FAILURE, retries_exhausted=WEBHOOK), Action.FINISH,
@@ -82,6 +89,16 @@ CASES = [
      reasons.BUILD_RUN_TIMEOUT),
     (19, Observation(Phase.RUNNING, deadline_passed=True, cancel_unconfirmed=True,
                      run_running=True), Action.FINISH, reasons.BUILD_RUN_TIMEOUT),
+    # The pending deadline (ours, off by default): after the cancel and the timeout
+    # backstop, before the run's progress.
+    (20, Observation(Phase.RUNNING, pending_deadline_passed=True, run_running=True),
+     Action.FINISH, reasons.BUILD_RUN_PENDING_TIMEOUT),
+    (19, Observation(Phase.RUNNING, pending_deadline_passed=True, deadline_passed=True,
+                     run_running=True), Action.FINISH, reasons.BUILD_RUN_TIMEOUT),
+    (18, Observation(Phase.RUNNING, pending_deadline_passed=True, canceled=True,
+                     run_running=True), Action.CANCEL, ""),
+    (14, Observation(Phase.RUNNING, pending_deadline_passed=True, outcome=FAILURE),
+     Action.FINISH, reasons.FAILED),
     (21, Observation(Phase.RUNNING, run_running=True), Action.PROGRESS, ""),
 ]
 
@@ -111,6 +128,13 @@ def test_outcome_carries_its_status() -> None:
     assert decide(Observation(Phase.RUNNING, deadline_passed=True)).outcome is None
 
 
+def test_the_pending_deadline_finishes_with_its_message_as_our_verdict() -> None:
+    d = decide(Observation(Phase.RUNNING, pending_deadline_passed=True, run_running=True,
+                           pending_message="BuildRun br did not start running within 1m0s"))
+    assert (d.action, d.succeeded, d.outcome) == (Action.FINISH, "False", None)
+    assert d.message == "BuildRun br did not start running within 1m0s"
+
+
 def test_giving_up_names_the_last_error() -> None:
     for phase in (Phase.NEW, Phase.RUNNING):
         d = decide(Observation(phase, retries_exhausted=WEBHOOK))
@@ -127,7 +151,7 @@ def _observations(phase: Phase) -> list[Observation]:
     """Every combination of the observed facts, in one phase."""
     flags = ("canceled", "deadline_passed", "run_missing", "run_running", "ttl_passed",
              "build_unregistered", "generated_sa_left", "unrecorded_run",
-             "cancel_unconfirmed")
+             "cancel_unconfirmed", "pending_deadline_passed")
     return [
         replace(Observation(phase), **_flags(flags, values), outcome=outcome,
                 user_error=user_error, retries_exhausted=exhausted, pod_outcome=pod_outcome)

@@ -13,6 +13,7 @@ import pytest
 from controller.buildrun import setup as buildrun_setup
 from controller.buildrun.annotations import RUN_POLICY
 from controller.buildrun.caches import OWN_RUNS, slim_pod
+from controller.buildrun.outcomes import waiting_words
 from controller.buildrun.reconciler import BuildRunReconciler
 from controller.runtime.controller import LOW_PRIORITY, Controller
 from controller.runtime.informers import EventType, Informer, InformerFactory
@@ -173,9 +174,9 @@ async def test_a_builds_event_wakes_its_new_buildruns_and_reads_no_finished_one(
 
 
 async def test_a_pod_wakes_its_buildrun_only_on_its_way_out(wired: Wired) -> None:
-    """A pod's events wake nothing, but those of one on its way out (Tekton deletes the pod
-    of a run it cancels): its BuildRun awaits its end, and once it is gone its last state
-    is kept (row 14)."""
+    """A running pod's events wake nothing, but those of one on its way out (Tekton deletes
+    the pod of a run it cancels): its BuildRun awaits its end, and once it is gone its last
+    state is kept (row 14). (One that cannot start: the test below.)"""
     pods = wired.informers.get(PODS)
     pod: JSON = {"metadata": {"namespace": "ns", "name": "br-pod", "resourceVersion": "1",
                               "labels": {"buildrun.shipwright.io/name": "br"}},
@@ -204,6 +205,106 @@ async def test_a_pod_wakes_its_buildrun_only_on_its_way_out(wired: Wired) -> Non
                      "labels": {"buildrun.shipwright.io/name": "br"}},
         "status": {"phase": "Succeeded", "containerStatuses": [
             {"name": "step-push", "state": {"terminated": {"exitCode": 0, "message": "[]"}}}]}}
+
+
+async def test_a_pod_wakes_its_buildrun_when_why_it_waits_changes_its_meaning(
+        wired: Wired) -> None:
+    """The scheduler's and the kubelet's words reach the BuildRun's message (row 21): a
+    pod event wakes it when they change their meaning, not when only a back-off's duration
+    or a timestamp moves, and the pod cache keeps them (slim_pod)."""
+    pods = wired.informers.get(PODS)
+    rv = iter(range(1, 100))
+
+    async def send(status: JSON) -> list[tuple[str, int]]:
+        pod = {"metadata": {"namespace": "ns", "name": "br-pod", "resourceVersion":
+                            str(next(rv)), "labels": {"buildrun.shipwright.io/name": "br"}},
+               "status": {"phase": "Pending", **status}}
+        pods._on_event({"type": "MODIFIED" if "ns/br-pod" in pods.store else "ADDED",
+                        "object": pod})
+        queued = await wired.queued()
+        for key, _ in queued:
+            wired.controller.queue.done(key)
+        return queued
+
+    def unschedulable(at: str) -> JSON:
+        return {"conditions": [{"type": "PodScheduled", "status": "False",
+                                "reason": "Unschedulable", "lastTransitionTime": at,
+                                "message": "0/1 nodes are available: 1 Insufficient cpu."}]}
+
+    def backoff(seconds: int) -> JSON:
+        return {"conditions": [{"type": "PodScheduled", "status": "True"}],
+                "containerStatuses": [{"name": "step-build", "state": {"waiting": {
+                    "reason": "ImagePullBackOff",
+                    "message": f'Back-off {seconds}s pulling image "r/x:1"'}}}]}
+
+    assert await send(unschedulable("2026-12-06T08:00:00Z")) == [("ns/br", 0)]
+    assert await send(unschedulable("2026-12-06T08:00:09Z")) == []
+    assert await send(backoff(10)) == [("ns/br", 0)]
+    assert await send(backoff(20)) == []
+    assert pods.store.get("ns/br-pod")["status"]["containerStatuses"] == [  # type: ignore[index]
+        {"name": "step-build", "state": {"waiting": {
+            "reason": "ImagePullBackOff", "message": 'Back-off 20s pulling image "r/x:1"'}}}]
+    # Pulled: nothing to say any more, the BuildRun says Tekton's words again.
+    assert await send({"conditions": [{"type": "PodScheduled", "status": "True"}]}) == [
+        ("ns/br", 0)]
+    assert await send({"conditions": [{"type": "PodScheduled", "status": "True"}]}) == []
+
+
+def test_buildrun_waiting_counts_the_buildruns_waiting_now_by_reason(wired: Wired) -> None:
+    """The gauge is read off the BuildRun cache's index at scrape time: a BuildRun counts
+    under the reason its condition shows while its run has not reported Running, and no
+    more once it runs, is being cancelled or has finished."""
+    def started(name: str, reason: str, status: str = "Unknown") -> JSON:
+        return buildrun(name, taskRunName=f"{name}-tr", conditions=[
+            {"type": "Succeeded", "status": status, "reason": reason, "message": "m"}])
+
+    def waiting() -> dict[str, float]:
+        return {reason: metric("buildrun_waiting", reason=reason) for reason in (
+            "ExceededNodeResources", "PullImageFailed", "Pending", "Running",
+            "BuildRunCanceled", "Other")}
+
+    for br in (started("a", "ExceededNodeResources"), started("b", "ExceededNodeResources"),
+               started("c", "PullImageFailed"), started("d", "Running"),
+               started("e", "BuildRunCanceled"), started("f", "made up by hand"),
+               buildrun("new"), finished("done")):
+        wired.emit(BUILDRUNS, "ADDED", br)
+    assert waiting() == {"ExceededNodeResources": 2, "PullImageFailed": 1, "Pending": 0,
+                         "Running": 0, "BuildRunCanceled": 0, "Other": 1}
+    wired.emit(BUILDRUNS, "MODIFIED", started("a", "Running"), started("a", "x"))
+    wired.emit(BUILDRUNS, "DELETED", started("c", "PullImageFailed"))
+    assert waiting()["ExceededNodeResources"] == 1
+    assert waiting()["PullImageFailed"] == 0
+
+
+@pytest.mark.parametrize("deleting", [False, True], ids=["live", "on-its-way-out"])
+@pytest.mark.parametrize("status", [
+    {"phase": "Pending", "conditions": [
+        {"type": "PodScheduled", "status": "False", "reason": "Unschedulable",
+         "message": "0/1 nodes are available: 1 Insufficient cpu.",
+         "lastTransitionTime": "2026-12-06T08:00:00Z"}]},
+    {"phase": "Pending", "conditions": [{"type": "PodScheduled", "status": "True"}],
+     "containerStatuses": [
+         {"name": "step-source-default", "state": {"running": {"startedAt": "x"}}},
+         {"name": "step-build", "state": {"waiting": {
+             "reason": "ImagePullBackOff", "message": 'Back-off pulling image "r/x:1"'}},
+          "image": "r/x:1", "imageID": "", "ready": False, "restartCount": 0}]},
+    {"phase": "Running", "conditions": [{"type": "PodScheduled", "status": "True"}],
+     "containerStatuses": [{"name": "step-build", "state": {"running": {}}}]},
+], ids=["unschedulable", "image", "running"])
+def test_the_pod_cache_keeps_why_a_pod_waits_and_no_more(status: JSON, deleting: bool) -> None:
+    """slim_pod keeps what waiting_words reads (Tekton deletes the pod of a run it fails:
+    the words stay until it is gone), and nothing of a pod that waits for neither."""
+    pod: JSON = {"metadata": {"namespace": "ns", "name": "p", "resourceVersion": "1",
+                              "labels": {"buildrun.shipwright.io/name": "br", "x": "y"}},
+                 "spec": {"containers": [{"name": "step-build", "image": "r/x:1"}]},
+                 "status": status}
+    if deleting:
+        pod["metadata"]["deletionTimestamp"] = DONE_AT
+    slim = slim_pod(copy.deepcopy(pod))
+    assert waiting_words(slim) == waiting_words(pod)
+    assert slim["metadata"]["labels"] == {"buildrun.shipwright.io/name": "br"}
+    if waiting_words(pod) is None and not deleting:
+        assert "status" not in slim, slim
 
 
 def serial_build(policy: str | None) -> JSON:

@@ -26,6 +26,7 @@ from controller.builds.validation import (
     strategy_ref,
     validate,
 )
+from controller.shipwright.forbidden_env import SHIPWRIGHT_MAIN_DEFAULT, ForbiddenEnvNames
 from controller.shipwright.params import (
     EMPTY_ARRAY_ITEM_PARAMETER_VALUES,
     INCOMPLETE_CONFIG_MAP_VALUE_PARAMETER_VALUES,
@@ -57,6 +58,9 @@ STRATEGY: JSON = {
     },
 }
 FOUND = Lookups(strategy=STRATEGY)
+# FORBIDDEN_ENV_VAR_NAMES set to Shipwright main's default list.
+MAIN_BLOCKLIST = Lookups(strategy=STRATEGY,
+                         forbidden_env=ForbiddenEnvNames.of(SHIPWRIGHT_MAIN_DEFAULT))
 
 
 def build(**spec: Any) -> JSON:
@@ -126,6 +130,27 @@ CASES: list[tuple[str, JSON, Lookups, str, str]] = [
     ("the last env failure wins",
      {"env": [{"name": "A", "value": "x", "valueFrom": {}}, {"name": ""}]}, FOUND,
      reasons.SPEC_ENV_NAME_CAN_NOT_BE_BLANK, "name for environment variable must not be blank"),
+    # Shipwright main's blocklist (#2275), only with FORBIDDEN_ENV_VAR_NAMES set: its
+    # envvars_test.go cases, with main's default list.
+    ("env name forbidden", {"env": [{"name": "LD_PRELOAD", "value": "/tmp/malicious.so"}]},
+     MAIN_BLOCKLIST, reasons.SPEC_ENV_NAME_FORBIDDEN,
+     'environment variable "LD_PRELOAD" is forbidden for security reasons'),
+    ("env name forbidden by a prefix", {"env": [{"name": "LD_CUSTOM_VAR", "value": "v"}]},
+     MAIN_BLOCKLIST, reasons.SPEC_ENV_NAME_FORBIDDEN,
+     'environment variable "LD_CUSTOM_VAR" is forbidden for security reasons'),
+    ("env name forbidden, BASH_FUNC_ prefix",
+     {"env": [{"name": "BASH_FUNC_exploit%%", "value": "() { malicious; }"}]},
+     MAIN_BLOCKLIST, reasons.SPEC_ENV_NAME_FORBIDDEN,
+     'environment variable "BASH_FUNC_exploit%%" is forbidden for security reasons'),
+    # main checks the name before value and valueFrom, and the last failure wins.
+    ("env value and valueFrom after a forbidden name",
+     {"env": [{"name": "BASH_ENV", "value": "x", "valueFrom": {}}]}, MAIN_BLOCKLIST,
+     reasons.SPEC_ENV_ONLY_ONE_OF_VALUE_OR_VALUE_FROM_MUST_BE_SPECIFIED,
+     "only one of value or valueFrom must be specified"),
+    ("a forbidden name after a blank one",
+     {"env": [{"name": "", "value": "x"}, {"name": "NODE_OPTIONS", "value": "--require x"}]},
+     MAIN_BLOCKLIST, reasons.SPEC_ENV_NAME_FORBIDDEN,
+     'environment variable "NODE_OPTIONS" is forbidden for security reasons'),
     ("restricted parameter", {"paramValues": [{"name": "shp-x", "value": "1"},
                                               {"name": "required", "value": "1"}]}, FOUND,
      RESTRICTED_PARAMETERS_IN_USE, ""),
@@ -337,6 +362,18 @@ def test_valid_optional_fields_register() -> None:
         ]},
     }
     assert validate(build(**spec), FOUND) == REGISTERED
+
+
+def test_no_env_name_is_forbidden_unless_the_setting_is_set() -> None:
+    """v0.20.13 has no blocklist: without FORBIDDEN_ENV_VAR_NAMES each name main's
+    default list forbids registers, and with it set it is refused."""
+    env = [{"name": name.replace("*", "X"), "value": "v"} for name in SHIPWRIGHT_MAIN_DEFAULT]
+    assert validate(build(env=env), FOUND) == REGISTERED
+    for var in env:
+        assert validate(build(env=[var]), MAIN_BLOCKLIST).reason == (
+            reasons.SPEC_ENV_NAME_FORBIDDEN), var
+    allowed = [{"name": n, "value": "v"} for n in ("MY_VAR", "HTTP_PROXY", "HOME", "PATH")]
+    assert validate(build(env=allowed), MAIN_BLOCKLIST) == REGISTERED
 
 
 def test_the_first_failing_check_decides() -> None:

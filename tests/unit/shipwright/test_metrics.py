@@ -15,6 +15,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from controller.buildrun import metrics as buildrun_metrics
 from controller.shipwright import metrics
+from controller.shipwright.indexes import ACTIVE, active
 
 BUILDRUN: dict[str, Any] = {
     "metadata": {"name": "br", "namespace": "ns", "creationTimestamp": "2026-01-01T00:00:00Z"},
@@ -144,3 +145,94 @@ def test_a_bad_bucket_setting_stops_the_process_with_its_name() -> None:
                           env=env, capture_output=True, text=True)
     assert proc.returncode != 0
     assert "PROMETHEUS_BR_EST_DUR_BUCKETS='1,x': expected comma-separated numbers" in proc.stderr
+
+
+# --- Shipwright #2187's outcome series, beside v0.20.13's names
+
+
+@pytest.mark.parametrize(("succeeded", "reason", "result"), [
+    (True, "Succeeded", "succeeded"),
+    (False, "BuildRunCanceled", "cancelled"),
+    (False, "BuildRunTimeout", "timeout"),
+    (False, "Failed", "failed"),
+    (False, "BuildNotFound", "failed"),
+    (False, "TaskRunTimeout", "failed"),  # #2187 names Shipwright's reason only
+])
+def test_result_is_2187s_classification(succeeded: bool, reason: str, result: str) -> None:
+    assert buildrun_metrics.result_of(succeeded, reason) == result
+
+
+def test_results_and_failure_reasons_unlabelled_by_default() -> None:
+    """Without PROMETHEUS_ENABLED_LABELS the result counter counts every outcome (as
+    #2187's does: `result` is one of its optional labels) and the failure counter has
+    only its `reason`."""
+    total = sample("build_buildrun_result_total")
+    failed = sample("build_buildrun_failure_reason_total", {"reason": "BuildNotFound"})
+    succeeded = sample("build_buildrun_failure_reason_total", {"reason": "Succeeded"})
+    buildrun_metrics.buildrun_concluded(BUILDRUN, True, "Succeeded")
+    buildrun_metrics.buildrun_concluded(BUILDRUN, False, "BuildNotFound")
+    assert sample("build_buildrun_result_total") == total + 2
+    assert sample("build_buildrun_failure_reason_total", {"reason": "BuildNotFound"}) == \
+        failed + 1
+    # A success is no failure.
+    assert sample("build_buildrun_failure_reason_total", {"reason": "Succeeded"}) == succeeded
+
+
+def test_2187s_labels_are_switched_on_by_the_same_variable() -> None:
+    """A fresh process with #2187's labels named: they label its series only, v0.20.13's
+    keep theirs; `result` splits the result counter."""
+    script = textwrap.dedent("""
+        from prometheus_client import generate_latest
+        from controller.buildrun import metrics as buildrun_metrics
+        br = {"metadata": {"name": "br", "namespace": "ns"}, "spec": {"build": {"name": "b"}},
+              "status": {"buildSpec": {"strategy": {"name": "buildah",
+                                                    "kind": "ClusterBuildStrategy"},
+                                       "source": {"type": "Git"}},
+                         "executor": {"kind": "TaskRun", "name": "br-x"}}}
+        early = {"metadata": {"name": "early", "namespace": "ns"},
+                 "spec": {"build": {"name": "gone"}}}
+        buildrun_metrics.buildrun_concluded(br, False, "BuildRunTimeout")
+        buildrun_metrics.buildrun_concluded(early, False, "BuildNotFound")
+        buildrun_metrics.buildrun_finished(br, "BuildRunTimeout", 45.0)
+        print(generate_latest().decode())
+    """)
+    env = {**os.environ, "PROMETHEUS_ENABLED_LABELS":
+           "namespace,result,executor,strategy_kind,source_type"}
+    out = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True,
+                         text=True, check=True).stdout
+    families = {f.name: f for f in text_string_to_metric_families(out)}
+    results = {s.labels["result"]: (s.labels, s.value)
+               for s in families["build_buildrun_result"].samples
+               if s.name == "build_buildrun_result_total"}
+    assert results == {
+        "timeout": ({"namespace": "ns", "strategy_kind": "ClusterBuildStrategy",
+                     "executor": "TaskRun", "source_type": "Git", "result": "timeout"}, 1.0),
+        # Failed before it ran: no snapshot, no run (#2187 records "" for both).
+        "failed": ({"namespace": "ns", "strategy_kind": "", "executor": "",
+                    "source_type": "", "result": "failed"}, 1.0),
+    }
+    reasons = {s.labels["reason"]: s.labels for s in
+               families["build_buildrun_failure_reason"].samples
+               if s.name == "build_buildrun_failure_reason_total"}
+    assert set(reasons) == {"BuildRunTimeout", "BuildNotFound"}
+    assert "result" not in reasons["BuildRunTimeout"]
+    completion = [s for s in families["build_buildrun_completion_duration_seconds"].samples
+                  if s.name.endswith("_count")]
+    assert [s.labels for s in completion] == [{"namespace": "ns"}]  # v0.20.13's labels
+    active = families["build_buildruns_active"]
+    assert active.type == "gauge"
+    assert active.samples == []  # labelled, and no BuildRun controller runs here
+
+
+def test_the_active_index_holds_the_running_buildruns_only() -> None:
+    """What build_buildruns_active counts: a run recorded, no completionTime."""
+    meta = {"name": "br", "namespace": "ns"}
+    assert active({"metadata": meta}) == []
+    running = {"metadata": meta, "status": {"executor": {"kind": "PipelineRun", "name": "x"}}}
+    assert active(running) == [ACTIVE]
+    assert active({"metadata": meta, "status": {"taskRunName": "x"}}) == [ACTIVE]
+    done = {"metadata": meta, "status": {"taskRunName": "x",
+                                         "completionTime": "2026-01-01T00:00:00Z"}}
+    assert active(done) == []
+    # A user error finishes a BuildRun that never ran: never counted.
+    assert active({"metadata": meta, "status": {"completionTime": "2026-01-01T00:00:00Z"}}) == []
