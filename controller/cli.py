@@ -22,7 +22,13 @@ from controller.buildrun.retries import MAX_RETRIES
 from controller.commands import history, migrate, runner
 from controller.runtime import logs
 from controller.runtime.kube import ConfigError
-from controller.settings import LeaderElectionSettings, QueueSettings, RetryBudget, Settings
+from controller.settings import (
+    LeaderElectionSettings,
+    LogSnippetSettings,
+    QueueSettings,
+    RetryBudget,
+    Settings,
+)
 
 log = logging.getLogger("controller")
 
@@ -124,6 +130,18 @@ def parser() -> argparse.ArgumentParser:
     le.add_argument("--retry-period", type=float, default=lease.retry_period,
                     metavar="SECONDS")
 
+    snippet = p.add_argument_group(
+        "failure log snippet (off by default: a log may hold what readers of Events should "
+        "not see)")
+    snippet.add_argument("--failure-log-snippet", action="store_true",
+                         help="put a failed step's last log lines in the BuildRun's Warning "
+                         "Event (needs get on pods/log: manifests/rbac/pod_logs.yaml)")
+    snippet.add_argument("--failure-log-lines", type=int, default=LogSnippetSettings.lines,
+                         metavar="N", help="at most this many lines")
+    snippet.add_argument("--failure-log-bytes", type=int,
+                         default=LogSnippetSettings.max_bytes, metavar="BYTES",
+                         help="at most this many bytes of them, from the end")
+
     out = p.add_argument_group("logging")
     out.add_argument("--log-level", default="info",
                      choices=["debug", "info", "warning", "error"])
@@ -180,6 +198,8 @@ def settings_from(args: argparse.Namespace) -> Settings:
         infrastructure_retries=args.infrastructure_retries,
         infrastructure_retry_delay=args.infrastructure_retry_delay,
         fail_on_owner_conflict=args.fail_on_owner_conflict,
+        log_snippet=LogSnippetSettings(args.failure_log_lines, args.failure_log_bytes)
+        if args.failure_log_snippet else None,
     )
 
 

@@ -10,9 +10,29 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from controller.runtime.kube import ConfigError
+from controller.runtime.podlogs import READ_LIMIT
 from controller.runtime.settings import LeaderElectionSettings, QueueSettings, RetryBudget
 
-__all__ = ["LeaderElectionSettings", "QueueSettings", "RetryBudget", "Settings"]
+__all__ = ["LeaderElectionSettings", "LogSnippetSettings", "QueueSettings", "RetryBudget",
+           "Settings"]
+
+
+@dataclass(frozen=True)
+class LogSnippetSettings:
+    """--failure-log-snippet: a failed step's last lines in its BuildRun's Warning Event
+    (controller/buildrun/snippets.py), at most `lines` lines and `max_bytes` bytes of them.
+    Refused at construction unless both are positive and `max_bytes` is within what one
+    read asks for (podlogs.READ_LIMIT)."""
+
+    lines: int = 20
+    max_bytes: int = 2048
+
+    def __post_init__(self) -> None:
+        if self.lines < 1 or not 1 <= self.max_bytes <= READ_LIMIT:
+            raise ConfigError(
+                "--failure-log-lines must be at least 1 and --failure-log-bytes from 1 to "
+                f"{READ_LIMIT} (got {self.lines} and {self.max_bytes})")
 
 
 @dataclass(frozen=True)
@@ -48,3 +68,5 @@ class Settings:
     # Shipwright main's SetOwnerReferenceFailed (#2252): a BuildRun another object
     # controls fails when its Build has retention.atBuildDeletion; v0.20.13 runs it.
     fail_on_owner_conflict: bool = False
+    # None: off (the default). A log may hold what the Event's readers should not see.
+    log_snippet: LogSnippetSettings | None = None

@@ -78,9 +78,15 @@ def test_state_diagram_puts_each_row_on_its_phase() -> None:
 
 
 def test_permissions_table_matches_the_cluster_role() -> None:
-    role = yaml.safe_load((REPO / "manifests/rbac/cluster_role.yaml").read_text())
-    granted = {(g, r): set(rule["verbs"]) for rule in role["rules"]
+    """The table lists the ClusterRole's grants and those of the opt-in pod_logs.yaml
+    (--failure-log-snippet), whose row says so."""
+    roles = [yaml.safe_load((REPO / "manifests/rbac/cluster_role.yaml").read_text()),
+             next(yaml.safe_load_all((REPO / "manifests/rbac/pod_logs.yaml").read_text()))]
+    granted = {(g, r): set(rule["verbs"]) for role in roles for rule in role["rules"]
                for g in rule["apiGroups"] for r in rule["resources"]}
+    rows = table_rows(section(README, "The permissions it needs"))
+    assert next(why for _, resource, _, why in rows if resource == "`pods/log`").startswith(
+        "only with `--failure-log-snippet`")
     documented = {}
     for group, resource, verbs, _ in table_rows(section(README, "The permissions it needs")):
         group = "" if group == "core" else group.strip("`")

@@ -28,6 +28,7 @@ from controller.buildrun.plan import Plan
 from controller.buildrun.resources.phases import run_name
 from controller.buildrun.retries import OFF, Attempt, Policy, attempts_of, retry_run, with_attempt
 from controller.buildrun.retries import delay as retry_delay
+from controller.buildrun.snippets import FailureLogs, failed_step
 from controller.buildrun.states import Action, Decision, decide
 from controller.buildrun.status_writes import (
     cancel_asked,
@@ -70,7 +71,8 @@ log = logging.getLogger(__name__)
 
 class Actions:
     def __init__(self, kube: Kube, recorder: EventRecorder, clock: Clock,
-                 timeout_grace: float, retries: Policy = OFF) -> None:
+                 timeout_grace: float, retries: Policy = OFF,
+                 failure_logs: FailureLogs | None = None) -> None:
         self.kube = kube
         self.recorder = recorder
         self.clock = clock
@@ -78,6 +80,8 @@ class Actions:
         self.timeout_grace = timeout_grace
         # Infrastructure retries: the delay before the first (row 13).
         self.retries = retries
+        # --failure-log-snippet: a failed step's last lines in the failure's Event.
+        self.failure_logs = failure_logs
 
     async def act(self, seen: Seen, decision: Decision) -> Result:
         """Carries out the decided row's action; the one place each Action is handled."""
@@ -450,10 +454,16 @@ class Actions:
         if created_at is not None:
             metrics.buildrun_finished(written, label,
                                       max((ended - created_at).total_seconds(), 0.0))
-        self.recorder.record(
-            buildrun, "Normal" if decision.succeeded == "True" else "Warning",
-            decision.reason, decision.message or decision.reason,
-        )
+        event_type = "Normal" if decision.succeeded == "True" else "Warning"
+        message = decision.message or decision.reason
+        step = failed_step(decision) if self.failure_logs is not None else None
+        if self.failure_logs is not None and step is not None:
+            # Read once: only after the one write that finished it (a retry finds it done).
+            self.recorder.record_deferred(buildrun, event_type, decision.reason,
+                                          self.failure_logs.message(meta["namespace"], *step,
+                                                                    message))
+        else:
+            self.recorder.record(buildrun, event_type, decision.reason, message)
         if seen.retry_error:
             # An infrastructure failure that an annotation that cannot be read kept from a
             # retry: said where `kubectl describe` shows it.

@@ -59,6 +59,14 @@ INFRASTRUCTURE_RETRIES = Counter(
     "Runs that failed for the infrastructure and were run again as a new TaskRun, by reason",
     ["reason"],
 )
+# --failure-log-snippet: a failed step's log read for its Event (read), not read (the pod
+# gone, RBAC, no answer: unreadable) or not tried (too many reads waiting: skipped).
+LOG_SNIPPETS = Counter(
+    "buildrun_failure_log_snippets_total",
+    "Failed steps' logs read for their BuildRun's Warning Event (--failure-log-snippet), "
+    "by result",
+    ["result"],
+)
 
 
 class _Waiting(Collector):

@@ -30,6 +30,7 @@ from controller.buildrun.observe import Observer
 from controller.buildrun.plan import Planner
 from controller.buildrun.resources.config import SHIPWRIGHT_DEFAULTS, ShipwrightConfig
 from controller.buildrun.retries import OFF, Policy
+from controller.buildrun.snippets import FailureLogs
 from controller.buildrun.spec import build_name
 from controller.buildrun.states import Action, Phase, decide
 from controller.runtime.controller import DONE, Result
@@ -56,6 +57,7 @@ class BuildRunReconciler:
         pending_timeout: float | None = Settings.pending_timeout,
         retries: Policy = OFF,
         fail_on_owner_conflict: bool = Settings.fail_on_owner_conflict,
+        failure_logs: FailureLogs | None = None,
     ) -> None:
         """`executor` is what a new BuildRun runs as (setup.py resolves BUILDRUN_EXECUTOR
         to it once); `config` the generators' settings, which setup.py reads from the
@@ -65,13 +67,14 @@ class BuildRunReconciler:
         budget is spent is tried again (give_up: the queue's longest backoff);
         `pending_timeout` how long a run may wait to run (row 20) where no annotation
         says (--pending-timeout); `fail_on_owner_conflict` --fail-on-owner-conflict (Planner);
-        `retries` the infrastructure retries' flags (row 13)."""
+        `retries` the infrastructure retries' flags (row 13); `failure_logs` puts a
+        failed step's last lines in its Event (--failure-log-snippet; None: off)."""
         self.kube = kube
         self.caches = caches
         self.planner = Planner(kube, caches, config, fail_on_owner_conflict)
         self.observer = Observer(kube, caches, self.planner, clock, executor, timeout_grace,
                                  pending_timeout, retries)
-        self.actions = Actions(kube, recorder, clock, timeout_grace, retries)
+        self.actions = Actions(kube, recorder, clock, timeout_grace, retries, failure_logs)
         self.clock = clock
         self.look_again = look_again
         # Per serial Build (namespace/name): the lock of its turn to start a run; only

@@ -28,6 +28,7 @@ from controller.buildrun.reconciler import BuildRunReconciler
 from controller.buildrun.resources.config import ShipwrightConfig
 from controller.buildrun.retries import Policy
 from controller.buildrun.serial import RunPolicy, order_key, run_policy
+from controller.buildrun.snippets import FailureLogs
 from controller.buildrun.states import Phase
 from controller.runtime.controller import Controller, controller_queue, event_priority
 from controller.runtime.errors import ERROR_CLASSES, RetryableError, UserError
@@ -221,6 +222,8 @@ def setup(kube: Kube, settings: Settings, recorder: EventRecorder,
         retries=Policy(settings.infrastructure_retries, settings.infrastructure_retry_delay),
         pending_timeout=settings.pending_timeout,
         fail_on_owner_conflict=settings.fail_on_owner_conflict,
+        failure_logs=(FailureLogs(kube, settings.log_snippet)
+                      if settings.log_snippet is not None else None),
     )
     controller = Controller(
         NAME, reconciler, queue,

@@ -23,7 +23,7 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import NamedTuple
 
 from prometheus_client import Counter
@@ -41,6 +41,12 @@ DROPPED = Counter(
 )
 for _cause in (BACKLOG_FULL, REFUSED):
     DROPPED.labels(_cause)  # a zero sample from the start, so rate() and alerts see it
+
+# The longest message an Event holds: the API server's limit for Events of
+# events.k8s.io/v1 and for core/v1 Events with an eventTime (NoteLengthLimit, in bytes;
+# core/v1 Events like ours, without one, are not checked, but their readers are written
+# for that limit). Longer messages are cut to it.
+MESSAGE_MAX = 1024
 
 # While held (`hold_while`), how often a sender looks again, and the longest an Event
 # waits for the backlog to go: a burst of 5,000 finishes is worked off in 20-40 s here.
@@ -84,6 +90,7 @@ class EventRecorder:
         self._busy: Callable[[], bool] = lambda: False
         self._max_hold = MAX_HOLD
         self._flushing = False
+        self._deferred: set[asyncio.Task[None]] = set()
 
     def hold_while(self, busy: Callable[[], bool], max_hold: float = MAX_HOLD) -> None:
         """Recorded Events wait to be posted while `busy()` (the process's controllers
@@ -95,7 +102,8 @@ class EventRecorder:
         meta = obj["metadata"]
         now = timestamps.format_time(timestamps.now())
         pending = _Pending(obj.get("apiVersion"), obj.get("kind"), meta["namespace"],
-                           meta["name"], meta.get("uid"), event_type, reason, message[:1024], now,
+                           meta["name"], meta.get("uid"), event_type, reason,
+                           message[:MESSAGE_MAX], now,
                            self._clock())
         try:
             self._backlogs[hash(meta.get("uid") or meta["name"]) % len(self._backlogs)
@@ -103,17 +111,46 @@ class EventRecorder:
         except asyncio.QueueFull:
             DROPPED.labels(BACKLOG_FULL).inc()
 
+    def record_deferred(self, obj: JSON, event_type: str, reason: str,
+                        message: Awaitable[str]) -> None:
+        """`record`, once `message` is worked out (a read that may take a while: the
+        caller bounds it and must not let it raise). The caller goes on at once; the
+        Event is recorded when the message is there, so Events the object gets after this
+        one may be posted before it."""
+        async def deferred() -> None:
+            try:
+                text = await message
+            except Exception as exc:  # the caller's bug: the Event is lost, not the process
+                DROPPED.labels(REFUSED).inc()
+                log.warning("could not work out an event's message",
+                            extra={"reason": reason, "error": repr(exc)})
+                return
+            self.record(obj, event_type, reason, text)
+
+        task = asyncio.create_task(deferred(), name=f"event-{reason}")
+        self._deferred.add(task)
+        task.add_done_callback(self._deferred.discard)
+
     async def run(self) -> None:
-        """Posts recorded Events until cancelled."""
-        await asyncio.gather(*(self._send(backlog) for backlog in self._backlogs))
+        """Posts recorded Events until cancelled; deferred ones not yet recorded are
+        then given up."""
+        try:
+            await asyncio.gather(*(self._send(backlog) for backlog in self._backlogs))
+        finally:
+            for task in list(self._deferred):
+                task.cancel()
 
     async def flush(self, timeout: float) -> None:
-        """Waits up to `timeout` for the backlog to be posted (a clean stop): held no
-        longer."""
+        """Waits up to `timeout` for the deferred Events to be recorded and the backlog
+        to be posted (a clean stop): held no longer."""
         self._flushing = True
+        deadline = time.monotonic() + timeout
+        if self._deferred:
+            await asyncio.wait(list(self._deferred), timeout=timeout)
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(
-                asyncio.gather(*(backlog.join() for backlog in self._backlogs)), timeout)
+                asyncio.gather(*(backlog.join() for backlog in self._backlogs)),
+                max(deadline - time.monotonic(), 0.0))
 
     async def _send(self, backlog: asyncio.Queue[_Pending]) -> None:
         while True:

@@ -208,18 +208,33 @@ class Kube:
     ) -> JSON:
         if method in _WRITES and self.field_manager and not (query and "fieldManager" in query):
             query = {**(query or {}), "fieldManager": self.field_manager}
-        url = self._host + path + ("?" + urlencode(query) if query else "")
         data = None if body is None else orjson.dumps(body)
-        headers = await self._headers(content_type if data is not None else None, accept)
+        raw = await self._exchange(method, path, query, data,
+                                   content_type if data is not None else None, accept,
+                                   self._timeout)
+        result: JSON = orjson.loads(raw) if raw else {}
+        return result
+
+    async def read(self, path: str, *, query: Mapping[str, str | int] | None = None,
+                   timeout: float) -> bytes:
+        """A GET whose answer is not JSON (a pod's log: text/plain), as the bytes sent,
+        given up after `timeout` seconds (an aiohttp TimeoutError)."""
+        return await self._exchange("GET", path, query, None, None, "*/*",
+                                    aiohttp.ClientTimeout(total=timeout))
+
+    async def _exchange(self, method: str, path: str, query: Mapping[str, str | int] | None,
+                        data: bytes | None, content_type: str | None, accept: str,
+                        timeout: aiohttp.ClientTimeout) -> bytes:
+        url = self._host + path + ("?" + urlencode(query) if query else "")
+        headers = await self._headers(content_type, accept)
         async with self._session.request(
-            method, url, data=data, headers=headers, timeout=self._timeout,
+            method, url, data=data, headers=headers, timeout=timeout,
             proxy=self._proxy, proxy_auth=self._proxy_auth, auth=self._netrc_auth,
         ) as resp:
             raw = await resp.read()
             if resp.status >= 400:
                 raise ApiError.from_body(resp.status, raw)
-            result: JSON = orjson.loads(raw) if raw else {}
-            return result
+            return raw
 
     async def get(self, resource: Resource, namespace: str | None, name: str) -> JSON:
         return await self.request("GET", resource.path(namespace, name))

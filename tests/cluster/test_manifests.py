@@ -119,13 +119,21 @@ async def apply(cluster: LocalCluster, obj: Obj, *, dry_run: bool = False) -> An
 # -- static checks -------------------------------------------------------------------
 
 
+# Manifests a feature that is off by default needs, each a commented-out line of
+# kustomization.yaml's resources for whoever turns the feature on.
+OPT_IN = {"rbac/pod_logs.yaml": "--failure-log-snippet"}
+
+
 def test_kustomization_lists_every_manifest() -> None:
     listed = set(kustomization()["resources"])
     on_disk = {
         str(p.relative_to(MANIFESTS)) for p in MANIFESTS.rglob("*.yaml")
         if p.name != "kustomization.yaml" and p.relative_to(MANIFESTS).parts[0] != "testing"
     }
-    assert listed == on_disk
+    assert listed | OPT_IN.keys() == on_disk and not listed & OPT_IN.keys()
+    text = (MANIFESTS / "kustomization.yaml").read_text()
+    for path, flag in OPT_IN.items():
+        assert f"  # - {path}\n" in text and flag in text, path
     files = [f for g in kustomization()["configMapGenerator"] for f in g["files"]]
     assert files == ["grafana/dashboard.json"]
     for obj in objects():
@@ -223,6 +231,39 @@ def test_rbac_is_least_privilege() -> None:
         assert binding["roleRef"] == {"apiGroup": "rbac.authorization.k8s.io",
                                       "kind": target["kind"],
                                       "name": target["metadata"]["name"]}
+
+
+def test_pod_logs_rbac_grants_get_on_pods_log_and_nothing_else() -> None:
+    """The opt-in grant of --failure-log-snippet, to the controller's ServiceAccount."""
+    role, binding = load(MANIFESTS / "rbac/pod_logs.yaml")
+    assert role["kind"] == "ClusterRole"
+    assert role["rules"] == [{"apiGroups": [""], "resources": ["pods/log"], "verbs": ["get"]}]
+    assert binding["kind"] == "ClusterRoleBinding"
+    assert binding["subjects"] == one("ClusterRoleBinding")["subjects"]
+    assert binding["roleRef"] == {"apiGroup": "rbac.authorization.k8s.io",
+                                  "kind": "ClusterRole", "name": role["metadata"]["name"]}
+    assert not any(_grants(role).keys() & _grants(one("ClusterRole")).keys())
+
+
+async def test_pod_logs_rbac_is_what_lets_the_controller_read_a_log(
+        cluster: LocalCluster) -> None:
+    """By SubjectAccessReview: without the opt-in file the ServiceAccount cannot read a
+    pod's log; with it, it can, and nothing else changes (the file is removed after)."""
+    extra = load(MANIFESTS / "rbac/pod_logs.yaml")
+    assert not await _access(cluster, "get", "", "pods/log", "apps")
+    try:
+        for obj in extra:
+            await apply(cluster, obj)
+
+        async def granted() -> bool:
+            return await _access(cluster, "get", "", "pods/log", "apps")
+
+        await wait_for(granted, 10, what="the pods/log grant")  # the RBAC cache
+        assert not await _access(cluster, "list", "", "pods/log", "apps")
+        assert not await _access(cluster, "create", "", "pods/exec", "apps")
+    finally:
+        for obj in reversed(extra):
+            await cluster.request("DELETE", resource_path(obj))
 
 
 def test_deployment_runs_two_hardened_replicas_with_leader_election() -> None:
@@ -549,7 +590,7 @@ DENIED = [
     ("create", "", "secrets"), ("update", "", "secrets"), ("patch", "", "secrets"),
     ("delete", "", "secrets"),
     ("get", "", "configmaps"), ("create", "", "pods"),
-    ("delete", "", "pods"), ("update", "", "serviceaccounts"),
+    ("delete", "", "pods"), ("update", "", "serviceaccounts"), ("get", "", "pods/log"),
     ("create", "", "serviceaccounts/token"),
     ("list", "", "events"), ("patch", "", "events"), ("delete", "", "events"), ("get", "", "nodes"),
     ("create", "shipwright.io", "buildruns"), ("update", "shipwright.io", "buildruns"),

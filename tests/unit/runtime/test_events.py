@@ -70,3 +70,70 @@ def test_events_wait_while_reconciles_wait_at_most_max_hold() -> None:
         await asyncio.gather(sender, return_exceptions=True)
 
     run(main())
+
+
+def test_a_deferred_event_is_recorded_once_its_message_is_there_and_flush_waits_for_it(
+) -> None:
+    """record_deferred: the caller goes on at once; the Event is posted with the message
+    the awaitable gave, and a clean stop's flush waits for it."""
+    async def main() -> None:
+        kube = Posting()
+        recorder = EventRecorder(kube, "c", "i", senders=1)  # type: ignore[arg-type]
+        sender = asyncio.create_task(recorder.run())
+        given = asyncio.Event()
+
+        async def message() -> str:
+            await given.wait()
+            return "with the lines"
+
+        recorder.record_deferred(BUILDRUN, "Warning", "Failed", message())
+        await asyncio.sleep(1.0)
+        assert kube.posted == []  # still being worked out
+        given.set()
+        await recorder.flush(5.0)
+        assert [r for _, r in kube.posted] == ["Failed"]
+        sender.cancel()
+        await asyncio.gather(sender, return_exceptions=True)
+
+    run(main())
+
+
+def test_a_deferred_message_that_raises_loses_the_event_not_the_recorder() -> None:
+    async def main() -> None:
+        kube = Posting()
+        recorder = EventRecorder(kube, "c", "i", senders=1)  # type: ignore[arg-type]
+        sender = asyncio.create_task(recorder.run())
+        before = metric("controller_events_dropped_total", cause="refused")
+
+        async def broken() -> str:
+            raise RuntimeError("a bug")
+
+        recorder.record_deferred(BUILDRUN, "Warning", "Failed", broken())
+        recorder.record(BUILDRUN, "Normal", "After", "m")
+        await recorder.flush(5.0)
+        assert [r for _, r in kube.posted] == ["After"]
+        assert metric("controller_events_dropped_total", cause="refused") - before == 1
+        sender.cancel()
+        await asyncio.gather(sender, return_exceptions=True)
+
+    run(main())
+
+
+def test_stopping_the_recorder_gives_up_deferred_events_still_waiting() -> None:
+    async def main() -> None:
+        recorder = EventRecorder(Posting(), "c", "i", senders=1)  # type: ignore[arg-type]
+        sender = asyncio.create_task(recorder.run())
+
+        async def never() -> str:
+            await asyncio.Event().wait()
+            return ""
+
+        recorder.record_deferred(BUILDRUN, "Warning", "Failed", never())
+        await asyncio.sleep(0.1)
+        (task,) = recorder._deferred
+        sender.cancel()
+        await asyncio.gather(sender, return_exceptions=True)
+        await asyncio.sleep(0)
+        assert task.cancelled() and not recorder._deferred
+
+    run(main())

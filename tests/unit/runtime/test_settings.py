@@ -69,3 +69,30 @@ def test_the_cli_takes_its_leader_election_defaults_from_the_settings(
     assert leader is not None
     assert leader == LeaderElectionSettings(namespace="ns", identity=leader.identity)
     assert leader.identity.startswith("host_")
+
+
+@pytest.mark.parametrize("argv", [[], ["--failure-log-lines", "0"]])
+def test_the_failure_log_snippet_is_off_unless_asked_for(argv: list[str]) -> None:
+    from controller.cli import parser, settings_from
+
+    assert settings_from(parser().parse_args(argv)).log_snippet is None
+
+
+def test_the_failure_log_snippet_takes_its_bounds_from_the_flags() -> None:
+    from controller.cli import parser, settings_from
+    from controller.settings import LogSnippetSettings
+
+    on = settings_from(parser().parse_args(["--failure-log-snippet"])).log_snippet
+    assert on == LogSnippetSettings(lines=20, max_bytes=2048)
+    bounds = ["--failure-log-snippet", "--failure-log-lines", "5", "--failure-log-bytes", "300"]
+    assert settings_from(parser().parse_args(bounds)).log_snippet == LogSnippetSettings(5, 300)
+
+
+@pytest.mark.parametrize(("lines", "max_bytes"), [(0, 2048), (-1, 2048), (20, 0),
+                                                  (20, 64 * 1024 + 1)])
+def test_bad_failure_log_bounds_are_refused_with_one_line(lines: int, max_bytes: int) -> None:
+    from controller.settings import LogSnippetSettings
+
+    with pytest.raises(ConfigError, match="--failure-log-lines must be at least 1") as e:
+        LogSnippetSettings(lines, max_bytes)
+    assert "\n" not in str(e.value)
