@@ -36,6 +36,7 @@ from controller.buildrun.status_writes import (
     progressed,
     retried,
     started,
+    waiting,
     write_status,
 )
 from controller.runtime.conflict import patch_pinned, reread, retry_on_conflict
@@ -77,7 +78,7 @@ class Actions:
         self.clock = clock
         # How long past Tekton's timeout a running BuildRun is given up on (the backstop).
         self.timeout_grace = timeout_grace
-        # Infrastructure retries: the delay before the first (row 11).
+        # Infrastructure retries: the delay before the first (row 13).
         self.retries = retries
         # --failure-log-snippet: a failed step's last lines in the failure's Event.
         self.failure_logs = failure_logs
@@ -141,12 +142,23 @@ class Actions:
                 # Tekton's end of the run wakes it; this is for a run that never ends.
                 return _requeue_at(cancel_left(written or buildrun, self.clock(),
                                                self.timeout_grace))
+            case Action.WAIT:
+                # The end of the one ahead wakes it (setup.py: a serial Build's BuildRun
+                # or run that ends wakes the Build's NEW BuildRuns): no requeue.
+                before = succeeded_condition(buildrun.get("status")) or {}
+                written = await write_status(self.kube, buildrun,
+                                             waiting(decision, format_time(self.clock())))
+                if written is not None:
+                    if before.get("reason") != decision.reason:
+                        metrics.SERIAL_WAITS.labels(buildrun["metadata"]["namespace"]).inc()
+                    self.recorder.record(buildrun, "Normal", decision.reason, decision.message)
+                return DONE
             case Action.PROGRESS:
                 assert run is not None
                 written = await self._progress(buildrun, run, seen.pod)
                 deadline = deadline_left(written or buildrun, run, executor.timeout(run),
                                          self.clock(), self.timeout_grace)
-                if seen.pending_left is not None:  # row 18's, if sooner
+                if seen.pending_left is not None:  # row 20's, if sooner
                     deadline = (min(deadline, seen.pending_left) if deadline is not None
                                 else seen.pending_left)
                 if seen.poll is not None:  # nothing else would wake it
@@ -156,7 +168,7 @@ class Actions:
                 assert_never(decision.action)
 
     async def start(self, buildrun: JSON, plan: Plan, executor: Executor) -> Result:
-        """Row 10: make the ServiceAccount ready, create (or adopt) the TaskRun (or
+        """Row 12: make the ServiceAccount ready, create (or adopt) the TaskRun (or
         PipelineRun, as `executor` says) and record it in one status write.
 
         Raises UserError when the API server's answer is the user's to fix (it is
@@ -206,7 +218,7 @@ class Actions:
                                          self.timeout_grace))
 
     async def retry(self, seen: Seen) -> Result:
-        """Row 11: the run failed for the infrastructure, an attempt is left. First the
+        """Row 13: the run failed for the infrastructure, an attempt is left. First the
         attempt is recorded on the BuildRun (the annotation, once; an Event and the metric
         with it), then, once its backoff has passed (requeue-after), the next attempt's
         run is created under the name its number gives (AlreadyExists: the one an earlier
@@ -249,7 +261,7 @@ class Actions:
         # Read whole: the informer's copy lacks the task spec (executors' slim).
         whole = await self.kube.get_or_none(executor.resource, namespace, failed)
         if whole is None or not owned_by(whole, buildrun):
-            return _requeue_at(0.0)  # deleted meanwhile: row 14 decides, its event wakes it
+            return _requeue_at(0.0)  # deleted meanwhile: row 16 decides, its event wakes it
         try:
             created = await self.kube.create(executor.resource, namespace,
                                              retry_run(whole, nxt))
@@ -371,13 +383,21 @@ class Actions:
             await self.kube.delete(SERVICEACCOUNTS, meta["namespace"], meta["name"],
                                    preconditions={"uid": meta["uid"]})
         except ApiError as exc:
+            if is_conflict(exc) and await reread(self.kube, SERVICEACCOUNTS,
+                                                 service_account) is not None:
+                # Still the one decided on: the conflict was not its namesake's
+                # precondition failing, so it is tried again (swallowed, it left the
+                # ServiceAccount for good, nothing else waking the BuildRun: found by the
+                # interleavings machine).
+                raise RetryableError("conflict", f"ServiceAccount {meta['name']!r} could "
+                                     f"not be deleted: {exc.message}") from exc
             if not (is_not_found(exc) or is_conflict(exc)):
                 raise
         log.info("deleted the ServiceAccount generated for the BuildRun",
                  extra={"key": f"{meta['namespace']}/{meta['name']}"})
 
     async def _progress(self, buildrun: JSON, run: JSON, pod: JSON | None) -> JSON | None:
-        """Row 19: the run's reason and message (why it waits, in its pod's words where
+        """Row 21: the run's reason and message (why it waits, in its pod's words where
         they say more: `running_reason`), and its startTime once Tekton set it. A message
         that differs only in its volatile parts (a back-off's duration, a timestamp:
         `same_meaning`) is no change: a pod's every update would cost a write."""
@@ -426,6 +446,8 @@ class Actions:
         metrics.buildrun_concluded(written, decision.succeeded == "True", label)
         if decision.reason == reasons.RECONCILER_RETRIES_EXHAUSTED:
             metrics.RETRY_EXHAUSTED.inc()
+        if seen.observation.superseded_by:  # row 10: the one row that reads it and finishes
+            metrics.SERIAL_SUPERSEDED.labels(meta["namespace"]).inc()
         created_at = parse_time(meta.get("creationTimestamp"))
         # From the completionTime written (the run's, when it decided), as Shipwright.
         ended = parse_time(written["status"].get("completionTime")) or now_t

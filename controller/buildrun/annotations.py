@@ -14,6 +14,9 @@ from __future__ import annotations
 
 PREFIX = "buildrun-controller.dev/"
 
+# On a Build: its run policy, Serial or SerialLatestOnly (or Parallel, as without it): one
+# BuildRun of the Build runs at a time, in the order of creation (serial.py).
+RUN_POLICY = PREFIX + "run-policy"
 # Issue 43, infrastructure retries (retries.py): on a BuildRun, or on its Build, how many
 # times a run that failed for the infrastructure (its pod evicted or deleted under it, its
 # node lost, an image pull that timed out) is run again; "0" is off. Wins over the flag

@@ -6,16 +6,21 @@ from collections import OrderedDict
 from dataclasses import dataclass, field
 
 from controller.buildrun.buildruns import phase_of
-from controller.buildrun.outcomes import IMAGE_WAITING_REASONS
-from controller.buildrun.reasons import BUILD_RUN_CANCELED, RUNNING, metric_reason
+from controller.buildrun.outcomes import IMAGE_WAITING_REASONS, run_finished
+from controller.buildrun.reasons import (
+    BUILD_RUN_CANCELED,
+    RUNNING,
+    SERIAL_RUN_WAITING,
+    metric_reason,
+)
 from controller.buildrun.retries import DISRUPTION_TARGET
 from controller.buildrun.states import Phase
 from controller.runtime.kube import JSON, PODS, SERVICEACCOUNTS, Kube, Resource, key_of
 from controller.runtime.shapes import at, mapping, objects, text
 from controller.runtime.store import Indexer, Store
 from controller.shipwright.conditions import succeeded_condition
-from controller.shipwright.indexes import build_names
-from controller.shipwright.labels import LABEL_BUILDRUN
+from controller.shipwright.indexes import BUILDRUN_INDEXERS, build_names
+from controller.shipwright.labels import LABEL_BUILD, LABEL_BUILDRUN
 from controller.shipwright.resources import (
     BUILDRUNS,
     BUILDS,
@@ -187,7 +192,30 @@ def _waiting_build(buildrun: JSON) -> list[str]:
 # yet: what a Build's event wakes (row 9). Only those are read: a Build with 20,000
 # finished BuildRuns cost 20,000 decodes per event of the Build through its BY_BUILD index.
 NEW_BY_BUILD = "new-by-build"
-NEW_BY_BUILD_INDEXERS: dict[str, Indexer] = {NEW_BY_BUILD: _waiting_build}
+
+
+def _unfinished_build(buildrun: JSON) -> list[str]:
+    return build_names(buildrun) if phase_of(buildrun) is not Phase.DONE else []
+
+
+# Store.by_index(UNFINISHED_BY_BUILD, "namespace/build") -> the BuildRuns of that Build not
+# finished: where a NEW BuildRun of a serial Build stands (serial.standing), without
+# decoding the Build's finished ones.
+UNFINISHED_BY_BUILD = "unfinished-by-build"
+
+
+def _serial_waiting(buildrun: JSON) -> list[str]:
+    waits = (phase_of(buildrun) is Phase.NEW and mapping(succeeded_condition(
+        buildrun.get("status"))).get("reason") == SERIAL_RUN_WAITING)
+    return [buildrun["metadata"]["namespace"]] if waits else []
+
+
+# Store.index_counts(SERIAL_WAITING) -> per namespace, how many BuildRuns wait behind
+# another of their serial Build (state table row 11): metrics.buildrun_serial_waiting.
+SERIAL_WAITING = "serial-waiting"
+NEW_BY_BUILD_INDEXERS: dict[str, Indexer] = {NEW_BY_BUILD: _waiting_build,
+                                             UNFINISHED_BY_BUILD: _unfinished_build,
+                                             SERIAL_WAITING: _serial_waiting}
 
 
 def _waiting_reason(buildrun: JSON) -> list[str]:
@@ -212,7 +240,18 @@ WAITING_INDEXERS: dict[str, Indexer] = {WAITING: _waiting_reason}
 # Store.by_index(BY_BUILDRUN, "namespace/buildrun") -> the TaskRuns (PipelineRuns) of that
 # BuildRun, whatever their names (Shipwright names its own with generateName).
 BY_BUILDRUN = "buildrun"
-EXECUTOR_INDEXERS: dict[str, Indexer] = {BY_BUILDRUN: _owner_keys}
+
+
+def _going_build(run: JSON) -> list[str]:
+    build = text(mapping(run["metadata"].get("labels")).get(LABEL_BUILD))
+    return [f"{run['metadata']['namespace']}/{build}"] if build and not run_finished(run) else []
+
+
+# Store.by_index(GOING_BY_BUILD, "namespace/build") -> the runs of that Build's BuildRuns
+# that have not finished (their build.shipwright.io/name label, which Shipwright's and our
+# runs carry): a serial Build's next BuildRun waits for them (serial.standing).
+GOING_BY_BUILD = "going-by-build"
+EXECUTOR_INDEXERS: dict[str, Indexer] = {BY_BUILDRUN: _owner_keys, GOING_BY_BUILD: _going_build}
 
 
 @dataclass(frozen=True)
@@ -220,7 +259,9 @@ class Caches:
     """One Store per kind the reconciler reads. A miss is asked of the API server
     (`read`), so an empty store is slower, never wrong."""
 
-    buildruns: Store = field(default_factory=Store)
+    # setup.py's BuildRun informer keeps these indexes; so does the default (unit tests).
+    buildruns: Store = field(default_factory=lambda: Store(
+        BUILDRUN_INDEXERS | NEW_BY_BUILD_INDEXERS))
     taskruns: Store = field(default_factory=lambda: Store(EXECUTOR_INDEXERS))
     # Filled only with BUILDRUN_EXECUTOR=PipelineRun (no informer otherwise: a read misses
     # and asks the API server, for a BuildRun started as a PipelineRun before a switch).

@@ -24,7 +24,14 @@ from controller.buildrun.buildruns import (
     recorded_executor_name,
     ttl_left,
 )
-from controller.buildrun.caches import BY_BUILDRUN, UNWATCHED_POLL, Caches, ending
+from controller.buildrun.caches import (
+    BY_BUILDRUN,
+    GOING_BY_BUILD,
+    UNFINISHED_BY_BUILD,
+    UNWATCHED_POLL,
+    Caches,
+    ending,
+)
 from controller.buildrun.executors import TASKRUN, Executor, executor_of
 from controller.buildrun.outcomes import (
     Outcome,
@@ -44,6 +51,15 @@ from controller.buildrun.retries import (
     infrastructure_failure,
     limit_of,
 )
+from controller.buildrun.serial import (
+    RunPolicy,
+    Standing,
+    order_key,
+    run_owner,
+    run_policy,
+    standing,
+)
+from controller.buildrun.spec import build_name
 from controller.buildrun.states import Observation, Phase
 from controller.runtime.conflict import reread
 from controller.runtime.errors import UserError
@@ -89,7 +105,7 @@ class Seen:
     # RUNNING, the run not finished: its pod as the pod cache keeps it (caches.slim_pod:
     # why it waits, if it cannot start), for the message (outcomes.running_reason).
     pod: JSON | None = None
-    # RUNNING: seconds until the pending deadline (row 18), None without one.
+    # RUNNING: seconds until the pending deadline (row 20), None without one.
     pending_left: float | None = None
 
 
@@ -104,10 +120,10 @@ class Observer:
         self.clock = clock
         # What a new BuildRun runs as (BUILDRUN_EXECUTOR).
         self.executor = executor
-        # Rows 15 and 17 are backstops: this long past the timeout Tekton enforces itself,
+        # Rows 17 and 19 are backstops: this long past the timeout Tekton enforces itself,
         # or after a cancel it confirms itself.
         self.timeout_grace = timeout_grace
-        # Row 18's limit when neither the BuildRun nor its Build has the annotation
+        # Row 20's limit when neither the BuildRun nor its Build has the annotation
         # (--pending-timeout; None: none).
         self.pending_timeout = pending_timeout
         # Infrastructure retries' defaults (--infrastructure-retries, its delay).
@@ -167,7 +183,7 @@ class Observer:
         return replace(seen, observation=observation, pod=pod, pending_left=left)
 
     def _pending_timeout(self, buildrun: JSON) -> float | None:
-        """Row 18's limit: the BuildRun's annotation, its Build's (from the cache: the
+        """Row 20's limit: the BuildRun's annotation, its Build's (from the cache: the
         Build a started BuildRun names may be gone, or changed since), --pending-timeout."""
         keys = build_names(buildrun)
         build = self.caches.builds.get(keys[0]) if keys else None
@@ -183,7 +199,7 @@ class Observer:
         return self.caches.pods.get(f"{run['metadata']['namespace']}/{pod_name}")
 
     def _deadline_passed(self, buildrun: JSON, seen: Seen, now: datetime.datetime) -> bool:
-        """Row 17's guard: the run's own timeout plus the grace has passed."""
+        """Row 19's guard: the run's own timeout plus the grace has passed."""
         timeout = seen.executor.timeout(seen.run) if seen.run is not None else None
         return deadline_left(buildrun, seen.run, timeout, now, self.timeout_grace) == 0.0
 
@@ -243,19 +259,97 @@ class Observer:
         plan = None
         build = None
         unregistered = False
+        policy = RunPolicy.PARALLEL
         if not is_canceled:
             try:
                 build, unregistered = await self.planner.validated_build(buildrun)
                 if not unregistered:
                     plan = await self.planner.prepare(buildrun, build, executor)
+                    policy = run_policy(build)
             except UserError as exc:
                 user_error = exc
+        where = (await self._standing(buildrun, policy, executor)
+                 if policy is not RunPolicy.PARALLEL and user_error is None else Standing())
         observation = Observation(Phase.NEW, canceled=is_canceled,
                                   unrecorded_run=existing is not None, user_error=user_error,
-                                  build_unregistered=unregistered, executor_kind=executor.kind)
+                                  build_unregistered=unregistered, executor_kind=executor.kind,
+                                  run_policy="" if policy is RunPolicy.PARALLEL
+                                  else policy.value,
+                                  superseded_by=where.superseded_by,
+                                  serial_behind=where.behind)
         # `existing`: one an earlier try created but never recorded, which row 5 records.
         return Seen(buildrun, observation, existing, plan,
                     build=None if unregistered else build, executor=executor)
+
+    def serial_rivals(self, buildrun: JSON, executor: Executor
+                      ) -> tuple[list[JSON], list[tuple[str, str]]]:
+        """What serial.standing weighs a NEW BuildRun against, from the caches: its Build's
+        unfinished BuildRuns, and the owners (name, uid) of its Build's runs not finished."""
+        key = f"{buildrun['metadata']['namespace']}/{build_name(buildrun)}"
+        others = self.caches.buildruns.by_index(UNFINISHED_BY_BUILD, key)
+        runs = self.caches.store(executor.resource).by_index(GOING_BY_BUILD, key)
+        return others, [owner for run in runs if (owner := run_owner(run)) is not None]
+
+    async def _standing(self, buildrun: JSON, policy: RunPolicy,
+                        executor: Executor) -> Standing:
+        """serial.standing on the caches; a verdict that it is superseded (row 10, which
+        cannot be taken back) only once the newer BuildRun is confirmed live: one the
+        cache still holds may be gone, finished or canceled (then it supersedes nothing,
+        and the next newer one is asked)."""
+        others, owners = self.serial_rivals(buildrun, executor)
+        while True:
+            where = standing(buildrun, policy, others, owners)
+            newer = next((o for o in others
+                          if o["metadata"]["name"] == where.superseded_by), None)
+            if newer is None:
+                return where
+            live = await reread(self.kube, BUILDRUNS, newer)
+            if live is not None and phase_of(live) is not Phase.DONE and not canceled(live):
+                # Nor has it a run of its own the caches lack (its create landed, the write
+                # recording it did not): then it is not canceled but started (START meets
+                # AlreadyExists and adopts it).
+                own = await self.caches.read(self.kube, executor.resource,
+                                             buildrun["metadata"]["namespace"],
+                                             recorded_executor_name(buildrun))
+                return Standing() if own is not None and owned_by(own, buildrun) else where
+            others = [o for o in others if o is not newer]
+
+    async def recheck_serial(self, seen: Seen) -> Seen:
+        """A NEW BuildRun of a serial Build about to start, looked at again under its Build's
+        turn (the reconciler's lock, so no other worker of this process starts a run of the
+        Build meanwhile): the caches again (another worker may have started one while this
+        waited for the turn), then, live, the rivals a lagging cache may show wrongly. A
+        cached BuildRun that is running or finished is so (neither goes back), and a cached
+        run that has finished has; but one the cache shows NEW may have started: its
+        status write (or our own, moments ago) not delivered yet, or its run created and
+        the write that records it lost. Those ordered after this one (standing passes over
+        them) are read from the API server, and their runs by the name START gives them.
+        Returns `seen` with Observation.serial_behind set when one of them runs."""
+        buildrun, executor = seen.buildrun, seen.executor
+        policy = RunPolicy(seen.observation.run_policy)
+        others, _ = self.serial_rivals(buildrun, executor)
+        where = await self._standing(buildrun, policy, executor)
+        behind = where.behind or where.superseded_by
+        uid, key = buildrun["metadata"].get("uid"), order_key(buildrun)
+        for other in sorted(others, key=order_key):
+            if behind:
+                break
+            if (other["metadata"].get("uid") == uid or phase_of(other) is not Phase.NEW
+                    or canceled(other) or order_key(other) < key):
+                continue
+            live = await reread(self.kube, BUILDRUNS, other)
+            if live is None or phase_of(live) is Phase.DONE:
+                continue
+            if phase_of(live) is Phase.RUNNING:
+                behind = other["metadata"]["name"]
+                continue
+            run = await self.kube.get_or_none(executor.resource, other["metadata"]["namespace"],
+                                              recorded_executor_name(live))
+            if run is not None and owned_by(run, live) and not run_finished(run):
+                behind = other["metadata"]["name"]
+        return replace(seen, observation=replace(
+            seen.observation, superseded_by=where.superseded_by,
+            serial_behind="" if where.superseded_by else behind))
 
     async def observe_unrecorded(self, buildrun: JSON) -> Seen:
         """A NEW BuildRun given up on: whether a run of it exists (row 5 records it), read
@@ -319,7 +413,7 @@ class Observer:
 
     def _infrastructure(self, seen: Seen, pod: JSON | None) -> Seen:
         """A failed TaskRun: whether the infrastructure failed it and an attempt is left
-        (row 11), from the BuildRun's record of its attempts and the retries asked for (its
+        (row 13), from the BuildRun's record of its attempts and the retries asked for (its
         annotation, its Build's as cached, the flag)."""
         assert seen.run is not None
         failure = infrastructure_failure(seen.run, pod)

@@ -1,4 +1,4 @@
-"""Planning a new BuildRun: find and check what it references, and work out what row 10
+"""Planning a new BuildRun: find and check what it references, and work out what row 12
 (START) will create, or the UserError the user must fix.
 
 Build, strategies and ServiceAccounts come from the caches, as Shipwright reads them;
@@ -42,7 +42,7 @@ NODES = Resource("", "v1", "nodes", "Node", namespaced=False)
 
 @dataclass(frozen=True)
 class Plan:
-    """What row 10 (START) creates and records, worked out while observing a NEW BuildRun."""
+    """What row 12 (START) creates and records, worked out while observing a NEW BuildRun."""
 
     # The TaskRun or PipelineRun to create (its kind is the observed Executor's).
     run: JSON
@@ -140,7 +140,7 @@ class Planner:
 
     async def prepare(self, buildrun: JSON, build: JSON | None,
                       executor: Executor = TASKRUN) -> Plan:
-        """What row 10 (START) would create and record; raises UserError for anything
+        """What row 12 (START) would create and record; raises UserError for anything
         the user must fix. `build` is the validated Build, None for an embedded spec;
         `executor` says what it runs as (a TaskRun or PipelineRun is generated).
 

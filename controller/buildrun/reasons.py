@@ -63,6 +63,11 @@ VULNERABILITIES_FOUND = "VulnerabilitiesFound"
 
 RECONCILER_RETRIES_EXHAUSTED = "ReconcilerRetriesExhausted"
 
+# Issue 43, one run at a time per Build (serial.py): a NEW BuildRun of a Serial Build
+# waiting behind another (Unknown, state table row 11), and a Build's run-policy
+# annotation that is no policy (a user error, row 8).
+SERIAL_RUN_WAITING = "SerialRunWaiting"
+INVALID_RUN_POLICY = "InvalidRunPolicy"
 # Infrastructure retries (issue 43 part 3, retries.py): a run's failure the infrastructure
 # caused, where neither Tekton nor Shipwright names it (its pod's DisruptionTarget
 # condition, its pod deleted under it), in the BuildRun's record of its attempts and the
@@ -72,7 +77,7 @@ POD_DELETED = "PodDeleted"
 INFRASTRUCTURE_RETRY = "InfrastructureRetry"
 INFRASTRUCTURE_RETRIES_INVALID = "InfrastructureRetriesInvalid"
 # Ours, not Shipwright's (issue 43): the TaskRun never ran within the pending timeout
-# (--pending-timeout, annotations.PENDING_TIMEOUT; state table row 18), and the
+# (--pending-timeout, annotations.PENDING_TIMEOUT; state table row 20), and the
 # annotation's value that is no duration (a user error, row 8).
 BUILD_RUN_PENDING_TIMEOUT = "BuildRunPendingTimeout"
 INVALID_PENDING_TIMEOUT = "InvalidPendingTimeout"
@@ -189,6 +194,7 @@ USER_ERROR_REASONS: frozenset[str] = frozenset(
         NODE_SELECTOR_PLATFORM_CONFLICT,
         EXECUTOR_NOT_PIPELINE_RUN,
         NODE_PLATFORM_NOT_FOUND,
+        INVALID_RUN_POLICY,
         INVALID_PENDING_TIMEOUT,
         SPEC_ENV_NAME_FORBIDDEN,
         SET_OWNER_REFERENCE_FAILED,

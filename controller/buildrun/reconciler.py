@@ -18,6 +18,8 @@ PipelineRun generated in `resources/`.
 
 from __future__ import annotations
 
+import asyncio
+import weakref
 from dataclasses import replace
 
 from controller.buildrun.actions import WAKE_MARGIN, Actions
@@ -29,11 +31,12 @@ from controller.buildrun.plan import Planner
 from controller.buildrun.resources.config import SHIPWRIGHT_DEFAULTS, ShipwrightConfig
 from controller.buildrun.retries import OFF, Policy
 from controller.buildrun.snippets import FailureLogs
+from controller.buildrun.spec import build_name
 from controller.buildrun.states import Action, Phase, decide
 from controller.runtime.controller import DONE, Result
 from controller.runtime.errors import RetryableError
 from controller.runtime.events import EventRecorder
-from controller.runtime.kube import JSON, Kube, split_key
+from controller.runtime.kube import JSON, Kube, key_of, split_key
 from controller.runtime.timestamps import Clock, now
 from controller.settings import QueueSettings, Settings
 from controller.shipwright.resources import BUILDRUNS
@@ -59,12 +62,12 @@ class BuildRunReconciler:
         """`executor` is what a new BuildRun runs as (setup.py resolves BUILDRUN_EXECUTOR
         to it once); `config` the generators' settings, which setup.py reads from the
         environment once, at start (Shipwright's defaults when not given); `timeout_grace`
-        how long Tekton gets to end a run past its timeout (row 17) or after a cancel
-        (row 15) before the backstops do; `look_again` when a DONE BuildRun whose retry
+        how long Tekton gets to end a run past its timeout (row 19) or after a cancel
+        (row 17) before the backstops do; `look_again` when a DONE BuildRun whose retry
         budget is spent is tried again (give_up: the queue's longest backoff);
-        `pending_timeout` how long a run may wait to run (row 18) where no annotation
+        `pending_timeout` how long a run may wait to run (row 20) where no annotation
         says (--pending-timeout); `fail_on_owner_conflict` --fail-on-owner-conflict (Planner);
-        `retries` the infrastructure retries' flags (row 11); `failure_logs` puts a
+        `retries` the infrastructure retries' flags (row 13); `failure_logs` puts a
         failed step's last lines in its Event (--failure-log-snippet; None: off)."""
         self.kube = kube
         self.caches = caches
@@ -74,6 +77,10 @@ class BuildRunReconciler:
         self.actions = Actions(kube, recorder, clock, timeout_grace, retries, failure_logs)
         self.clock = clock
         self.look_again = look_again
+        # Per serial Build (namespace/name): the lock of its turn to start a run; only
+        # mutual exclusion between this process's workers, the order is the caches'.
+        self._turns: weakref.WeakValueDictionary[str, asyncio.Lock] = (
+            weakref.WeakValueDictionary())
 
     def next_look(self, buildrun: JSON) -> float | None:
         """Seconds until a BuildRun seen in the cache needs a reconcile (0: now), or None:
@@ -100,7 +107,23 @@ class BuildRunReconciler:
         seen = await self.observer.observe(buildrun)
         if seen is None:
             return DONE
-        return await self.actions.act(seen, decide(seen.observation))
+        decision = decide(seen.observation)
+        if decision.action is Action.START and seen.observation.run_policy:
+            # A serial Build's BuildRun starts in its Build's turn: no other worker of this
+            # process starts a run of the Build between the look again and the status
+            # write that records the run (observe.recheck_serial says what it reads).
+            async with self._turn(key_of(buildrun), build_name(buildrun)):
+                seen = await self.observer.recheck_serial(seen)
+                return await self.actions.act(seen, decide(seen.observation))
+        return await self.actions.act(seen, decision)
+
+    def _turn(self, key: str, build: str | None) -> asyncio.Lock:
+        """The lock of a Build's turn to start a run, kept while anyone holds it."""
+        namespace, _ = split_key(key)
+        lock = self._turns.get(f"{namespace}/{build}")
+        if lock is None:
+            lock = self._turns[f"{namespace}/{build}"] = asyncio.Lock()
+        return lock
 
     async def give_up(self, key: str, error: RetryableError) -> Result:
         """The retry budget is spent: observe once more with the last error, and act on

@@ -8,12 +8,13 @@ here starts a task or handles a signal.
 from __future__ import annotations
 
 from controller.buildrun import metrics as buildrun_metrics
-from controller.buildrun.buildruns import phase_of
+from controller.buildrun.buildruns import canceled, phase_of
 from controller.buildrun.caches import (
     EXECUTOR_INDEXERS,
     NEW_BY_BUILD,
     NEW_BY_BUILD_INDEXERS,
     OWN_RUNS,
+    SERIAL_WAITING,
     WAITING,
     WAITING_INDEXERS,
     Caches,
@@ -26,19 +27,22 @@ from controller.buildrun.outcomes import run_finished, same_meaning, waiting_wor
 from controller.buildrun.reconciler import BuildRunReconciler
 from controller.buildrun.resources.config import ShipwrightConfig
 from controller.buildrun.retries import Policy
+from controller.buildrun.serial import RunPolicy, order_key, run_policy
 from controller.buildrun.snippets import FailureLogs
+from controller.buildrun.states import Phase
 from controller.runtime.controller import Controller, controller_queue, event_priority
-from controller.runtime.errors import ERROR_CLASSES, RetryableError
+from controller.runtime.errors import ERROR_CLASSES, RetryableError, UserError
 from controller.runtime.events import EventRecorder
 from controller.runtime.informers import EventType, Informer, InformerFactory
 from controller.runtime.kube import JSON, PODS, SERVICEACCOUNTS, Kube, key_of
-from controller.runtime.shapes import at, mapping
+from controller.runtime.shapes import at, mapping, text
 from controller.runtime.store import Store
 from controller.settings import Settings
 from controller.shipwright import field_managers
 from controller.shipwright import metrics as shipwright_metrics
 from controller.shipwright.conditions import succeeded_condition
 from controller.shipwright.indexes import BUILDRUN_INDEXERS
+from controller.shipwright.labels import LABEL_BUILD
 from controller.shipwright.resources import (
     BUILDRUNS,
     BUILDS,
@@ -94,7 +98,7 @@ def buildrun_wakes(kind: EventType, obj: JSON, old: JSON | None) -> bool:
 def run_wakes(kind: EventType, obj: JSON, old: JSON | None, initial: bool = False) -> bool:
     """Which TaskRun (and PipelineRun) events queue its BuildRun: Shipwright's predTaskRun
     (its predPipelineRun is the same), plus resyncs.
-    Every creation; a deletion before the TaskRun completed (row 14: TaskRunIsMissing);
+    Every creation; a deletion before the TaskRun completed (row 16: TaskRunIsMissing);
     an update that starts it, gives it a Succeeded condition, fails it, or changes the
     condition's status, reason or message. Not our own cancel patch, nor Tekton's
     other status writes (steps, results as they come), which change nothing we read.
@@ -120,6 +124,30 @@ def run_wakes(kind: EventType, obj: JSON, old: JSON | None, initial: bool = Fals
     if old_cond is None or cond.get("status") == "False":
         return True
     return any(cond.get(k) != old_cond.get(k) for k in ("status", "reason", "message"))
+
+
+def serial_frees(kind: EventType, obj: JSON, old: JSON | None) -> bool:
+    """Whether a BuildRun event may let the next BuildRun of a serial Build start: it was
+    deleted, it finished, it was canceled before it started (row 7 finishes it; it no
+    longer counts as ahead), or a relist handed a namesake over as an update of the old
+    one (another uid)."""
+    if kind == "DELETED":
+        return True
+    if old is None:
+        return False
+    return (obj["metadata"].get("uid") != old["metadata"].get("uid")
+            or (phase_of(obj) is Phase.DONE and phase_of(old) is not Phase.DONE)
+            or (canceled(obj) and not canceled(old)))
+
+
+def _serial_policy(build: JSON | None) -> RunPolicy | None:
+    """The Build's serial run policy, None for none (or for a value that is none: its
+    BuildRuns fail InvalidRunPolicy on their own reconcile)."""
+    try:
+        policy = run_policy(build)
+    except UserError:
+        return None
+    return None if policy is RunPolicy.PARALLEL else policy
 
 
 def pod_wait_changed(pod: JSON, old: JSON | None) -> bool:
@@ -174,7 +202,7 @@ def setup(kube: Kube, settings: Settings, recorder: EventRecorder,
     service_accounts = informers.informer(SERVICEACCOUNTS)
     # The runs' pods, for Shipwright's ramp-up metrics at a finish: read from this cache,
     # as Shipwright reads them, not with a GET per finish. A pod wakes its BuildRun only on
-    # its way out (a cancelled run's: row 12 awaits its end).
+    # its way out (a cancelled run's: row 14 awaits its end).
     pods = informers.informer(PODS, transform=slim_pod, label_selector=OWN_RUNS)
     queue = controller_queue(NAME, settings.queue)
     caches = Caches(buildruns=buildruns.store, taskruns=runs[TASKRUNS].store,
@@ -205,6 +233,8 @@ def setup(kube: Kube, settings: Settings, recorder: EventRecorder,
         on_retry=_count_retry,
     )
     _zero_retry_series()
+    # buildrun_serial_waiting, counted from this cache when scraped.
+    buildrun_metrics.SERIAL_QUEUES.watch(buildruns.store, SERIAL_WAITING)
     # Shipwright #2187's build_buildruns_active, from this cache while this controller runs.
     shipwright_metrics.count_active(buildruns.store, controller)
     _wire(controller, reconciler, buildruns, builds, list(runs.values()), service_accounts,
@@ -220,7 +250,33 @@ def _wire(controller: Controller, reconciler: BuildRunReconciler, buildruns: Inf
     new work, as in controller-runtime)."""
     enqueue = controller.enqueue
 
+    def wake_serial_queue(build: str, obj: JSON, old: JSON | None, initial: bool,
+                          *, arrived: bool = False) -> None:
+        """A BuildRun or run of a serial Build ended, went or came: the Build's NEW
+        BuildRuns look again (the next one starts). One that `arrived` (a new BuildRun)
+        concerns only some: under SerialLatestOnly those before it (now superseded), under
+        Serial those after it (created in the same second, its name first: it is now just
+        ahead of one of them). A Build without the annotation costs one lookup."""
+        namespace = obj["metadata"]["namespace"]
+        policy = _serial_policy(builds.store.get(f"{namespace}/{build}"))
+        if policy is None:
+            return
+        for key in sorted(buildruns.store.index_keys(NEW_BY_BUILD, f"{namespace}/{build}")):
+            if arrived and key != key_of(obj):
+                other = buildruns.store.get(key)
+                if other is None or (order_key(other) < order_key(obj)) != (
+                        policy is RunPolicy.SERIAL_LATEST_ONLY):
+                    continue
+            enqueue(key, event_priority(obj, old, initial))
+
     def on_buildrun(kind: EventType, obj: JSON, old: JSON | None, initial: bool) -> None:
+        # Not on the initial list: every NEW BuildRun is looked at then anyway.
+        build = text(at(obj, "spec", "build", "name"))
+        if build and not initial:
+            if serial_frees(kind, obj, old):
+                wake_serial_queue(build, obj, old, initial)
+            elif kind == "ADDED" and phase_of(obj) is Phase.NEW:
+                wake_serial_queue(build, obj, old, initial, arrived=True)
         if not buildrun_wakes(kind, obj, old):
             return
         delay = reconciler.next_look(obj)
@@ -233,6 +289,11 @@ def _wire(controller: Controller, reconciler: BuildRunReconciler, buildruns: Inf
             enqueue(owner, event_priority(obj, old, initial))
 
     def on_run(kind: EventType, obj: JSON, old: JSON | None, initial: bool) -> None:
+        build = text(mapping(obj["metadata"].get("labels")).get(LABEL_BUILD))
+        if build and not initial and (kind == "DELETED" or (
+                run_finished(obj) and (old is None or not run_finished(old)))):
+            # A run of the Build ended or went (one a backstop's verdict left stopping).
+            wake_serial_queue(build, obj, old, initial)
         if run_wakes(kind, obj, old, initial):
             on_owned(kind, obj, old, initial)
 
@@ -244,7 +305,7 @@ def _wire(controller: Controller, reconciler: BuildRunReconciler, buildruns: Inf
 
     def on_pod(kind: EventType, obj: JSON, old: JSON | None, initial: bool) -> None:
         # A pod on its way out (a cancelled run's): its end is what a BuildRun awaits
-        # (row 12), and once it is gone only its last state tells it. And a pod whose
+        # (row 14), and once it is gone only its last state tells it. And a pod whose
         # reason to wait changed its meaning (pod_wait_changed): the BuildRun says it.
         if not at(obj, "metadata", "deletionTimestamp"):
             if pod_wait_changed(obj, old):

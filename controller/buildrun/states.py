@@ -19,23 +19,23 @@ reconciler before any status is written and the queue retries with
 exponential backoff. When the retry budget is spent the reconciler observes
 once more, with `retries_exhausted` set to the last error, and the table
 decides as for any other observation: a run that exists comes first (row 5
-records an unrecorded one; row 12 reports a finished one's outcome), so a built
-image is never reported as a failure; otherwise rows 6 and 13 finish with
+records an unrecorded one; row 14 reports a finished one's outcome), so a built
+image is never reported as a failure; otherwise rows 6 and 15 finish with
 ReconcilerRetriesExhausted.
 
 A run's own end decides the outcome whenever a run exists. A NEW BuildRun of which a
 run exists that its status does not record (an earlier try made it and died before
 saying so, or Shipwright's controller did) first records it (row 5), and the RUNNING
 rows follow it from there. A cancel of a running BuildRun asks the run to stop and
-shows Unknown/BuildRunCanceled (row 16) until the run reports: cancelled, or, when it
-completed before the request could be processed, its success and image (row 12), as
+shows Unknown/BuildRunCanceled (row 18) until the run reports: cancelled, or, when it
+completed before the request could be processed, its success and image (row 14), as
 Shipwright does; only a run that never confirms the cancel is ended by a backstop
-(row 15), like the timeout's (row 17).
+(row 17), like the timeout's (row 19).
 
-A run that has not started running shows Tekton's reason (row 19; its pod's words
+A run that has not started running shows Tekton's reason (row 21; its pod's words
 where it cannot be scheduled or pull an image) and, only when a pending timeout is set
 (--pending-timeout, the annotation), is ended BuildRunPendingTimeout once it has waited
-that long (row 18).
+that long (row 20).
 
 Whenever a BuildRun finishes while its TaskRun still runs (the backstops, the pending
 deadline, a spent retry budget), the TaskRun is cancelled after the status is written; DONE row 1
@@ -92,6 +92,8 @@ class Action(enum.Enum):
     AWAIT_POD = ("nothing yet: the pod of a TaskRun cancelled as asked is still ending (a "
                  "build that ends now has pushed its image); its events wake the BuildRun, "
                  "--timeout-grace after the TaskRun ended at the latest")
+    WAIT = ("write Unknown/SerialRunWaiting naming the BuildRun it waits behind, if that "
+            "changed; the end of the one ahead wakes it")
 
 
 @dataclass(frozen=True)
@@ -148,6 +150,12 @@ class Observation:
     retries_exhausted: RetryableError | None = None
     # What the BuildRun runs as ("TaskRun" or "PipelineRun"), for the messages only.
     executor_kind: str = TASKRUNS.kind
+    # NEW, of a Build with a serial run policy (serial.py; its value here, for the
+    # messages): the newer waiting BuildRun that supersedes this one (SerialLatestOnly,
+    # row 10), else the BuildRun it waits behind (row 11); "" when it may start.
+    run_policy: str = ""
+    superseded_by: str = ""
+    serial_behind: str = ""
 
 
 @dataclass(frozen=True)
@@ -224,6 +232,18 @@ def _executor_missing(o: Observation) -> Decision:
                     f"the {o.executor_kind} was deleted before it finished")
 
 
+def _superseded(o: Observation) -> Decision:
+    return Decision(Action.FINISH, reasons.BUILD_RUN_CANCELED,
+                    f"superseded by the newer BuildRun {o.superseded_by} (the Build's run "
+                    f"policy is {o.run_policy}); canceled before it started")
+
+
+def _wait_behind(o: Observation) -> Decision:
+    return Decision(Action.WAIT, reasons.SERIAL_RUN_WAITING,
+                    f"the Build's run policy is {o.run_policy}: waiting for BuildRun "
+                    f"{o.serial_behind} to finish", succeeded="Unknown")
+
+
 def _give_up(o: Observation) -> Decision:
     assert o.retries_exhausted is not None
     return Decision(Action.FINISH, reasons.RECONCILER_RETRIES_EXHAUSTED,
@@ -236,8 +256,8 @@ def _finished(o: Observation) -> bool:
 
 
 def _infrastructure_retry(o: Observation) -> bool:
-    """Row 11: never a cancel's run nor once the retry budget is spent (the run's outcome,
-    row 12), whatever the observer found."""
+    """Row 13: never a cancel's run nor once the retry budget is spent (the run's outcome,
+    row 14), whatever the observer found."""
     return (bool(o.infrastructure_failure) and o.outcome is not None and not o.canceled
             and o.retries_exhausted is None)
 
@@ -268,37 +288,44 @@ TABLE: tuple[Row, ...] = (
     # the Build yet. Its status write wakes the BuildRun (the Build informer).
     Row(9, Phase.NEW, "Build not validated yet (no status.registered)",
         lambda o: o.build_unregistered, _just(Action.NOTHING)),
-    Row(10, Phase.NEW, "everything resolves", lambda _: True,
+    # A Build annotated with a serial run policy (serial.py): who runs and who waits is
+    # read off the caches (creationTimestamp, then name), so a restart keeps the order;
+    # START checks live that no other run of the Build is going before it creates one.
+    Row(10, Phase.NEW, "superseded by a newer waiting BuildRun of a SerialLatestOnly Build",
+        lambda o: bool(o.superseded_by), _superseded),
+    Row(11, Phase.NEW, "an earlier BuildRun of a Serial Build has not finished",
+        lambda o: bool(o.serial_behind), _wait_behind),
+    Row(12, Phase.NEW, "everything resolves", lambda _: True,
         _just(Action.START)),
     # A finished TaskRun's outcome first (its work is done: report it), then the spent
     # retry budget, then the rest.
     # Tekton deletes the pod of a run it cancels, and its containers run on for the grace
     # period: a build that ends then has pushed its image, so the pod's end is awaited.
     # Opt-in (retries.py): a run the infrastructure failed is run again, before any
-    # outcome is written; the last attempt's outcome is the BuildRun's (row 12).
-    Row(11, Phase.RUNNING, "TaskRun failed for an infrastructure reason, attempts left",
+    # outcome is written; the last attempt's outcome is the BuildRun's (row 14).
+    Row(13, Phase.RUNNING, "TaskRun failed for an infrastructure reason, attempts left",
         _infrastructure_retry, lambda o: Decision(Action.RETRY, o.infrastructure_failure)),
-    Row(12, Phase.RUNNING, "TaskRun finished (cancelled as asked: once its pod has ended)",
+    Row(14, Phase.RUNNING, "TaskRun finished (cancelled as asked: once its pod has ended)",
         _finished, _finish_with_outcome),
-    Row(13, Phase.RUNNING, "retry budget spent", _budget_spent, _give_up),
+    Row(15, Phase.RUNNING, "retry budget spent", _budget_spent, _give_up),
     # TaskRunIsMissing for a PipelineRun too, as Shipwright (VerifyRequestName).
-    Row(14, Phase.RUNNING, "TaskRun deleted before it finished", lambda o: o.run_missing,
+    Row(16, Phase.RUNNING, "TaskRun deleted before it finished", lambda o: o.run_missing,
         _executor_missing),
-    # A backstop: Tekton ends a cancelled run itself (TaskRunCancelled: row 12); this row
+    # A backstop: Tekton ends a cancelled run itself (TaskRunCancelled: row 14); this row
     # only when it has not, --timeout-grace after the cancel was asked.
-    Row(15, Phase.RUNNING, "spec.state is BuildRunCanceled, the TaskRun never confirmed "
+    Row(17, Phase.RUNNING, "spec.state is BuildRunCanceled, the TaskRun never confirmed "
         "the cancel", lambda o: o.canceled and o.cancel_unconfirmed, _cancel_unconfirmed),
-    Row(16, Phase.RUNNING, "spec.state is BuildRunCanceled", lambda o: o.canceled,
+    Row(18, Phase.RUNNING, "spec.state is BuildRunCanceled", lambda o: o.canceled,
         _just(Action.CANCEL)),
-    # A backstop: Tekton ends a timed-out run itself (its TaskRunTimeout: row 12), with
+    # A backstop: Tekton ends a timed-out run itself (its TaskRunTimeout: row 14), with
     # the timeout it holds; this row only when it has not, --timeout-grace later.
-    Row(17, Phase.RUNNING, "timeout plus the grace passed, Tekton never ended the TaskRun",
+    Row(19, Phase.RUNNING, "timeout plus the grace passed, Tekton never ended the TaskRun",
         lambda o: o.deadline_passed, _timed_out),
     # Ours, off unless asked for (--pending-timeout, the annotation): a run that never
     # started running (unschedulable, an image that cannot be pulled) is ended and stopped.
-    Row(18, Phase.RUNNING, "pending timeout passed, the TaskRun never ran",
+    Row(20, Phase.RUNNING, "pending timeout passed, the TaskRun never ran",
         lambda o: o.pending_deadline_passed, _pending_timed_out),
-    Row(19, Phase.RUNNING, "TaskRun in progress", lambda _: True,
+    Row(21, Phase.RUNNING, "TaskRun in progress", lambda _: True,
         _just(Action.PROGRESS)),
 )
 

@@ -80,7 +80,7 @@ def status_update(buildrun: JSON, status: JSON) -> JSON:
 
 
 def started(executor: Executor, run: JSON, snapshot: JSON | None, now: str) -> Change:
-    """Rows 10 and 5: the TaskRun (PipelineRun) created or adopted and the build spec
+    """Rows 12 and 5: the TaskRun (PipelineRun) created or adopted and the build spec
     snapshot (none for a run adopted by a BuildRun that does not resolve), with the
     condition the first reconcile of the running BuildRun would write, so it finds
     nothing to change: one status write per start, not two.
@@ -106,7 +106,7 @@ def started(executor: Executor, run: JSON, snapshot: JSON | None, now: str) -> C
 
 
 def retried(executor: Executor, failed: str, run: JSON, now: str) -> Change:
-    """Row 11: the next attempt's run recorded in place of the one the infrastructure
+    """Row 13: the next attempt's run recorded in place of the one the infrastructure
     failed (`failed`, as the status named it; a status that names another, read stale,
     is left as it is), with its Pending condition. startTime goes with the failed run: it
     is the run's, as Shipwright copies it, and the timeout backstop counts from it
@@ -128,7 +128,7 @@ def retried(executor: Executor, failed: str, run: JSON, now: str) -> Change:
 
 
 def progressed(run: JSON, now: str, pod: JSON | None = None) -> Change:
-    """Row 19: the running TaskRun's reason and message on the Succeeded condition, and its
+    """Row 21: the running TaskRun's reason and message on the Succeeded condition, and its
     startTime once Tekton has set it; `pod`, the run's, says why it waits
     (outcomes.running_reason)."""
     reason, message = running_reason(run, pod)
@@ -136,8 +136,15 @@ def progressed(run: JSON, now: str, pod: JSON | None = None) -> Change:
                                          "Unknown", reason, message, now)
 
 
+def waiting(decision: Decision, now: str) -> Change:
+    """Row 11: a serial Build's BuildRun waiting behind another, Unknown with the decided
+    reason and the message naming that one; unchanged (no write) while it is the same."""
+    return lambda status: with_condition(status, "Unknown", decision.reason,
+                                         decision.message, now)
+
+
 def cancel_asked(executor: Executor, now: str) -> Change:
-    """Row 16: Unknown/BuildRunCanceled with Shipwright's words, its lastTransitionTime
+    """Row 18: Unknown/BuildRunCanceled with Shipwright's words, its lastTransitionTime
     the moment the run was asked to stop (from which the cancel backstop counts:
     buildruns.cancel_left); unchanged once shown."""
     def change(status: JSON) -> JSON:

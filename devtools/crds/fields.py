@@ -244,7 +244,7 @@ FIELDS: list[Field] = [
           "BuildRun BuildRunCanceled; after, shows Unknown/BuildRunCanceled (Shipwright's "
           "words) and asks the TaskRun to stop, and the TaskRun's end decides, as under "
           "Shipwright: BuildRunCanceled, or Succeeded with its image when it completed before "
-          "the cancel could be processed (README 'How a BuildRun moves', rows 15, 16); with "
+          "the cancel could be processed (README 'How a BuildRun moves', rows 17, 18); with "
           "`spec.retention` once the BuildRun finished, the one spec change allowed after "
           "creation (our CEL rules)",
           (_BR + "test_cancel_before_start_and_while_running",

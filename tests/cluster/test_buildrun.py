@@ -57,7 +57,7 @@ async def taskrun_cancelled(kube: Kube, namespace: str, name: str) -> bool:
 
 
 async def unrecorded_taskrun(kube: Kube, buildrun: JSON) -> JSON:
-    """Row 10's first half done by hand (prepare, create the TaskRun), then a "crash"
+    """Row 12's first half done by hand (prepare, create the TaskRun), then a "crash"
     before the status write: the TaskRun exists, the BuildRun does not know it."""
     half = BuildRunReconciler(kube, Caches(), EventRecorder(kube, "t", "t"),
                               executor=TASKRUN)
@@ -76,7 +76,7 @@ async def events_for(kube: Kube, namespace: str, name: str) -> list[str]:
     return [e["reason"] for e in items if e["involvedObject"]["name"] == name]
 
 
-# -- happy path and TaskRun outcomes (rows 10, 17, 12) -------------------------------------
+# -- happy path and TaskRun outcomes (rows 12, 19, 14) -------------------------------------
 
 
 async def test_success_creates_one_owned_taskrun_and_reports_the_digest(
@@ -256,7 +256,7 @@ async def test_a_name_over_63_characters_fails_as_shipwrights(
     assert [t["metadata"]["name"] for t in await world.taskruns()] == [found["metadata"]["name"]]
 
 
-# -- cancel (rows 7, 15), a deleted TaskRun (14), the DONE rows (1, 4) -------------------
+# -- cancel (rows 7, 17), a deleted TaskRun (16), the DONE rows (1, 4) -------------------
 
 
 async def test_cancel_before_start_and_while_running(
@@ -517,7 +517,7 @@ async def test_giving_up_takes_a_finished_unrecorded_taskruns_outcome(
 async def test_giving_up_finishes_new_and_running_buildruns_and_stops_their_taskruns(
     cluster: LocalCluster, kube: Kube, world: World
 ) -> None:
-    """Rows 6 and 13: the last error is the message, and no TaskRun runs on. A NEW one of
+    """Rows 6 and 15: the last error is the message, and no TaskRun runs on. A NEW one of
     which a TaskRun exists is not given up on: the TaskRun is recorded (row 5), to decide."""
     world.fate("running", fate="hold")
     world.fate("adopted", fate="hold")

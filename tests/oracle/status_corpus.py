@@ -351,11 +351,11 @@ def _referenced_build(build: JSON, buildrun: JSON) -> JSON | None:
 
 
 def ours(case: JSON) -> JSON:
-    """The status our controller writes for the case: row 10's (status_writes.started,
+    """The status our controller writes for the case: row 12's (status_writes.started,
     the snapshot plan.snapshot_of takes), then the change of the row states.decide picks
     for the run as observe.py reads it (its children, the failed or cancelled run's pod,
     the outcome of a finished run), at NOW. Whether a canceled run's pod has completed
-    only decides whether the cancel is sent on (row 16), not the status: left False."""
+    only decides whether the cancel is sent on (row 18), not the status: left False."""
     executor = EXECUTORS[case["executor"]]
     run = case["run"]
     build, buildrun = build_and_buildrun(case)
@@ -503,7 +503,7 @@ DIFFERENCES: dict[str, Difference] = {
     "unfinished": Difference(
         "a run not finished that Tekton has given no reason yet: ours is Unknown/Pending "
         "with our words ('TaskRun NAME has not started yet'), Shipwright's has no condition",
-        "the state table's rows 10 and 19 (README 'How a BuildRun moves'): ours has a "
+        "the state table's rows 12 and 21 (README 'How a BuildRun moves'): ours has a "
         "condition from the start; once Tekton has a reason, ours is Tekton's reason and "
         "message, as Shipwright's (Started, Pending, ExceededNodeResources, ...)",
         _unfinished,
@@ -526,7 +526,7 @@ DIFFERENCES: dict[str, Difference] = {
         "Unknown/BuildRunCanceled with Shipwright's words naming the run's kind; "
         "Shipwright shows them only for a TaskRun Tekton calls Started or Running, else "
         "Tekton's condition (a PipelineRun always)",
-        "the cancel is asked and pending (row 16), whatever Tekton calls the wait, and it "
+        "the cancel is asked and pending (row 18), whatever Tekton calls the wait, and it "
         "is said the same for both executors: Shipwright's PipelineRun path has no such "
         "case, so its canceled BuildRun looks like one still running",
         _cancel_pending,

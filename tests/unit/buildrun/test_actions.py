@@ -276,7 +276,7 @@ async def test_row_4_nothing_but_a_wake_at_the_ttl_and_the_outcome_is_frozen(rig
     assert rig.stored() == before
 
 
-# -- NEW: rows 5-10 -----------------------------------------------------------------------
+# -- NEW: rows 5-12 -----------------------------------------------------------------------
 
 async def test_row_5_giving_up_records_an_unrecorded_taskrun_then_its_outcome_counts(
         rig: Rig) -> None:
@@ -326,7 +326,7 @@ async def test_row_7_canceled_before_it_started(rig: Rig) -> None:
 
 async def test_row_5_then_15_a_cancel_of_an_unrecorded_taskrun_waits_for_it(
         rig: Rig) -> None:
-    """Recorded first (row 5), then asked to stop (row 16): its end decides."""
+    """Recorded first (row 5), then asked to stop (row 18): its end decides."""
     br = rig.buildrun(state="BuildRunCanceled")
     rig.taskrun(br, run_name(br), conditions=running("Pending"))
     await rig.reconcile()
@@ -508,7 +508,7 @@ async def test_a_system_error_on_start_leaves_the_outcome_open(rig: Rig) -> None
     assert rig.kube.writes() == [LABEL_WRITE, ("create", "taskruns", run_name(br), "")]
 
 
-# -- RUNNING: rows 12-18 ------------------------------------------------------------------
+# -- RUNNING: rows 13-21 ------------------------------------------------------------------
 
 async def test_row_12_a_finished_taskruns_outcome_is_written_once(rig: Rig) -> None:
     br = rig.buildrun(status=started())
@@ -633,7 +633,7 @@ async def test_row_16_a_cancel_while_running_asks_and_waits_for_the_taskrun(
     assert "completionTime" not in rig.stored()["status"]
     assert rig.kube.writes() == [STATUS_WRITE, CANCEL]
     assert canceled(rig.kube)
-    # Tekton confirms: its end is the outcome (row 12), its completionTime the BuildRun's.
+    # Tekton confirms: its end is the outcome (row 14), its completionTime the BuildRun's.
     rig.kube.modify(TASKRUNS, "tr", lambda tr: tr.update(status={
         "podName": "tr-pod", "completionTime": ago(0), "conditions": [
             {"type": "Succeeded", "status": "False", "reason": "TaskRunCancelled",
@@ -870,7 +870,7 @@ async def test_row_17_counts_from_the_taskruns_creation_while_tekton_never_start
 
 async def test_tekton_ends_a_timed_out_taskrun_our_deadline_waits_the_grace(rig: Rig) -> None:
     """Past the timeout, within the grace: Tekton's to end (TaskRunTimeout); nothing is
-    written, the backstop awaited. Then Tekton's verdict is the BuildRun's (row 12)."""
+    written, the backstop awaited. Then Tekton's verdict is the BuildRun's (row 14)."""
     br = rig.buildrun(status=started())  # started 30 s ago
     rig.taskrun(br, spec={"timeout": "20s"}, conditions=running())
     assert (await rig.reconcile()).requeue_after == pytest.approx(GRACE - 10 + 0.05)

@@ -119,7 +119,7 @@ def test_taskrun_creation_resync_and_deletion_before_completion() -> None:
     canceled["metadata"]["resourceVersion"] = "2"
     canceled["spec"] = {"status": "TaskRunCancelled"}  # our own cancel patch
     assert not run_wakes("MODIFIED", canceled, running)
-    assert run_wakes("DELETED", running, running)  # row 14: TaskRunIsMissing
+    assert run_wakes("DELETED", running, running)  # row 16: TaskRunIsMissing
     assert not run_wakes("DELETED", taskrun(completionTime="t"), None)
 
 

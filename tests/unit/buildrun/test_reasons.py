@@ -47,6 +47,7 @@ def test_reason_constants_are_named_after_their_values() -> None:
         "StepOOM",
         "Cancelled",
         "Other",
+        "SerialRunWaiting",
         "PodDisrupted",
         "PodDeleted",
         "InfrastructureRetry",

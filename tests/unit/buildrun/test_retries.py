@@ -1,6 +1,6 @@
 """Infrastructure failures retried, user failures never (controller/buildrun/retries.py,
-state table row 11): the closed set of infrastructure failures, the limit asked for, the
-attempts' names, and row 11 acted on the in-memory API server, as test_actions.py does
+state table row 13): the closed set of infrastructure failures, the limit asked for, the
+attempts' names, and row 13 acted on the in-memory API server, as test_actions.py does
 for the other rows. tests/cluster/test_real_builds.py evicts a real build's pod."""
 
 from __future__ import annotations
@@ -192,7 +192,7 @@ def test_the_next_run_is_the_failed_ones_spec_and_labels_only() -> None:
         "spec": {"taskSpec": {"steps": []}, "timeout": "1h0m0s"}}
 
 
-# -- row 11, acted on -----------------------------------------------------------------------
+# -- row 13, acted on -----------------------------------------------------------------------
 
 
 class Clock:

@@ -46,51 +46,60 @@ CASES = [
      reasons.BUILD_RUN_CANCELED),
     (6, Observation(Phase.NEW, build_unregistered=True, retries_exhausted=WEBHOOK),
      Action.FINISH, reasons.RECONCILER_RETRIES_EXHAUSTED),
-    (10, Observation(Phase.NEW), Action.START, ""),
-    (11, Observation(Phase.RUNNING, outcome=FAILURE, infrastructure_failure="PodEvicted",
+    (10, Observation(Phase.NEW, superseded_by="b", serial_behind="a",
+                     run_policy="SerialLatestOnly"), Action.FINISH, reasons.BUILD_RUN_CANCELED),
+    (8, Observation(Phase.NEW, user_error=USER, superseded_by="b"), Action.FINISH,
+     reasons.BUILD_NOT_FOUND),
+    (7, Observation(Phase.NEW, canceled=True, serial_behind="a"), Action.FINISH,
+     reasons.BUILD_RUN_CANCELED),
+    (11, Observation(Phase.NEW, serial_behind="a", run_policy="Serial"), Action.WAIT,
+     reasons.SERIAL_RUN_WAITING),
+    (9, Observation(Phase.NEW, build_unregistered=True, serial_behind="a"), Action.NOTHING, ""),
+    (12, Observation(Phase.NEW), Action.START, ""),
+    (13, Observation(Phase.RUNNING, outcome=FAILURE, infrastructure_failure="PodEvicted",
                      deadline_passed=True), Action.RETRY, "PodEvicted"),
     # Never for a canceled BuildRun, nor once the retry budget is spent: the run's outcome.
-    (12, Observation(Phase.RUNNING, outcome=FAILURE, infrastructure_failure="PodEvicted",
+    (14, Observation(Phase.RUNNING, outcome=FAILURE, infrastructure_failure="PodEvicted",
                      canceled=True), Action.FINISH, reasons.FAILED),
-    (12, Observation(Phase.RUNNING, outcome=FAILURE, infrastructure_failure="PodEvicted",
+    (14, Observation(Phase.RUNNING, outcome=FAILURE, infrastructure_failure="PodEvicted",
                      retries_exhausted=WEBHOOK), Action.FINISH, reasons.FAILED),
-    (12, Observation(Phase.RUNNING, outcome=SUCCESS, canceled=True, deadline_passed=True),
+    (14, Observation(Phase.RUNNING, outcome=SUCCESS, canceled=True, deadline_passed=True),
      Action.FINISH, reasons.SUCCEEDED),
-    (12, Observation(Phase.RUNNING, outcome=FAILURE, retries_exhausted=WEBHOOK), Action.FINISH,
+    (14, Observation(Phase.RUNNING, outcome=FAILURE, retries_exhausted=WEBHOOK), Action.FINISH,
      reasons.FAILED),
-    (13, Observation(Phase.RUNNING, retries_exhausted=WEBHOOK, run_running=True),
+    (15, Observation(Phase.RUNNING, retries_exhausted=WEBHOOK, run_running=True),
      Action.FINISH, reasons.RECONCILER_RETRIES_EXHAUSTED),
-    (13, Observation(Phase.RUNNING, retries_exhausted=WEBHOOK, run_missing=True,
+    (15, Observation(Phase.RUNNING, retries_exhausted=WEBHOOK, run_missing=True,
                      canceled=True, deadline_passed=True),
      Action.FINISH, reasons.RECONCILER_RETRIES_EXHAUSTED),
-    (14, Observation(Phase.RUNNING, run_missing=True, canceled=True), Action.FINISH,
+    (16, Observation(Phase.RUNNING, run_missing=True, canceled=True), Action.FINISH,
      reasons.TASK_RUN_IS_MISSING),
-    (15, Observation(Phase.RUNNING, canceled=True, cancel_unconfirmed=True,
+    (17, Observation(Phase.RUNNING, canceled=True, cancel_unconfirmed=True,
                      deadline_passed=True, run_running=True),
      Action.FINISH, reasons.BUILD_RUN_CANCELED),
-    (16, Observation(Phase.RUNNING, canceled=True, deadline_passed=True, run_running=True),
+    (18, Observation(Phase.RUNNING, canceled=True, deadline_passed=True, run_running=True),
      Action.CANCEL, ""),
-    (16, Observation(Phase.RUNNING, canceled=True, pod_outcome=SUCCESS, run_running=True),
+    (18, Observation(Phase.RUNNING, canceled=True, pod_outcome=SUCCESS, run_running=True),
      Action.CANCEL, ""),
-    (15, Observation(Phase.RUNNING, canceled=True, cancel_unconfirmed=True, pod_outcome=SUCCESS,
+    (17, Observation(Phase.RUNNING, canceled=True, cancel_unconfirmed=True, pod_outcome=SUCCESS,
                      run_running=True), Action.FINISH, reasons.SUCCEEDED),
-    (17, Observation(Phase.RUNNING, deadline_passed=True, pod_outcome=SUCCESS,
+    (19, Observation(Phase.RUNNING, deadline_passed=True, pod_outcome=SUCCESS,
                      run_running=True), Action.FINISH, reasons.SUCCEEDED),
-    (17, Observation(Phase.RUNNING, deadline_passed=True, run_running=True), Action.FINISH,
+    (19, Observation(Phase.RUNNING, deadline_passed=True, run_running=True), Action.FINISH,
      reasons.BUILD_RUN_TIMEOUT),
-    (17, Observation(Phase.RUNNING, deadline_passed=True, cancel_unconfirmed=True,
+    (19, Observation(Phase.RUNNING, deadline_passed=True, cancel_unconfirmed=True,
                      run_running=True), Action.FINISH, reasons.BUILD_RUN_TIMEOUT),
     # The pending deadline (ours, off by default): after the cancel and the timeout
     # backstop, before the run's progress.
-    (18, Observation(Phase.RUNNING, pending_deadline_passed=True, run_running=True),
+    (20, Observation(Phase.RUNNING, pending_deadline_passed=True, run_running=True),
      Action.FINISH, reasons.BUILD_RUN_PENDING_TIMEOUT),
-    (17, Observation(Phase.RUNNING, pending_deadline_passed=True, deadline_passed=True,
+    (19, Observation(Phase.RUNNING, pending_deadline_passed=True, deadline_passed=True,
                      run_running=True), Action.FINISH, reasons.BUILD_RUN_TIMEOUT),
-    (16, Observation(Phase.RUNNING, pending_deadline_passed=True, canceled=True,
+    (18, Observation(Phase.RUNNING, pending_deadline_passed=True, canceled=True,
                      run_running=True), Action.CANCEL, ""),
-    (12, Observation(Phase.RUNNING, pending_deadline_passed=True, outcome=FAILURE),
+    (14, Observation(Phase.RUNNING, pending_deadline_passed=True, outcome=FAILURE),
      Action.FINISH, reasons.FAILED),
-    (19, Observation(Phase.RUNNING, run_running=True), Action.PROGRESS, ""),
+    (21, Observation(Phase.RUNNING, run_running=True), Action.PROGRESS, ""),
 ]
 
 
@@ -186,14 +195,14 @@ def test_a_run_that_exists_decides_then_the_spent_budget() -> None:
 
 
 def test_a_cancel_waits_for_the_run_but_for_the_backstop() -> None:
-    """A running BuildRun's cancel finishes it only through the run's own end (row 12)
-    or the backstop (row 15): otherwise it is shown, never written as the outcome."""
+    """A running BuildRun's cancel finishes it only through the run's own end (row 14)
+    or the backstop (row 17): otherwise it is shown, never written as the outcome."""
     for obs in _observations(Phase.RUNNING):
         d = decide(obs)
         if (obs.canceled and obs.outcome is None and obs.retries_exhausted is None
                 and not obs.run_missing):
-            assert d.action is Action.CANCEL or d.row == 15, obs
-            assert d.row != 15 or obs.cancel_unconfirmed, obs
+            assert d.action is Action.CANCEL or d.row == 17, obs
+            assert d.row != 17 or obs.cancel_unconfirmed, obs
 
 
 def test_a_completed_pod_is_never_reported_failed_by_a_backstop() -> None:
@@ -201,14 +210,27 @@ def test_a_completed_pod_is_never_reported_failed_by_a_backstop() -> None:
     and timeout backstops report its success, never a failure."""
     for obs in _observations(Phase.RUNNING):
         d = decide(obs)
-        if obs.pod_outcome is not None and d.row in (15, 17):
+        if obs.pod_outcome is not None and d.row in (17, 19):
             assert (d.succeeded, d.outcome) == ("True", obs.pod_outcome), obs
 
 
 @pytest.mark.parametrize("kind", ["TaskRun", "PipelineRun"])
 def test_a_missing_executor_is_named_by_its_kind(kind: str) -> None:
-    """Row 14 is TaskRunIsMissing for both executors (Shipwright's one reason); the
+    """Row 16 is TaskRunIsMissing for both executors (Shipwright's one reason); the
     message says which was deleted."""
     decision = decide(Observation(Phase.RUNNING, run_missing=True, executor_kind=kind))
     assert (decision.row, decision.reason, decision.message) == (
-        14, reasons.TASK_RUN_IS_MISSING, f"the {kind} was deleted before it finished")
+        16, reasons.TASK_RUN_IS_MISSING, f"the {kind} was deleted before it finished")
+
+
+def test_a_serial_build_s_messages_name_the_buildrun() -> None:
+    """Row 10 names the newer BuildRun that superseded the waiting one, row 11 the one it
+    waits behind (Unknown: it has not started, it has not failed)."""
+    superseded = decide(Observation(Phase.NEW, superseded_by="app-3",
+                                    run_policy="SerialLatestOnly"))
+    assert (superseded.succeeded, superseded.message) == (
+        "False", "superseded by the newer BuildRun app-3 (the Build's run policy is "
+        "SerialLatestOnly); canceled before it started")
+    waiting = decide(Observation(Phase.NEW, serial_behind="app-1", run_policy="Serial"))
+    assert (waiting.succeeded, waiting.message) == (
+        "Unknown", "the Build's run policy is Serial: waiting for BuildRun app-1 to finish")

@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 from controller.buildrun import setup as buildrun_setup
+from controller.buildrun.annotations import RUN_POLICY
 from controller.buildrun.caches import OWN_RUNS, slim_pod
 from controller.buildrun.outcomes import waiting_words
 from controller.buildrun.reconciler import BuildRunReconciler
@@ -175,7 +176,7 @@ async def test_a_builds_event_wakes_its_new_buildruns_and_reads_no_finished_one(
 async def test_a_pod_wakes_its_buildrun_only_on_its_way_out(wired: Wired) -> None:
     """A running pod's events wake nothing, but those of one on its way out (Tekton deletes
     the pod of a run it cancels): its BuildRun awaits its end, and once it is gone its last
-    state is kept (row 12). (One that cannot start: the test below.)"""
+    state is kept (row 14). (One that cannot start: the test below.)"""
     pods = wired.informers.get(PODS)
     pod: JSON = {"metadata": {"namespace": "ns", "name": "br-pod", "resourceVersion": "1",
                               "labels": {"buildrun.shipwright.io/name": "br"}},
@@ -208,7 +209,7 @@ async def test_a_pod_wakes_its_buildrun_only_on_its_way_out(wired: Wired) -> Non
 
 async def test_a_pod_wakes_its_buildrun_when_why_it_waits_changes_its_meaning(
         wired: Wired) -> None:
-    """The scheduler's and the kubelet's words reach the BuildRun's message (row 19): a
+    """The scheduler's and the kubelet's words reach the BuildRun's message (row 21): a
     pod event wakes it when they change their meaning, not when only a back-off's duration
     or a timestamp moves, and the pod cache keeps them (slim_pod)."""
     pods = wired.informers.get(PODS)
@@ -304,3 +305,96 @@ def test_the_pod_cache_keeps_why_a_pod_waits_and_no_more(status: JSON, deleting:
     assert slim["metadata"]["labels"] == {"buildrun.shipwright.io/name": "br"}
     if waiting_words(pod) is None and not deleting:
         assert "status" not in slim, slim
+
+
+def serial_build(policy: str | None) -> JSON:
+    meta: JSON = {"namespace": "ns", "name": "b", "resourceVersion": "1"}
+    if policy is not None:
+        meta["annotations"] = {RUN_POLICY: policy}
+    return {"metadata": meta, "status": {"registered": "True"}}
+
+
+async def test_a_serial_build_s_buildrun_that_ends_wakes_the_build_s_waiting_ones(
+        wired: Wired) -> None:
+    """Issue 43: the waiting BuildRuns of a Serial Build are woken when the one ahead
+    finishes, is deleted, or its run ends (one a backstop's verdict left stopping); not
+    when it merely starts. Without the annotation, none of that."""
+    wired.emit(BUILDS, "ADDED", serial_build("Serial"), initial=True)
+    running = buildrun("first", taskRunName="first-tr")
+    wired.emit(BUILDRUNS, "ADDED", running, initial=True)
+    wired.emit(BUILDRUNS, "ADDED", buildrun("waiting"), initial=True)
+    await wired.queued()
+    for key in ("ns/first", "ns/waiting"):
+        wired.controller.queue.done(key)
+    done = finished("first")
+    done["metadata"]["resourceVersion"] = "2"
+    wired.emit(BUILDRUNS, "MODIFIED", done, running)
+    assert await wired.queued() == [("ns/waiting", 0)]
+    wired.controller.queue.done("ns/waiting")
+    wired.emit(TASKRUNS, "MODIFIED", {**taskrun("first", "True", rv="2"), "metadata": {
+        **taskrun("first", "True", rv="2")["metadata"],
+        "labels": {"buildrun.shipwright.io/name": "first", "build.shipwright.io/name": "b"}}},
+        taskrun("first", "Unknown"))
+    assert ("ns/waiting", 0) in await wired.queued()
+    for key in ("ns/waiting", "ns/first"):
+        wired.controller.queue.done(key)
+    wired.emit(BUILDRUNS, "DELETED", done)
+    assert await wired.queued() == [("ns/waiting", 0)]
+    wired.controller.queue.done("ns/waiting")
+    # Without the annotation, a finish wakes no other BuildRun.
+    wired.emit(BUILDS, "MODIFIED", serial_build(None), serial_build("Serial"))
+    await wired.queued()
+    wired.controller.queue.done("ns/waiting")
+    again = buildrun("second", taskRunName="second-tr")
+    wired.emit(BUILDRUNS, "ADDED", again)
+    await wired.queued()
+    wired.controller.queue.done("ns/second")
+    wired.emit(BUILDRUNS, "MODIFIED", {**finished("second"), "metadata": {
+        **finished("second")["metadata"], "resourceVersion": "5"}}, again)
+    assert await wired.queued() == []
+
+
+def created(name: str, at: str) -> JSON:
+    br = buildrun(name)
+    br["metadata"]["creationTimestamp"] = at
+    return br
+
+
+async def test_a_new_buildrun_of_a_serial_build_wakes_the_waiting_ones_it_changes(
+        wired: Wired) -> None:
+    """SerialLatestOnly: those before it (superseded, row 10). Serial: only those after it
+    in the order (created in the same second, its name first: it is now just ahead of
+    them); one created after them changes nothing for them."""
+    wired.emit(BUILDS, "ADDED", serial_build("SerialLatestOnly"), initial=True)
+    wired.emit(BUILDRUNS, "ADDED", created("older", "2026-12-04T01:00:00Z"), initial=True)
+    await wired.queued()
+    wired.controller.queue.done("ns/older")
+    wired.emit(BUILDRUNS, "ADDED", created("newer", "2026-12-04T01:00:01Z"))
+    assert sorted(await wired.queued()) == [("ns/newer", 0), ("ns/older", 0)]
+    for key in ("ns/newer", "ns/older"):
+        wired.controller.queue.done(key)
+    wired.emit(BUILDS, "MODIFIED", serial_build("Serial"), serial_build("SerialLatestOnly"))
+    await wired.queued()
+    for key in ("ns/newer", "ns/older"):
+        wired.controller.queue.done(key)
+    wired.emit(BUILDRUNS, "ADDED", created("newest", "2026-12-04T01:00:02Z"))
+    assert await wired.queued() == [("ns/newest", 0)]
+    wired.controller.queue.done("ns/newest")
+    wired.emit(BUILDRUNS, "ADDED", created("a-first", "2026-12-04T01:00:01Z"))
+    assert sorted(await wired.queued()) == [("ns/a-first", 0), ("ns/newer", 0),
+                                            ("ns/newest", 0)]
+
+
+def test_the_serial_queues_gauge_counts_the_waiting_buildruns_of_the_cache(
+        wired: Wired) -> None:
+    """buildrun_serial_waiting: NEW BuildRuns whose condition says SerialRunWaiting, by
+    namespace, read off the BuildRun cache when scraped; one that starts leaves it."""
+    waiting = buildrun("w", conditions=[{"type": "Succeeded", "status": "Unknown",
+                                         "reason": "SerialRunWaiting"}])
+    wired.emit(BUILDRUNS, "ADDED", waiting, initial=True)
+    wired.emit(BUILDRUNS, "ADDED", buildrun("new"), initial=True)
+    assert metric("buildrun_serial_waiting", namespace="ns") == 1
+    started = buildrun("w", rv="2", taskRunName="w-tr", conditions=[
+        {"type": "Succeeded", "status": "Unknown", "reason": "Pending"}])
+    wired.emit(BUILDRUNS, "MODIFIED", started, waiting)
+    assert metric("buildrun_serial_waiting", namespace="ns") == 0
