@@ -1,7 +1,9 @@
 """The dashboard, the alerts and docs/metrics.md name only metrics the controller exports.
 
 A controller runs one BuildRun through a flaky webhook (so a retry is counted),
-one with a missing Build, and holds a Lease, then /metrics is scraped over HTTP.
+one with a missing Build, two of a Build with the Serial run policy (the first's run
+left waiting, the second queued behind it: the waiting and serial-queue gauges), with
+--failure-log-snippet on, and holds a Lease, then /metrics is scraped over HTTP.
 Every name a dashboard panel or an alert selects must be a sample in that
 scrape, with the suffix its type gives it (counters end in _total, histograms
 are read through _bucket/_sum/_count).
@@ -19,13 +21,23 @@ from typing import Any
 import pytest
 import yaml
 
+from controller.buildrun import reasons
+from controller.buildrun.annotations import RUN_POLICY
 from controller.runtime.kube import Kube
-from controller.settings import LeaderElectionSettings
+from controller.settings import LeaderElectionSettings, LogSnippetSettings
+from controller.shipwright.resources import BUILDS
 from devtools.cluster import fixtures
 from devtools.cluster.localcluster import LocalCluster
 from devtools.fakes.webhook import FlakyWebhook, Verdict
 from tests.doctext import section
-from tests.harness import World, condition, controller_settings, running_controller, scrape
+from tests.harness import (
+    World,
+    condition,
+    controller_settings,
+    running_controller,
+    scrape,
+    wait_for,
+)
 from tests.promtools import family_of, metric_names, parse_exposition
 
 REPO = Path(__file__).resolve().parents[2]
@@ -39,6 +51,11 @@ DECLARED_ONLY = {
     "controller_runtime_terminal_reconcile_errors_total":
         "needs an API answer the controller cannot retry (400/422 to its own write)",
     "controller_runtime_reconcile_panics_total": "needs a bug in a reconciler",
+    "buildrun_infrastructure_retries_total":
+        "needs a run the infrastructure failed (tests/cluster/test_real_builds.py evicts one "
+        "on the real node and reads this counter)",
+    "buildrun_serial_superseded_total":
+        "needs a SerialLatestOnly Build's queue (tests/cluster/test_serial.py)",
 }
 
 
@@ -116,9 +133,13 @@ async def scraped(cluster: LocalCluster, kube: Kube) -> AsyncIterator[str]:
     def script(call: int) -> Verdict:
         return "timeout" if call == 1 else "allow"
 
+    await world.build("serial")
+    await kube.patch(BUILDS, ns, "serial", {"metadata": {"annotations": {
+        RUN_POLICY: "Serial"}}})
     leader = LeaderElectionSettings(namespace=ns, name="buildrun-controller",
                                     identity="dashboard-test")
-    settings = controller_settings(cluster, ns, leader_election=leader)
+    settings = controller_settings(cluster, ns, leader_election=leader,
+                                   log_snippet=LogSnippetSettings())
     async with FlakyWebhook(cluster, ns, script) as webhook, \
             running_controller(settings) as app:
         await world.buildrun("flaky")
@@ -127,6 +148,16 @@ async def scraped(cluster: LocalCluster, kube: Kube) -> AsyncIterator[str]:
         await world.buildrun("no-build", build_ref="does-not-exist")
         assert condition(await world.finished("no-build"))["reason"] == "BuildNotFound"
         assert webhook.verdicts[:2] == ["timeout", "allow"]
+        # No Tekton here: the first's TaskRun never runs, so it waits (Pending) and the
+        # second waits behind it.
+        await world.buildrun("serial-1", build_ref="serial")
+        await world.taskrun_of("serial-1", timeout=30)
+        await world.buildrun("serial-2", build_ref="serial")
+
+        async def queued() -> bool:
+            cond = condition(await world.get("serial-2"))
+            return bool(cond) and cond["reason"] == reasons.SERIAL_RUN_WAITING
+        await wait_for(queued, 30, what="serial-2 to wait behind serial-1")
         yield await scrape(app)
     await kube.request("DELETE", f"/api/v1/namespaces/{ns}")
 
