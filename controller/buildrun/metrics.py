@@ -69,31 +69,35 @@ LOG_SNIPPETS = Counter(
 )
 
 
-class _Waiting(Collector):
-    """buildrun_waiting{reason}: the BuildRuns whose run has not reported Running, by the
-    reason their condition shows (Tekton's: Pending, ExceededNodeResources,
-    PullImageFailed, ...), counted at scrape time from the BuildRun cache's index
-    (caches.WAITING), so it is right from the first list on, on a standby too, and costs
-    nothing between scrapes. setup.py points it at the informer's store."""
+class IndexGauge(Collector):
+    """A gauge counted at scrape time from an index of the BuildRun cache: one sample per
+    index value, the number of BuildRuns under it (Store.index_counts). So it is right
+    from the first list on, on a standby too, and costs nothing between scrapes.
+    setup.py points it at the informer's store."""
 
-    def __init__(self) -> None:
+    def __init__(self, name: str, documentation: str, label: str) -> None:
+        self._family = (name, documentation, label)
         self._source: tuple[Store, str] | None = None
 
     def watch(self, store: Store, index: str) -> None:
         self._source = (store, index)
 
     def collect(self) -> Iterator[Metric]:
-        family = GaugeMetricFamily(
-            "buildrun_waiting", "Started BuildRuns whose run has not reported Running "
-            "yet, by the reason on their Succeeded condition", labels=["reason"])
+        name, documentation, label = self._family
+        family = GaugeMetricFamily(name, documentation, labels=[label])
         if self._source is not None:
             store, index = self._source
-            for reason, count in sorted(store.index_counts(index).items()):
-                family.add_metric([reason], count)
+            for value, count in sorted(store.index_counts(index).items()):
+                family.add_metric([value], count)
         yield family
 
 
-WAITING = _Waiting()
+# buildrun_waiting{reason} (caches.WAITING): the BuildRuns whose run has not reported
+# Running, by the reason their condition shows (Tekton's: Pending, ExceededNodeResources,
+# PullImageFailed, ...).
+WAITING = IndexGauge(
+    "buildrun_waiting", "Started BuildRuns whose run has not reported Running yet, by the "
+    "reason on their Succeeded condition", "reason")
 REGISTRY.register(WAITING)
 
 # Issue 43, one run at a time per Build (serial.py): what an SRE watches of serial queues.
@@ -109,31 +113,11 @@ SERIAL_SUPERSEDED = Counter(
 )
 
 
-class _SerialQueues(Collector):
-    """buildrun_serial_waiting{namespace}: the BuildRuns waiting in serial queues now,
-    counted at scrape time from the BuildRun cache's index (caches.SERIAL_WAITING), as
-    buildrun_waiting is: right from the first list on, nothing between scrapes. setup.py
-    points it at the informer's store."""
-
-    def __init__(self) -> None:
-        self._source: tuple[Store, str] | None = None
-
-    def watch(self, store: Store, index: str) -> None:
-        self._source = (store, index)
-
-    def collect(self) -> Iterator[Metric]:
-        gauge = GaugeMetricFamily(
-            "buildrun_serial_waiting",
-            "BuildRuns of Builds with a serial run policy waiting behind another, now",
-            labels=["namespace"])
-        if self._source is not None:
-            store, index = self._source
-            for namespace, count in sorted(store.index_counts(index).items()):
-                gauge.add_metric([namespace], count)
-        yield gauge
-
-
-SERIAL_QUEUES = _SerialQueues()
+# buildrun_serial_waiting{namespace} (caches.SERIAL_WAITING): the BuildRuns waiting in
+# serial queues now.
+SERIAL_QUEUES = IndexGauge(
+    "buildrun_serial_waiting",
+    "BuildRuns of Builds with a serial run policy waiting behind another, now", "namespace")
 REGISTRY.register(SERIAL_QUEUES)
 
 
