@@ -48,11 +48,11 @@ from devtools.cluster.localcluster import LocalCluster, free_port, write_token_k
 from devtools.fakes.fates import FateWebhook
 from tests.harness import World, condition, running_pod, wait_for
 from tests.promtools import parse_exposition, prometheus_binary
+from tests.shipped import MANIFESTS, kustomization, load
 
 pytestmark = pytest.mark.cluster
 
 REPO = Path(__file__).resolve().parents[2]
-MANIFESTS = REPO / "manifests"
 NS = "buildrun-controller"
 SA_USER = f"system:serviceaccount:{NS}:buildrun-controller"
 SA_GROUPS = ["system:serviceaccounts", f"system:serviceaccounts:{NS}", "system:authenticated"]
@@ -61,15 +61,6 @@ Obj = dict[str, Any]
 
 
 # -- reading the manifests -------------------------------------------------------------
-
-
-def kustomization() -> Obj:
-    data: Obj = yaml.safe_load((MANIFESTS / "kustomization.yaml").read_text())
-    return data
-
-
-def load(path: Path) -> list[Obj]:
-    return [d for d in yaml.safe_load_all(path.read_text()) if d]
 
 
 def generated_configmaps() -> list[Obj]:
