@@ -26,6 +26,7 @@ import signal
 import subprocess
 import sys
 import tomllib
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -316,9 +317,15 @@ def test_service_monitor_and_pdb_select_the_controller() -> None:
 
 
 @pytest.fixture(scope="module")
-async def applied(cluster: LocalCluster) -> list[Any]:
-    """Every manifest applied, in kustomization order, to the session's API server."""
-    return [await apply(cluster, obj) for obj in objects()]
+async def applied(cluster: LocalCluster) -> AsyncIterator[list[Any]]:
+    """Every manifest applied, in kustomization order, to the session's API server; the
+    Deployment deleted after the module. The stack's kube-controller-manager runs the
+    deployment and replicaset controllers (for tests/cluster/test_in_cluster.py), and
+    kwok runs every pod to completion, so a Deployment left behind has its pods made
+    again and again all session long: left in a whole make test, it made thousands and
+    kept kube-controller-manager at half a core (2026-12-06)."""
+    yield [await apply(cluster, obj) for obj in objects()]
+    await cluster.request("DELETE", resource_path(one("Deployment")))
 
 
 async def test_every_manifest_is_accepted_by_the_api_server(
