@@ -43,6 +43,7 @@ from devtools.cluster.localcluster import LocalCluster, free_port, write_token_k
 from tests.cluster.test_dashboard_metrics import documented_metrics
 from tests.harness import World, condition, wait_for
 from tests.promtools import parse_exposition
+from tests.shipped import listed
 from tests.test_dockerfile import env_of, parse_dockerfile
 
 # Found from here, so the file may move deeper into tests/.
@@ -145,10 +146,8 @@ async def _service_account_config(cluster: LocalCluster, folder: Path) -> Path:
     certificate-authority-data: for inline data kubernetes_asyncio writes a temporary
     file, which a read-only root without a writable /tmp refuses."""
     await cluster.apply(yaml.safe_load((MANIFESTS / "namespace.yaml").read_text()))
-    for file in sorted((MANIFESTS / "rbac").glob("*.yaml")):
-        for obj in yaml.safe_load_all(file.read_text()):
-            if obj:
-                await cluster.apply(obj)
+    for obj in listed("rbac"):
+        await cluster.apply(obj)
     review = await cluster.request(
         "POST", f"/api/v1/namespaces/{NS}/serviceaccounts/{SA}/token",
         {"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest",

@@ -26,6 +26,7 @@ import signal
 import subprocess
 import sys
 import tomllib
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -48,11 +49,11 @@ from devtools.cluster.localcluster import LocalCluster, free_port, write_token_k
 from devtools.fakes.fates import FateWebhook
 from tests.harness import World, condition, running_pod, wait_for
 from tests.promtools import parse_exposition, prometheus_binary
+from tests.shipped import MANIFESTS, kustomization, load
 
 pytestmark = pytest.mark.cluster
 
 REPO = Path(__file__).resolve().parents[2]
-MANIFESTS = REPO / "manifests"
 NS = "buildrun-controller"
 SA_USER = f"system:serviceaccount:{NS}:buildrun-controller"
 SA_GROUPS = ["system:serviceaccounts", f"system:serviceaccounts:{NS}", "system:authenticated"]
@@ -61,15 +62,6 @@ Obj = dict[str, Any]
 
 
 # -- reading the manifests -------------------------------------------------------------
-
-
-def kustomization() -> Obj:
-    data: Obj = yaml.safe_load((MANIFESTS / "kustomization.yaml").read_text())
-    return data
-
-
-def load(path: Path) -> list[Obj]:
-    return [d for d in yaml.safe_load_all(path.read_text()) if d]
 
 
 def generated_configmaps() -> list[Obj]:
@@ -325,9 +317,15 @@ def test_service_monitor_and_pdb_select_the_controller() -> None:
 
 
 @pytest.fixture(scope="module")
-async def applied(cluster: LocalCluster) -> list[Any]:
-    """Every manifest applied, in kustomization order, to the session's API server."""
-    return [await apply(cluster, obj) for obj in objects()]
+async def applied(cluster: LocalCluster) -> AsyncIterator[list[Any]]:
+    """Every manifest applied, in kustomization order, to the session's API server; the
+    Deployment deleted after the module. The stack's kube-controller-manager runs the
+    deployment and replicaset controllers (for tests/cluster/test_in_cluster.py), and
+    kwok runs every pod to completion, so a Deployment left behind has its pods made
+    again and again all session long: left in a whole make test, it made thousands and
+    kept kube-controller-manager at half a core (2026-12-06)."""
+    yield [await apply(cluster, obj) for obj in objects()]
+    await cluster.request("DELETE", resource_path(one("Deployment")))
 
 
 async def test_every_manifest_is_accepted_by_the_api_server(

@@ -46,21 +46,19 @@ from tests.harness import (
     scrape,
     wait_for,
 )
+from tests.shipped import listed
 
 pytestmark = pytest.mark.cluster
 
 REPO = Path(__file__).resolve().parents[2]
-RBAC = REPO / "manifests" / "rbac"
 NAMESPACE_MANIFEST = REPO / "manifests" / "namespace.yaml"
 
 Obj = dict[str, Any]
 
 
 def rbac_objects() -> list[Obj]:
-    objects = []
-    for path in sorted(RBAC.glob("*.yaml")):
-        objects += [d for d in yaml.safe_load_all(path.read_text()) if d]
-    return objects
+    """The RBAC a default install applies (not the opt-in pod_logs.yaml)."""
+    return listed("rbac")
 
 
 def one(kind: str) -> Obj:
