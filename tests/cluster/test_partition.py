@@ -25,6 +25,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+import orjson
 import pytest
 
 from controller.app import App
@@ -176,12 +177,20 @@ def _wall(micro_time: str) -> float:
 
 
 async def versions(kube: Kube, namespace: str) -> dict[str, str]:
-    """resourceVersion of every BuildRun and TaskRun in the namespace."""
+    """What a controller's write would change: the resourceVersion of every BuildRun, and
+    of every TaskRun its metadata and spec (a controller creates TaskRuns and cancels them
+    through spec.status). Not a TaskRun's resourceVersion: its status is Tekton's to
+    write, and a whole make test once saw a finished TaskRun's resourceVersion move
+    between this test's two reads (taskruns/during-3: 10800 -> 10820, 2026-12-06); no
+    write of a controller's to a TaskRun touches its status."""
     out = {}
-    for resource in (BUILDRUNS, TASKRUNS):
-        for item in (await kube.list(resource, namespace))["items"]:
-            out[f"{resource.plural}/{item['metadata']['name']}"] = \
-                item["metadata"]["resourceVersion"]
+    for item in (await kube.list(BUILDRUNS, namespace))["items"]:
+        out[f"buildruns/{item['metadata']['name']}"] = item["metadata"]["resourceVersion"]
+    for item in (await kube.list(TASKRUNS, namespace))["items"]:
+        meta = item["metadata"]
+        out[f"taskruns/{meta['name']}"] = orjson.dumps(
+            [meta.get("labels"), meta.get("annotations"), meta.get("ownerReferences"),
+             item.get("spec")], option=orjson.OPT_SORT_KEYS).decode()
     return out
 
 
