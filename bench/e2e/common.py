@@ -83,6 +83,19 @@ def write_results(kind: str, data: dict[str, Any]) -> Path:
     return path
 
 
+def report(kind: str, info: dict[str, Any], runs: list[dict[str, Any]], *tables: str) -> None:
+    """A benchmark's closing lines: the machine (as it was at the start, `info`), the
+    command, its tables (a blank line between), and where its raw figures were written
+    (write_results, with the load at the end)."""
+    print()
+    print(f"machine: {info}")
+    print(f"command: {command_line()}")
+    print("\n\n".join(tables))
+    path = write_results(kind, {"machine": info, "command": command_line(), "runs": runs,
+                                "end_load": machine()["loadavg"]})
+    print(f"raw: {path}")
+
+
 def percentile(values: Sequence[float], p: float) -> float:
     """Linear interpolation between closest ranks (numpy's default); nan when empty."""
     if not values:

@@ -65,16 +65,15 @@ from bench.e2e.common import (
     Controller,
     Observer,
     bounded,
-    command_line,
     load_kube,
     log,
     machine,
+    report,
     server_pids,
     start_py_spy,
     stop_py_spy,
     usage,
     wait_quiet,
-    write_results,
 )
 from controller.runtime.errors import is_not_found
 from controller.runtime.kube import JSON, LEASES, ApiError, Kube
@@ -299,13 +298,7 @@ async def main_async(args: argparse.Namespace) -> None:
             args.keep_logs.mkdir(parents=True, exist_ok=True)
             for log_file in workdir.glob("*.log"):  # noqa: ASYNC240 - once, at the end
                 shutil.copy(log_file, args.keep_logs / log_file.name)
-    print()
-    print(f"machine: {info}")
-    print(f"command: {command_line()}")
-    print(table(runs))
-    path = write_results("restart", {"machine": info, "command": command_line(),
-                                     "runs": runs, "end_load": machine()["loadavg"]})
-    print(f"raw: {path}")
+    report("restart", info, runs, table(runs))
 
 
 def main() -> None:

@@ -54,18 +54,17 @@ from bench.e2e.common import (
     Observer,
     apiserver_requests,
     bounded,
-    command_line,
     load_kube,
     log,
     machine,
     outcomes,
     per_buildrun_ms,
     per_object,
+    report,
     requests_text,
     summary,
     wait_quiet,
     warm_up,
-    write_results,
 )
 from controller.buildrun.status_writes import status_update
 from controller.runtime.kube import JSON, PODS, Kube
@@ -311,13 +310,7 @@ async def main_async(args: argparse.Namespace) -> None:
                 with tempfile.TemporaryDirectory(prefix="e2e-stack-") as tmp:
                     runs.append(await one_run(mode, n, workers, args, Path(tmp)))
                 print(table(runs[-1:]).splitlines()[-1], flush=True)
-    print()
-    print(f"machine: {info}")
-    print(f"command: {command_line()}")
-    print(table(runs))
-    path = write_results("stack", {"machine": info, "command": command_line(), "runs": runs,
-                                   "end_load": machine()["loadavg"]})
-    print(f"raw: {path}")
+    report("stack", info, runs, table(runs))
 
 
 def main() -> None:

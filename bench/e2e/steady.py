@@ -38,15 +38,14 @@ from bench.e2e.common import (
     NS,
     Controller,
     Observer,
-    command_line,
     load_kube,
     log,
     machine,
     outcomes,
+    report,
     summary,
     wait_quiet,
     warm_up,
-    write_results,
 )
 from controller.runtime.kube import JSON
 from controller.shipwright.conditions import succeeded_condition
@@ -211,13 +210,7 @@ async def main_async(args: argparse.Namespace) -> None:
                 with tempfile.TemporaryDirectory(prefix="e2e-steady-") as tmp:
                     runs.append(await one_run(mode, rate, args, Path(tmp)))
                 print(table(runs[-1:]).splitlines()[-1], flush=True)
-    print()
-    print(f"machine: {info}")
-    print(f"command: {command_line()}")
-    print(table(runs))
-    path = write_results("steady", {"machine": info, "command": command_line(), "runs": runs,
-                                    "end_load": machine()["loadavg"]})
-    print(f"raw: {path}")
+    report("steady", info, runs, table(runs))
 
 
 def main() -> None:

@@ -104,12 +104,12 @@ from bench.e2e.common import (
     Watchers,
     apiserver_requests,
     bounded,
-    command_line,
     load_kube,
     log,
     machine,
     per_buildrun_ms,
     per_object,
+    report,
     requests_text,
     server_pids,
     start_py_spy,
@@ -117,7 +117,6 @@ from bench.e2e.common import (
     summary,
     wait_quiet,
     warm_up,
-    write_results,
 )
 from controller.buildrun.status_writes import status_update
 from controller.runtime.kube import EVENTS, JSON, PODS, Kube
@@ -487,15 +486,7 @@ async def main_async(args: argparse.Namespace) -> None:
                     with tempfile.TemporaryDirectory(prefix="e2e-tput-") as tmp:
                         runs.append(await one_run(mode, n, workers, args, Path(tmp)))
                     print(table(runs[-1:]).splitlines()[-1], flush=True)
-    print()
-    print(f"machine: {info}")
-    print(f"command: {command_line()}")
-    print(table(runs))
-    print()
-    print(phase_table(runs))
-    path = write_results("throughput", {"machine": info, "command": command_line(),
-                                        "runs": runs, "end_load": machine()["loadavg"]})
-    print(f"raw: {path}")
+    report("throughput", info, runs, table(runs), phase_table(runs))
 
 
 def main() -> None:
