@@ -416,16 +416,24 @@ class Observer:
         (row 13), from the BuildRun's record of its attempts and the retries asked for (its
         annotation, its Build's as cached, the flag)."""
         assert seen.run is not None
-        failure = infrastructure_failure(seen.run, pod)
+        buildrun = seen.buildrun
+        attempts = attempts_of(buildrun)
+        failed = seen.run["metadata"]["name"]
+        recorded = next((a for a in attempts if a.task_run == failed), None)
+        # A failure recorded is decided: the record is written before the next attempt
+        # runs, and the pod that told it may be gone from the cache since (a pod deleted
+        # under the build is removed within its grace period, seconds before the backoff
+        # ends), which would read as the build's own failure and finish it on the run
+        # the record says is to be retried (a whole make test met it, 2026-12-06).
+        failure = (Failure(recorded.reason, recorded.message) if recorded is not None
+                   else infrastructure_failure(seen.run, pod))
         if failure is None:
             return seen
-        buildrun = seen.buildrun
         namespace = buildrun["metadata"]["namespace"]
         name = text(at(buildrun, "spec", "build", "name"))
         build = self.caches.store(BUILDS).get(f"{namespace}/{name}") if name else None
         limit = limit_of(buildrun, build, self.retries.retries)
-        names = [a.task_run for a in attempts_of(buildrun)]
-        failed = seen.run["metadata"]["name"]
+        names = [a.task_run for a in attempts]
         # This run's place among the failed attempts (recorded already, or next).
         place = names.index(failed) + 1 if failed in names else len(names) + 1
         left = place <= limit.retries

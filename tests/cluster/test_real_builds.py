@@ -510,10 +510,6 @@ async def test_a_build_that_exits_1_is_never_retried(
     assert len(await w.taskruns()) == 1
 
 
-@pytest.mark.xfail(strict=False, reason=(
-    "a race, not root-caused: in a whole make test (2026-12-06) the first run's failure was "
-    "recorded as PodDeleted, yet the BuildRun finished Failed naming that first run instead "
-    "of running the second attempt; it passed in every run alone (issue 43 part 3)"))
 async def test_a_build_whose_pod_is_deleted_under_it_runs_again(
     stack: TektonStack, real_node: RealNode, world_real: World, node_env: None,
 ) -> None:

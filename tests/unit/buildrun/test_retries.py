@@ -270,6 +270,33 @@ async def test_row_11_records_the_attempt_then_runs_the_next_after_its_backoff(
     assert metric("buildrun_infrastructure_retries_total", reason="PodEvicted") == before + 1
 
 
+async def test_row_11_a_recorded_failure_stands_once_its_pod_is_gone(
+        rig: Rig, clock: Clock) -> None:
+    """A pod deleted under the build tells the failure (its deletion asked before the run
+    failed) only while it is cached: it is removed within its grace period, before the
+    backoff ends. The record written first decides from then on; without that, the
+    reconcile after the pod's removal took the failure for the build's own and finished
+    the BuildRun Failed on the run to be retried (a whole make test met it, 2026-12-06)."""
+    br = retrying(rig, "2")
+    rig.taskrun(br, "tr", spec={"taskSpec": {"steps": [{"name": "build"}]}},
+                **tekton_status("False", "StepFailed", message="step-build failed",
+                                completion_time=ago(1), pod="tr-pod"))
+    the_pod = deleted(pod(), ago(5), grace=2)
+    the_pod["metadata"]["labels"] = {"buildrun.shipwright.io/name": "br"}
+    rig.kube.add(PODS, the_pod)
+    await rig.reconcile()
+    assert [a["reason"] for a in attempts(rig)] == [reasons.POD_DELETED]
+    rig.kube.remove(PODS, "tr-pod")
+    clock.now = NOW + datetime.timedelta(seconds=4)
+    result = await rig.reconcile()  # the pod's removal wakes it within the backoff
+    assert rig.kube.writes() == [] and result.requeue_after is not None
+    clock.now = NOW + datetime.timedelta(seconds=10)
+    await rig.reconcile()
+    second = run_name(rig.stored(), 2)
+    assert rig.kube.writes() == [("create", "taskruns", second, ""), STATUS_WRITE]
+    assert "completionTime" not in rig.stored()["status"]
+
+
 async def test_row_11_the_limit_spent_the_last_failure_is_the_outcome_written_once(
         rig: Rig, clock: Clock) -> None:
     br = retrying(rig, "1")
