@@ -146,6 +146,11 @@ def per_buildrun_ms(cpu: dict[str, float], n: int) -> dict[str, float]:
             if k not in ("wall", "cores_busy", "others", "steal")}
 
 
+def outcomes_text(outcomes: dict[str, int]) -> str:
+    """BuildRuns by their Succeeded condition (`outcomes()`), for a table cell."""
+    return ", ".join(f"{k}: {v}" for k, v in sorted(outcomes.items()))
+
+
 def requests_text(requests: dict[str, float]) -> str:
     """"POST taskruns 1, PUT buildruns/status 1, ...", largest first."""
     return ", ".join(f"{k} {v:g}" for k, v in sorted(requests.items(), key=lambda kv: -kv[1]))

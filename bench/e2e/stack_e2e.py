@@ -58,6 +58,7 @@ from bench.e2e.common import (
     log,
     machine,
     outcomes,
+    outcomes_text,
     per_buildrun_ms,
     per_object,
     report,
@@ -294,7 +295,7 @@ def table(runs: list[dict[str, Any]]) -> str:
             f"| {' / '.join(str(ms.get(k, '-')) for k in CPU_COLUMNS)} "
             f"| {requests_text(e['requests_per_buildrun'])} "
             f"| {'-' if hwm is None else round(hwm / 1024, 1)} "
-            f"| {', '.join(f'{k}: {v}' for k, v in sorted(r['outcomes'].items()))} "
+            f"| {outcomes_text(r['outcomes'])} "
             f"| {r['load_before'][0]} |")
     return "\n".join(rows)
 

@@ -42,6 +42,7 @@ from bench.e2e.common import (
     log,
     machine,
     outcomes,
+    outcomes_text,
     report,
     summary,
     wait_quiet,
@@ -196,7 +197,7 @@ def table(runs: list[dict[str, Any]]) -> str:
             f"| {s['p50']} / {s['p99']} / {s['max']} | {f['p50']} / {f['p99']} / {f['max']} "
             f"| {' / '.join(_backlog_text(b[k]) for k in b)} "
             f"| {round(r['usage']['hwm_kib'] / 1024, 1)} "
-            f"| {', '.join(f'{k}: {v}' for k, v in sorted(r['outcomes'].items()))} "
+            f"| {outcomes_text(r['outcomes'])} "
             f"| {r['load_before'][0]} |")
     return "\n".join(rows)
 
