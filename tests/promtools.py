@@ -83,13 +83,15 @@ def cache_root() -> Path:
     return Path(root)
 
 
-# `promtool check rules` / `test rules` and devtools/dashboard/render.py's `prometheus` (one
-# static scrape config) need no service discovery: Prometheus' `remove_all_sd` tag (its
-# README, "Service discovery plugins") keeps static, file and HTTP (and
-# the kubernetes one promtool imports itself) and leaves out the cloud SDKs (AWS, Azure,
-# GCE, Oracle's...): 4887 Go files to compile instead of 15530 (BENCHMARKS-journal.md
-# "Sharing the cold builds").
-_GO_INSTALL_FLAGS = ("-trimpath", "-ldflags=-s -w", "-tags=remove_all_sd")
+# `promtool check rules` / `test rules` need no service discovery, the render's
+# `prometheus` (devtools/dashboard/render.py: one static scrape config) neither, and the
+# in-cluster test's (tests/cluster/test_in_cluster.py) only Kubernetes', as the Prometheus
+# Operator's ServiceMonitors do: Prometheus' `remove_all_sd` tag (its README, "Service
+# discovery plugins") keeps static, file and HTTP and leaves out the cloud SDKs (AWS,
+# Azure, GCE, Oracle's...): 4887 Go files to compile instead of 15530 (BENCHMARKS-journal.md
+# "Sharing the cold builds"); `enable_kubernetes_sd` puts Kubernetes' back into
+# `prometheus` (promtool imports it itself: the same packages either way).
+_GO_INSTALL_FLAGS = ("-trimpath", "-ldflags=-s -w", "-tags=remove_all_sd,enable_kubernetes_sd")
 
 
 def prometheus_binary(name: str) -> Path:

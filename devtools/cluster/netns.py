@@ -25,6 +25,12 @@ adds the node's address to its loopback (`--address`), and serves the other dire
 (`--reverse PORT`: the host's 127.0.0.1:PORT reaches 127.0.0.1:PORT inside, the
 kubelet's port, which the API server calls for pods' logs and exec).
 
+`serve_into(netns, port)` is a third way, for a program run in such a namespace by
+`nsenter --net` (the node's Prometheus, devtools.dashboard.prometheus): a server on a free
+port of the host's 127.0.0.1 whose every connection goes to 127.0.0.1:port in the
+namespace `netns` (a /proc/PID/ns/net), on a socket a thread of this process makes there
+(setns(2) in and back out), with no process or IP route of its own.
+
 Needs CAP_SYS_ADMIN for `unshare` (root here); `available()` says whether it works.
 """
 
@@ -33,9 +39,12 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import ctypes
 import functools
+import os
 import shutil
 import signal
+import socket
 import struct
 import subprocess
 import sys
@@ -117,6 +126,51 @@ async def _to_tcp(port: int, r: asyncio.StreamReader, w: asyncio.StreamWriter) -
         w.close()
         return
     await _splice((r, w), upstream)
+
+
+_CLONE_NEWNET = 0x40000000
+
+
+def _setns(fd: int) -> None:
+    if ctypes.CDLL(None, use_errno=True).setns(fd, _CLONE_NEWNET) != 0:
+        errno = ctypes.get_errno()
+        raise OSError(errno, f"setns: {os.strerror(errno)}")
+
+
+def _connect_in(netns: Path, port: int) -> socket.socket:
+    """A TCP connection to 127.0.0.1:port in network namespace `netns`, made by the
+    calling thread (setns(2) moves only it) from inside, which then returns to its own
+    namespace: the socket stays in the one it was made in."""
+    own = os.open("/proc/thread-self/ns/net", os.O_RDONLY)
+    target = os.open(netns, os.O_RDONLY)
+    try:
+        _setns(target)
+        try:
+            sock = socket.create_connection(("127.0.0.1", port), timeout=5)
+        finally:
+            _setns(own)
+    finally:
+        os.close(target)
+        os.close(own)
+    sock.setblocking(False)
+    return sock
+
+
+async def _into(netns: Path, port: int, r: asyncio.StreamReader,
+                w: asyncio.StreamWriter) -> None:
+    try:
+        sock = await asyncio.to_thread(_connect_in, netns, port)
+        upstream = await asyncio.open_connection(sock=sock)
+    except OSError:
+        w.close()
+        return
+    await _splice((r, w), upstream)
+
+
+async def serve_into(netns: Path, port: int) -> asyncio.Server:
+    """A server on a free port of the host's 127.0.0.1 (its `sockets[0]`) forwarding each
+    connection to 127.0.0.1:port in network namespace `netns`; `close()` it to stop."""
+    return await asyncio.start_server(functools.partial(_into, netns, port), "127.0.0.1", 0)
 
 
 class Gateway:

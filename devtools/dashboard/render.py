@@ -1,9 +1,16 @@
-"""Draw docs/dashboard.png: manifests/grafana/dashboard.json over a real, scripted run.
+"""Draw the dashboard, manifests/grafana/dashboard.json, over a real, scripted run on
+this machine alone (no real node): the quick way to see a change to the dashboard.
 
     .venv/bin/pip install -e '.[docs]'      # matplotlib; never a runtime dependency
-    .venv/bin/python -m devtools.dashboard.render [--out docs/dashboard.png] [--seconds 150]
+    .venv/bin/python -m devtools.dashboard.render [--out dashboard.png] [--seconds 150]
 
-Nothing in the picture is made up. The script:
+docs/dashboard.png itself is drawn by tests/cluster/test_in_cluster.py's rollout test,
+with this module's `draw`, from the Deployment in manifests/ on the real node scraped by
+Prometheus through service discovery (`IN_CLUSTER_DASHBOARD=docs/dashboard.png`; the
+command is in docs/metrics.md). Both evaluate the panels with
+devtools.dashboard.prometheus.
+
+Nothing in the picture is made up. The script:Nothing in the picture is made up. The script:
 
 1. starts a throwaway local etcd + kube-apiserver (devtools.cluster.localcluster);
 2. runs two controller replicas as separate processes, exactly as the Deployment
@@ -49,12 +56,17 @@ from pathlib import Path
 from typing import Any
 
 import aiohttp
-import yaml
 
 from controller.runtime.kube import JSON, Kube, load_api_client
 from controller.shipwright.resources import BUILDRUNS
 from devtools.cluster import fixtures
 from devtools.cluster.localcluster import LocalCluster, free_port
+from devtools.dashboard.prometheus import (
+    Prometheus,
+    Results,
+    evaluate,
+    static_scrape,
+)
 from devtools.dashboard.simulator import TaskRunDriver
 from devtools.fakes.tekton import Finish
 from devtools.fakes.webhook import FlakyWebhook, Verdict
@@ -63,7 +75,6 @@ from tests.promtools import prometheus_binary
 
 NS = "demo"
 DASHBOARD = REPO / "manifests" / "grafana" / "dashboard.json"
-RATE_INTERVAL = "10s"
 
 
 def say(line: str) -> None:
@@ -116,79 +127,6 @@ class Replica:
         except aiohttp.ClientError:
             return False
         return 'leader_election_master_status{name="buildrun-controller"} 1.0' in text
-
-
-# -- Prometheus ---------------------------------------------------------------------
-
-
-@dataclass
-class Prometheus:
-    workdir: Path
-    targets: list[str]
-    port: int = field(default_factory=free_port)
-    proc: subprocess.Popen[bytes] | None = None
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
-
-    def spawn(self) -> None:
-        binary = prometheus_binary("prometheus")
-        config = self.workdir / "prometheus.yml"
-        config.write_text(yaml.safe_dump({
-            "global": {"scrape_interval": "1s", "scrape_timeout": "900ms",
-                       "evaluation_interval": "1s"},
-            "scrape_configs": [{
-                "job_name": "buildrun-controller-metrics",
-                "static_configs": [{"targets": self.targets,
-                                    "labels": {"namespace": "buildrun-controller"}}],
-            }],
-        }))
-        log = (self.workdir / "prometheus.log").open("ab")
-        self.proc = subprocess.Popen(
-            [str(binary), f"--config.file={config}",
-             f"--storage.tsdb.path={self.workdir / 'tsdb'}",
-             f"--web.listen-address=127.0.0.1:{self.port}", "--log.level=warn"],
-            stdout=log, stderr=subprocess.STDOUT,
-        )
-
-    async def start(self) -> None:
-        self.spawn()
-        deadline = time.monotonic() + 60
-        async with aiohttp.ClientSession() as s:
-            while time.monotonic() < deadline:
-                with contextlib.suppress(aiohttp.ClientError):
-                    async with s.get(f"{self.url}/-/ready") as r:
-                        if r.status == 200:
-                            return
-                await asyncio.sleep(0.2)
-        raise TimeoutError("Prometheus did not become ready")
-
-    def stop(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.terminate()
-            self.proc.wait(30)
-
-    async def query_range(self, expr: str, start: float, end: float,
-                          step: float = 1.0) -> list[dict[str, Any]]:
-        async with aiohttp.ClientSession() as s, s.get(
-                f"{self.url}/api/v1/query_range",
-                params={"query": expr, "start": str(start), "end": str(end),
-                        "step": str(step)}) as r:
-            body = await r.json()
-        if body.get("status") != "success":
-            raise RuntimeError(f"{expr}: {body}")
-        result: list[dict[str, Any]] = body["data"]["result"]
-        return result
-
-    async def query(self, expr: str, at: float) -> list[dict[str, Any]]:
-        async with aiohttp.ClientSession() as s, s.get(
-                f"{self.url}/api/v1/query", params={"query": expr, "time": str(at)}) as r:
-            body = await r.json()
-        if body.get("status") != "success":
-            raise RuntimeError(f"{expr}: {body}")
-        result: list[dict[str, Any]] = body["data"]["result"]
-        return result
 
 
 # -- the workload ----------------------------------------------------------------------
@@ -282,13 +220,7 @@ def legend(fmt: str, labels: dict[str, str]) -> str:
     return out
 
 
-def expand(expr: str, seconds: float) -> str:
-    return (expr.replace("$__rate_interval", RATE_INTERVAL)
-            .replace("$__range", f"{max(int(seconds), 1)}s"))
-
-
-def draw(dashboard: dict[str, Any], series: dict[tuple[int, str], list[dict[str, Any]]],
-         stats: dict[tuple[int, str], list[dict[str, Any]]], t0: float, t1: float,
+def draw(dashboard: dict[str, Any], series: Results, stats: Results, t0: float, t1: float,
          marks: dict[str, tuple[float, float]], out: Path, subtitle: str) -> None:
     import matplotlib
 
@@ -346,10 +278,11 @@ def draw(dashboard: dict[str, Any], series: dict[tuple[int, str], list[dict[str,
         ax.grid(True, color=GRID, linewidth=0.6)
         ax.xaxis.set_major_formatter(FuncFormatter(fmt_time))
         ax.set_xlim(0, t1 - t0)
-        for name, (a, b) in marks.items():
+        for i, (name, (a, b)) in enumerate(marks.items()):
             ax.axvspan(a, b, color="#ffffff", alpha=0.06, linewidth=0)
-            ax.text(a, 1.0, f" {name}", transform=ax.get_xaxis_transform(), color="#9fa7b3",
-                    fontsize=7.5, va="top")
+            # One line lower for each: marks that begin together stay legible.
+            ax.text(a, 1.0 - 0.09 * i, f" {name}", transform=ax.get_xaxis_transform(),
+                    color="#9fa7b3", fontsize=7.5, va="top")
         bars = defaults.get("custom", {}).get("drawStyle") == "bars"
         if defaults.get("custom", {}).get("scaleDistribution", {}).get("type") == "log":
             ax.set_yscale("log")
@@ -432,7 +365,9 @@ async def run(out: Path, seconds: float) -> None:
         kube = Kube(await load_api_client(str(cluster.kubeconfig)))
         await setup(kube)
         replicas = [Replica(n, cluster.kubeconfig, workdir) for n in ("replica-a", "replica-b")]
-        prometheus = Prometheus(workdir, [f"127.0.0.1:{r.metrics_port}" for r in replicas])
+        prometheus = Prometheus(workdir, [static_scrape(
+            "buildrun-controller-metrics", [f"127.0.0.1:{r.metrics_port}" for r in replicas],
+            {"namespace": "buildrun-controller"})])
         await prometheus.start()
         t0 = time.monotonic()
         wall0 = time.time()
@@ -457,15 +392,7 @@ async def run(out: Path, seconds: float) -> None:
                     sim.cancel()
                     await asyncio.gather(sim, return_exceptions=True)
             wall1 = time.time()
-            series, stats = {}, {}
-            for p in dashboard["panels"]:
-                for t in p["targets"]:
-                    expr = expand(t["expr"], wall1 - wall0)
-                    if p["type"] == "stat":
-                        stats[(p["id"], t["refId"])] = await prometheus.query(expr, wall1)
-                    else:
-                        series[(p["id"], t["refId"])] = await prometheus.query_range(
-                            expr, wall0, wall1)
+            series, stats = await evaluate(dashboard, prometheus, wall0, wall1)
         finally:
             for r in replicas:
                 r.stop()
@@ -481,7 +408,7 @@ async def run(out: Path, seconds: float) -> None:
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
-    p.add_argument("--out", type=Path, default=REPO / "docs" / "dashboard.png")
+    p.add_argument("--out", type=Path, default=Path("dashboard.png"))
     p.add_argument("--seconds", type=float, default=150.0,
                    help="length of the scripted workload (default 150)")
     args = p.parse_args()

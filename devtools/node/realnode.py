@@ -108,6 +108,8 @@ OVERLAYS = ("/var/lib", "/var/log", "/run")
 CGROUP_PREFIX = "buildrun-node-"
 KUBELET_CLIENT = "kube-apiserver-kubelet-client"
 CONTAINERD_SOCKET = "/run/containerd/containerd.sock"
+# The process that holds the node's mount and network namespaces (devtools.node.nodens).
+SUPERVISOR = "the real node's supervisor"
 # The node's children, in the order nodens starts them; CONTAINERD and KUBELET can be
 # restart()ed.
 NETWORK, CONTAINERD, KUBELET, KUBE_PROXY = "network", "containerd", "kubelet", "kube-proxy"
@@ -294,6 +296,14 @@ class RealNode:
             else:
                 ops.append({"op": "add", "path": path, "value": env})
         return ops
+
+    def network_namespace(self) -> Path:
+        """The node's network namespace (its supervisor's), for a process to join with
+        `nsenter --net=` or a socket to be made in (devtools.cluster.netns.serve_into)."""
+        pid = self._children.pids().get(SUPERVISOR)
+        if pid is None:
+            raise NodeError("the node is not running")
+        return Path(f"/proc/{pid}/ns/net")
 
     # -- life cycle ------------------------------------------------------------------
 
@@ -564,7 +574,7 @@ class RealNode:
         # SIGTERM when this process dies, or is stopped: nodens then stops all it started,
         # which may take a while (each child's grace, then every shim and container).
         self._children.spawn(
-            "the real node's supervisor",
+            SUPERVISOR,
             ["unshare", "--mount", "--net", "--propagation", "private", "--",
              sys.executable, "-m", "devtools.node.nodens", str(spec_path)],
             {"PATH": PATH, "PYTHONPATH": str(REPO), "HOME": str(self.workdir)},

@@ -9,11 +9,15 @@ devtools.dashboard.render`; nothing here starts it.
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any
 
+import yaml
+
 from controller.cli import parser, settings_from
-from devtools.dashboard import render
+from devtools.dashboard import prometheus, render
+from devtools.hack import REPO
 
 
 def dashboard() -> dict[str, Any]:
@@ -37,7 +41,7 @@ def test_every_panel_query_is_sent_without_grafana_variables() -> None:
     """Prometheus knows no $__ variable: `expand` replaces each one the dashboard uses."""
     exprs = [t["expr"] for p in dashboard()["panels"] for t in p["targets"]]
     assert exprs
-    left = [e for e in exprs if "$__" in render.expand(e, 150.0)]
+    left = [e for e in exprs if "$__" in prometheus.expand(e, 150.0)]
     assert not left, left
 
 
@@ -73,3 +77,68 @@ def test_draws_every_panel_from_query_results(tmp_path: Path) -> None:
     render.draw(board, series, stats, t0, t0 + 30, {"burst of 25": (10.0, 12.0)}, out,
                 "a sample")
     assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def service_monitor() -> dict[str, Any]:
+    monitor: dict[str, Any] = yaml.safe_load(
+        (REPO / "manifests" / "monitoring" / "service_monitor.yaml").read_text())
+    return monitor
+
+
+def relabel(rules: list[dict[str, Any]], meta: dict[str, str]) -> dict[str, str] | None:
+    """Prometheus' relabelling, the actions the Operator's config uses (replace, keep,
+    drop), over a target's labels: the labels kept, or None if the target is dropped."""
+    labels = dict(meta)
+    for rule in rules:
+        value = rule.get("separator", ";").join(labels.get(s, "")
+                                                for s in rule.get("source_labels", []))
+        match = re.fullmatch(rule.get("regex", "(.*)"), value)
+        action = rule.get("action", "replace")
+        if action == "keep" and not match:
+            return None
+        if action == "drop" and match:
+            return None
+        if action == "replace" and match:
+            labels[rule["target_label"]] = match.expand(
+                rule.get("replacement", "$1").replace("${1}", r"\1").replace("$1", r"\1"))
+    return {k: v for k, v in labels.items() if not k.startswith("__")}
+
+
+def test_the_service_monitors_scrape_keeps_the_metrics_port_of_the_metrics_service() -> None:
+    """The Operator's equivalent of manifests/monitoring's ServiceMonitor: service discovery
+    of its namespace's EndpointSlices, the Service's labels and port name matched as its
+    selector and endpoint say, the target labelled as the Operator labels it."""
+    (job,) = prometheus.service_monitor_scrape(
+        service_monitor(), api_server="https://10.0.0.1:443", ca_file=Path("/ca.crt"),
+        token_file=Path("/token"), interval="1s")
+    (sd,) = job["kubernetes_sd_configs"]
+    assert sd["role"] == "endpointslice"
+    assert sd["namespaces"] == {"names": ["buildrun-controller"]}
+    assert (job["metrics_path"], job["scheme"], job["scrape_interval"]) == ("/metrics", "http",
+                                                                           "1s")
+    meta = {"__address__": "10.88.0.5:8080", "job": job["job_name"],
+            "__meta_kubernetes_namespace": "buildrun-controller",
+            "__meta_kubernetes_service_name": "buildrun-controller-metrics",
+            "__meta_kubernetes_service_label_app_kubernetes_io_name": "buildrun-controller",
+            "__meta_kubernetes_service_labelpresent_app_kubernetes_io_name": "true",
+            "__meta_kubernetes_service_label_app_kubernetes_io_component": "metrics",
+            "__meta_kubernetes_service_labelpresent_app_kubernetes_io_component": "true",
+            "__meta_kubernetes_endpointslice_port_name": "metrics",
+            "__meta_kubernetes_endpointslice_address_target_kind": "Pod",
+            "__meta_kubernetes_endpointslice_address_target_name": "controller-abc",
+            "__meta_kubernetes_pod_name": "controller-abc",
+            "__meta_kubernetes_pod_container_name": "controller",
+            "__meta_kubernetes_pod_phase": "Running"}
+    kept = relabel(job["relabel_configs"], meta)
+    assert kept is not None
+    assert {k: kept[k] for k in ("namespace", "service", "pod", "container", "endpoint",
+                                 "job")} == {
+        "namespace": "buildrun-controller", "service": "buildrun-controller-metrics",
+        "pod": "controller-abc", "container": "controller", "endpoint": "metrics",
+        "job": "buildrun-controller-metrics"}
+    # Another port of the Service, another Service's labels, a finished pod: not scraped.
+    for other in ({"__meta_kubernetes_endpointslice_port_name": "probes"},
+                  {"__meta_kubernetes_service_label_app_kubernetes_io_component": "controller"},
+                  {"__meta_kubernetes_service_labelpresent_app_kubernetes_io_name": "false"},
+                  {"__meta_kubernetes_pod_phase": "Succeeded"}):
+        assert relabel(job["relabel_configs"], meta | other) is None, other
