@@ -7,11 +7,12 @@ from __future__ import annotations
 
 import copy
 import logging
+from collections.abc import Awaitable, Callable
 from dataclasses import replace
 from typing import assert_never
 
 from controller.buildrun import metrics, reasons, serviceaccounts
-from controller.buildrun.annotations import INFRASTRUCTURE_ATTEMPTS
+from controller.buildrun.annotations import INFRASTRUCTURE_ATTEMPTS, SERIAL_TURN
 from controller.buildrun.buildruns import (
     build_link,
     cancel_left,
@@ -28,6 +29,7 @@ from controller.buildrun.plan import Plan
 from controller.buildrun.resources.phases import run_name
 from controller.buildrun.retries import OFF, Attempt, Policy, attempts_of, retry_run, with_attempt
 from controller.buildrun.retries import delay as retry_delay
+from controller.buildrun.serial import claim, turn_value
 from controller.buildrun.snippets import FailureLogs, failed_step
 from controller.buildrun.states import Action, Decision, decide
 from controller.buildrun.status_writes import (
@@ -64,7 +66,7 @@ from controller.runtime.timestamps import Clock, format_time, parse_time
 from controller.shipwright import field_managers
 from controller.shipwright import metrics as shipwright_metrics
 from controller.shipwright.conditions import succeeded_condition
-from controller.shipwright.resources import BUILDRUNS
+from controller.shipwright.resources import BUILDRUNS, BUILDS
 
 log = logging.getLogger(__name__)
 
@@ -72,8 +74,11 @@ log = logging.getLogger(__name__)
 class Actions:
     def __init__(self, kube: Kube, recorder: EventRecorder, clock: Clock,
                  timeout_grace: float, retries: Policy = OFF,
-                 failure_logs: FailureLogs | None = None) -> None:
+                 failure_logs: FailureLogs | None = None, *,
+                 turn_holder: Callable[[JSON], Awaitable[tuple[JSON | None, bool]]]) -> None:
         self.kube = kube
+        # The BuildRun that holds a serial Build's turn, as known (Observer.turn_holder).
+        self.turn_holder = turn_holder
         self.recorder = recorder
         self.clock = clock
         # How long past Tekton's timeout a running BuildRun is given up on (the backstop).
@@ -99,6 +104,13 @@ class Actions:
             case Action.START:
                 plan = seen.plan
                 assert plan is not None
+                if seen.observation.run_policy and seen.build is not None:
+                    behind = await self.take_turn(buildrun, seen.build)
+                    if behind:
+                        # Another BuildRun of the Build holds its turn: it goes first (row 11).
+                        observation = replace(seen.observation, serial_behind=behind)
+                        return await self.act(replace(seen, observation=observation),
+                                              decide(observation))
                 if seen.build is not None:
                     buildrun = await self.link_to_build(buildrun, seen.build)
                     seen = replace(seen, buildrun=buildrun, build=None)
@@ -216,6 +228,34 @@ class Actions:
         return _requeue_at(deadline_left(written or buildrun, created,
                                          executor.timeout(created), self.clock(),
                                          self.timeout_grace))
+
+    async def take_turn(self, buildrun: JSON, build: JSON) -> str:
+        """A serial Build's BuildRun about to start takes the Build's turn (serial.claim):
+        its name and uid in the Build's SERIAL_TURN annotation, by a merge patch that
+        carries the resourceVersion the decision was worked out from (and the Build's uid).
+        A concurrent writer (another worker, another replica, the user) makes it a 409:
+        the Build is read again and the turn claimed anew, up to CONFLICT_TRIES times,
+        then the conflict is raised (a system error: retried with backoff). Returns ""
+        once the BuildRun holds the turn (written now, or already), else the name of the
+        unfinished BuildRun that holds it. A Build deleted meanwhile (or replaced by a
+        namesake) is a system error too: the next try plans against what is there."""
+        gone = RetryableError("conflict", f"Build {build['metadata']['name']!r} was deleted "
+                              "or replaced while the BuildRun started")
+
+        async def take(current: JSON | None) -> str:
+            if current is None:
+                raise gone
+            turn = claim(buildrun, current, *await self.turn_holder(current))
+            if not turn.take:
+                return turn.behind
+            patched = await patch_pinned(self.kube, BUILDS, current, {"metadata": {
+                "resourceVersion": current["metadata"]["resourceVersion"],
+                "annotations": {SERIAL_TURN: turn_value(buildrun)}}})
+            if patched is None:
+                raise gone
+            return ""
+
+        return await retry_on_conflict(self.kube, BUILDS, build, take)
 
     async def retry(self, seen: Seen) -> Result:
         """Row 13: the run failed for the infrastructure, an attempt is left. First the

@@ -17,6 +17,12 @@ PREFIX = "buildrun-controller.dev/"
 # On a Build: its run policy, Serial or SerialLatestOnly (or Parallel, as without it): one
 # BuildRun of the Build runs at a time, in the order of creation (serial.py).
 RUN_POLICY = PREFIX + "run-policy"
+# Written by the controller on a Build with a serial run policy: the BuildRun that holds
+# the Build's turn to run, "NAME/UID" (serial.py). A serial BuildRun takes it, by a merge
+# patch carrying the resourceVersion read (409 Conflict to a concurrent writer, across
+# replicas), before it creates its run, and holds it until it has finished; the last
+# holder stays named after it ends (freeing it would cost a second write per run).
+SERIAL_TURN = PREFIX + "serial-turn"
 # Issue 43, infrastructure retries (retries.py): on a BuildRun, or on its Build, how many
 # times a run that failed for the infrastructure (its pod evicted or deleted under it, its
 # node lost, an image pull that timed out) is run again; "0" is off. Wins over the flag

@@ -58,6 +58,7 @@ from controller.buildrun.serial import (
     run_owner,
     run_policy,
     standing,
+    turn_of,
 )
 from controller.buildrun.spec import build_name
 from controller.buildrun.states import Observation, Phase
@@ -268,7 +269,7 @@ class Observer:
                     policy = run_policy(build)
             except UserError as exc:
                 user_error = exc
-        where = (await self._standing(buildrun, policy, executor)
+        where = (await self._standing(buildrun, policy, executor, build)
                  if policy is not RunPolicy.PARALLEL and user_error is None else Standing())
         observation = Observation(Phase.NEW, canceled=is_canceled,
                                   unrecorded_run=existing is not None, user_error=user_error,
@@ -290,15 +291,17 @@ class Observer:
         runs = self.caches.store(executor.resource).by_index(GOING_BY_BUILD, key)
         return others, [owner for run in runs if (owner := run_owner(run)) is not None]
 
-    async def _standing(self, buildrun: JSON, policy: RunPolicy,
-                        executor: Executor) -> Standing:
-        """serial.standing on the caches; a verdict that it is superseded (row 10, which
-        cannot be taken back) only once the newer BuildRun is confirmed live: one the
-        cache still holds may be gone, finished or canceled (then it supersedes nothing,
-        and the next newer one is asked)."""
+    async def _standing(self, buildrun: JSON, policy: RunPolicy, executor: Executor,
+                        build: JSON | None) -> Standing:
+        """serial.standing on the caches, with the turn `build` names; a verdict that it
+        is superseded (row 10, which cannot be taken back) only once the newer BuildRun is
+        confirmed live: one the cache still holds may be gone, finished or canceled (then
+        it supersedes nothing, and the next newer one is asked)."""
         others, owners = self.serial_rivals(buildrun, executor)
+        held = turn_of(build)
+        holder = held[1] if held is not None else ""
         while True:
-            where = standing(buildrun, policy, others, owners)
+            where = standing(buildrun, policy, others, owners, holder)
             newer = next((o for o in others
                           if o["metadata"]["name"] == where.superseded_by), None)
             if newer is None:
@@ -324,11 +327,15 @@ class Observer:
         status write (or our own, moments ago) not delivered yet, or its run created and
         the write that records it lost. Those ordered after this one (standing passes over
         them) are read from the API server, and their runs by the name START gives them.
-        Returns `seen` with Observation.serial_behind set when one of them runs."""
+        Returns `seen` with Observation.serial_behind set when one of them runs, and its
+        Build as the cache now holds it (the turn another worker may have taken: the
+        start's write of the turn, `Actions.take_turn`, is worked out from it)."""
         buildrun, executor = seen.buildrun, seen.executor
         policy = RunPolicy(seen.observation.run_policy)
         others, _ = self.serial_rivals(buildrun, executor)
-        where = await self._standing(buildrun, policy, executor)
+        build = self.caches.builds.get(
+            f"{buildrun['metadata']['namespace']}/{build_name(buildrun)}") or seen.build
+        where = await self._standing(buildrun, policy, executor, build)
         behind = where.behind or where.superseded_by
         uid, key = buildrun["metadata"].get("uid"), order_key(buildrun)
         for other in sorted(others, key=order_key):
@@ -347,9 +354,37 @@ class Observer:
                                               recorded_executor_name(live))
             if run is not None and owned_by(run, live) and not run_finished(run):
                 behind = other["metadata"]["name"]
-        return replace(seen, observation=replace(
+        return replace(seen, build=build, observation=replace(
             seen.observation, superseded_by=where.superseded_by,
             serial_behind="" if where.superseded_by else behind))
+
+    async def turn_holder(self, build: JSON) -> tuple[JSON | None, bool]:
+        """What serial.claim weighs of the BuildRun that holds the Build's turn
+        (serial.turn_of): that BuildRun, the cache's copy when it holds that uid (one it
+        shows finished has; one it shows unfinished may have finished since, and its end
+        wakes whoever waits behind it), else read live, since the cache may not hold it
+        yet (None when none holds the turn, or it is gone: its name holds another uid, or
+        none); and, once it has finished or gone, whether a run of it is still going (a
+        backstop's verdict leaves one stopping, a deletion one the garbage collector has
+        yet to delete): a run the cache shows finished has, else it is read live."""
+        held = turn_of(build)
+        if held is None:
+            return None, False
+        name, uid = held
+        namespace = build["metadata"]["namespace"]
+        ref = {"metadata": {"namespace": namespace, "name": name, "uid": uid}}
+        cached = self.caches.buildruns.get(f"{namespace}/{name}")
+        holder = (cached if cached is not None and cached["metadata"].get("uid") == uid
+                  else await reread(self.kube, BUILDRUNS, ref))
+        if holder is not None and phase_of(holder) is not Phase.DONE:
+            return holder, False
+        executor = self.executor_of(holder or ref)
+        run_name = recorded_executor_name(holder or ref)
+        cached_run = self.caches.store(executor.resource).get(f"{namespace}/{run_name}")
+        if cached_run is not None and owned_by(cached_run, ref) and run_finished(cached_run):
+            return holder, False
+        run = await self.kube.get_or_none(executor.resource, namespace, run_name)
+        return holder, run is not None and owned_by(run, ref) and not run_finished(run)
 
     async def observe_unrecorded(self, buildrun: JSON) -> Seen:
         """A NEW BuildRun given up on: whether a run of it exists (row 5 records it), read

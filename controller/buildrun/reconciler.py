@@ -74,11 +74,14 @@ class BuildRunReconciler:
         self.planner = Planner(kube, caches, config, fail_on_owner_conflict)
         self.observer = Observer(kube, caches, self.planner, clock, executor, timeout_grace,
                                  pending_timeout, retries)
-        self.actions = Actions(kube, recorder, clock, timeout_grace, retries, failure_logs)
+        self.actions = Actions(kube, recorder, clock, timeout_grace, retries, failure_logs,
+                               turn_holder=self.observer.turn_holder)
         self.clock = clock
         self.look_again = look_again
-        # Per serial Build (namespace/name): the lock of its turn to start a run; only
-        # mutual exclusion between this process's workers, the order is the caches'.
+        # Per serial Build (namespace/name): the lock of its turn to start a run, between
+        # this process's workers. The turn itself is the Build's (Actions.take_turn: a
+        # write the API server orders, across replicas); the lock saves the calls two
+        # workers would make racing for it (live looks, a 409 and its re-read).
         self._turns: weakref.WeakValueDictionary[str, asyncio.Lock] = (
             weakref.WeakValueDictionary())
 
@@ -111,7 +114,8 @@ class BuildRunReconciler:
         if decision.action is Action.START and seen.observation.run_policy:
             # A serial Build's BuildRun starts in its Build's turn: no other worker of this
             # process starts a run of the Build between the look again and the status
-            # write that records the run (observe.recheck_serial says what it reads).
+            # write that records the run (observe.recheck_serial says what it reads), and
+            # START takes the Build's turn in the API server first (Actions.take_turn).
             async with self._turn(key_of(buildrun), build_name(buildrun)):
                 seen = await self.observer.recheck_serial(seen)
                 return await self.actions.act(seen, decide(seen.observation))

@@ -15,6 +15,14 @@ Pure: who runs and who waits is worked out from the informers' caches alone (obs
 hands the Build's unfinished BuildRuns and unfinished runs in), never from memory, so a
 restart or a new leader keeps the order. A BuildRun that embeds its Build
 (spec.build.spec) has no Build to annotate: nothing changes for it.
+
+The Build's turn (annotations.SERIAL_TURN, `claim`): a BuildRun about to start first
+writes its name and uid on the Build, by a merge patch that carries the resourceVersion it
+read, so of two starters (two workers, or two replicas: one that lost its lease with a
+start in flight) the API server lets one write and answers the other 409 Conflict; that
+one reads the Build again and finds the turn taken. The holder keeps the turn until it has
+finished, and goes first: whatever the order, every other BuildRun of the Build waits
+behind it (`standing`'s `holder`), since its start may still be in flight elsewhere.
 """
 
 from __future__ import annotations
@@ -24,7 +32,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from controller.buildrun import reasons
-from controller.buildrun.annotations import RUN_POLICY
+from controller.buildrun.annotations import RUN_POLICY, SERIAL_TURN
 from controller.buildrun.buildruns import canceled, phase_of
 from controller.buildrun.states import Phase
 from controller.runtime.errors import UserError
@@ -75,40 +83,101 @@ class Standing:
 
 
 def standing(buildrun: JSON, policy: RunPolicy, others: Iterable[JSON],
-             run_owners: Iterable[tuple[str, str]]) -> Standing:
+             run_owners: Iterable[tuple[str, str]], holder: str = "") -> Standing:
     """Where the NEW `buildrun` stands among `others`, its Build's BuildRuns not finished
     (itself among them or not), and `run_owners`, the (name, uid) of the BuildRuns whose
     runs (TaskRuns) of the Build have not finished: a BuildRun finished by a backstop may
     have one still stopping, and one whose status write is not in the cache yet has one
-    already (by uid: a namesake's run still going is another BuildRun's).
+    already (by uid: a namesake's run still going is another BuildRun's). `holder` is the
+    uid of the BuildRun that holds the Build's turn (`turn_of`; "" for none).
 
-    It waits behind every BuildRun that is running, every run still going, and (Serial)
-    every NEW one created before it (SerialLatestOnly: those are superseded by it); a NEW
-    one canceled does not count (it finishes without a run).
-    The one named is the nearest ahead of it in the queue (the running ones first, then
-    the waiting ones in the order): the latest waiting one created before it, else a
-    running one, so the message changes only when that one does (a start ahead of it
-    rewrites nothing)."""
+    It waits behind every BuildRun that is running, the one that holds the turn (it goes
+    first: its start may be in flight), every run still going, and (Serial) every NEW one
+    created before it (SerialLatestOnly: those are superseded by it); a NEW one canceled
+    does not count (it finishes without a run). The holder itself waits only for the runs
+    still going: no NEW one is ahead of it, and none supersedes it.
+    The one named is the nearest ahead of it in the queue (the running ones and the
+    holder first, then the waiting ones in the order): the latest waiting one created
+    before it, else a running one, so the message changes only when that one does (a start
+    ahead of it rewrites nothing)."""
     if policy is RunPolicy.PARALLEL:
         return Standing()
     uid, key = buildrun["metadata"].get("uid"), order_key(buildrun)
+    mine = bool(holder) and uid == holder
+
+    def first(b: JSON) -> bool:
+        return phase_of(b) is Phase.RUNNING or (bool(holder) and b["metadata"].get("uid") == holder)
+
     rivals = [b for b in others if b["metadata"].get("uid") != uid
               and not (phase_of(b) is Phase.NEW and canceled(b))]
-    if policy is RunPolicy.SERIAL_LATEST_ONLY:
+    if policy is RunPolicy.SERIAL_LATEST_ONLY and not mine:
         newer = [b for b in rivals if phase_of(b) is Phase.NEW and order_key(b) > key]
         if newer:
             return Standing(superseded_by=max(newer, key=order_key)["metadata"]["name"])
     # Under SerialLatestOnly the earlier NEW ones are superseded by this one: only a
-    # running one is ahead of it.
-    ahead = [b for b in rivals if phase_of(b) is Phase.RUNNING
-             or (policy is RunPolicy.SERIAL and order_key(b) < key)]
+    # running one (or the holder) is ahead of it.
+    ahead = [b for b in rivals if first(b) or (
+        policy is RunPolicy.SERIAL and not mine and order_key(b) < key)]
     if ahead:
         # The queue's order: the running ones first, then the waiting ones in the order.
-        nearest = max(ahead, key=lambda b: (phase_of(b) is Phase.NEW, order_key(b)))
+        nearest = max(ahead, key=lambda b: (not first(b), order_key(b)))
         return Standing(behind=nearest["metadata"]["name"])
     going = sorted(name for name, owner in run_owners if owner != uid)
     return Standing(behind=going[-1] if going else "")
 
+
+def turn_of(build: JSON | None) -> tuple[str, str] | None:
+    """The (name, uid) of the BuildRun that holds the Build's turn (its SERIAL_TURN
+    annotation), None when none does (or the value is not one the controller writes)."""
+    value = mapping(at(build, "metadata", "annotations")).get(SERIAL_TURN)
+    if not isinstance(value, str):
+        return None
+    name, slash, uid = value.partition("/")
+    return (name, uid) if slash and name and uid else None
+
+
+def turn_value(buildrun: JSON) -> str:
+    """The SERIAL_TURN annotation that names `buildrun` as the holder: "NAME/UID" (a
+    BuildRun's name holds no slash)."""
+    meta = buildrun["metadata"]
+    return f"{meta['name']}/{meta['uid']}"
+
+
+@dataclass(frozen=True)
+class Turn:
+    """What a BuildRun about to start does with its Build's turn: `take` it (the write),
+    start without a write (it holds it already: both false and empty), or wait `behind`
+    the BuildRun that holds it."""
+
+    take: bool = False
+    behind: str = ""
+
+
+def claim(buildrun: JSON, build: JSON, holder: JSON | None, run_going: bool = False) -> Turn:
+    """Whether the NEW `buildrun` of the serial `build` may take the Build's turn, given
+    `holder`, the BuildRun the turn names as last known (the cache's copy, else read live;
+    None when it is gone), and `run_going`, whether a run of that one, finished or gone,
+    is still going:
+
+    - nobody holds it, or a BuildRun that has finished, is gone (its name holds another
+      uid, or none), or is no BuildRun of this Build any more: take it, unless a run of
+      that one is still going (then wait behind it: that run's end wakes this one);
+    - it holds it already (an earlier try's write landed, its answer lost): start;
+    - another BuildRun that has not finished holds it: wait behind that one, which goes
+      first (if it is NEW without a run, its own reconcile starts it: a start that may
+      also be in flight on a replica that lost its lease is at worst a second run of the
+      same BuildRun, adopted by name, never two BuildRuns of the Build at once)."""
+    held = turn_of(build)
+    if held is None:
+        return Turn(take=True)
+    name, uid = held
+    if uid == buildrun["metadata"].get("uid"):
+        return Turn()
+    if (holder is None or holder["metadata"].get("uid") != uid
+            or phase_of(holder) is Phase.DONE
+            or text(at(holder, "spec", "build", "name")) != build["metadata"]["name"]):
+        return Turn(behind=name) if run_going else Turn(take=True)
+    return Turn(behind=name)
 
 
 def run_owner(run: JSON) -> tuple[str, str] | None:

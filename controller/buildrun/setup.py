@@ -8,6 +8,7 @@ here starts a task or handles a signal.
 from __future__ import annotations
 
 from controller.buildrun import metrics as buildrun_metrics
+from controller.buildrun.annotations import SERIAL_TURN
 from controller.buildrun.buildruns import canceled, phase_of
 from controller.buildrun.caches import (
     EXECUTOR_INDEXERS,
@@ -27,7 +28,7 @@ from controller.buildrun.outcomes import run_finished, same_meaning, waiting_wor
 from controller.buildrun.reconciler import BuildRunReconciler
 from controller.buildrun.resources.config import ShipwrightConfig
 from controller.buildrun.retries import Policy
-from controller.buildrun.serial import RunPolicy, order_key, run_policy
+from controller.buildrun.serial import RunPolicy, order_key, run_policy, turn_of
 from controller.buildrun.snippets import FailureLogs
 from controller.buildrun.states import Phase
 from controller.runtime.controller import Controller, controller_queue, event_priority
@@ -138,6 +139,24 @@ def serial_frees(kind: EventType, obj: JSON, old: JSON | None) -> bool:
     return (obj["metadata"].get("uid") != old["metadata"].get("uid")
             or (phase_of(obj) is Phase.DONE and phase_of(old) is not Phase.DONE)
             or (canceled(obj) and not canceled(old)))
+
+
+def turn_moved_only(obj: JSON, old: JSON | None) -> bool:
+    """Whether a Build event changed nothing but the holder of its turn (serial.turn_of,
+    written by a BuildRun about to start): the Build's other NEW BuildRuns learn nothing
+    from it. A resync (the same resourceVersion) is not one."""
+    if old is None or obj["metadata"].get("resourceVersion") == old["metadata"].get(
+            "resourceVersion"):
+        return False
+
+    def rest(build: JSON) -> JSON:
+        meta = {k: v for k, v in build["metadata"].items()
+                if k not in ("resourceVersion", "managedFields", "annotations")}
+        annotations = {k: v for k, v in mapping(build["metadata"].get("annotations")).items()
+                       if k != SERIAL_TURN}
+        return {**build, "metadata": {**meta, "annotations": annotations}}
+
+    return turn_of(obj) != turn_of(old) and rest(obj) == rest(old)
 
 
 def _serial_policy(build: JSON | None) -> RunPolicy | None:
@@ -299,8 +318,15 @@ def _wire(controller: Controller, reconciler: BuildRunReconciler, buildruns: Inf
 
     def on_build(_: EventType, obj: JSON, old: JSON | None, initial: bool) -> None:
         # Only a BuildRun not started yet reads its Build (row 9 waits for it to be
-        # validated); a started one runs on its snapshot.
-        for key in sorted(buildruns.store.index_keys(NEW_BY_BUILD, key_of(obj))):
+        # validated); a started one runs on its snapshot. A new holder of the Build's turn
+        # (serial.py) concerns only itself: it goes first, and may have been told to wait
+        # (its turn written by another replica, this one's cache behind).
+        keys = sorted(buildruns.store.index_keys(NEW_BY_BUILD, key_of(obj)))
+        if turn_moved_only(obj, old):
+            held = turn_of(obj)
+            holder = f"{obj['metadata']['namespace']}/{held[0]}" if held else ""
+            keys = [key for key in keys if key == holder]
+        for key in keys:
             enqueue(key, event_priority(obj, old, initial))
 
     def on_pod(kind: EventType, obj: JSON, old: JSON | None, initial: bool) -> None:

@@ -21,7 +21,9 @@ from aiohttp import web
 from devtools.cluster.certs import KeyPair, issue_serving_cert
 from devtools.cluster.localcluster import LocalCluster, free_port
 
-Verdict = Literal["allow", "timeout", "error"]
+# "hold": answered (allowed) only after `hold_seconds`, within the API server's timeout:
+# the create lands late, as one whose client stalled (a replica that lost its lease).
+Verdict = Literal["allow", "timeout", "error", "hold"]
 
 
 async def serve_https(ca: KeyPair, port: int, path: str,
@@ -68,7 +70,7 @@ def registration(kind: str, name: str, ca: KeyPair, port: int, path: str, *,
 
 
 class FlakyWebhook:
-    """`script(n)` says what the n-th call (from 1) gets: allow, timeout or error.
+    """`script(n)` says what the n-th call (from 1) gets: allow, timeout, error or hold.
 
     Invariants: `calls` counts every scripted call, and `verdicts` holds what each got,
     in order; the webhook's own readiness probes (dry runs) count in `probes` only and
@@ -77,11 +79,14 @@ class FlakyWebhook:
     """
 
     def __init__(self, cluster: LocalCluster, namespace: str | None,
-                 script: Callable[[int], Verdict], *, timeout_seconds: int = 1) -> None:
+                 script: Callable[[int], Verdict], *, timeout_seconds: int = 1,
+                 hold_seconds: float = 0.0) -> None:
+        assert hold_seconds < timeout_seconds or not hold_seconds, "a hold must be answered"
         self.cluster = cluster
         self.namespace = namespace
         self.script = script
         self.timeout_seconds = timeout_seconds
+        self.hold_seconds = hold_seconds
         self.calls = 0
         self.probes = 0
         self.verdicts: list[Verdict] = []
@@ -101,6 +106,8 @@ class FlakyWebhook:
         if verdict == "timeout":
             # The API server gives up after timeout_seconds and fails the create.
             await asyncio.sleep(self.timeout_seconds + 1.0)
+        if verdict == "hold":
+            await asyncio.sleep(self.hold_seconds)
         if verdict == "error":
             return web.Response(status=500, text="webhook backend unavailable")
         return self._allow(review)

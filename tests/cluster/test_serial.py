@@ -4,22 +4,27 @@ annotated with a serial run policy, created at once, run one at a time in the or
 their creation (creationTimestamp, then name), across a restart of the controller; under
 SerialLatestOnly the older waiting ones end BuildRunCanceled naming the newest; a value
 that is no policy fails the BuildRun, saying so. The controller runs its default four
-workers, so its workers race for the Build's turn."""
+workers, so its workers race for the Build's turn; and two controllers, one with a start
+held in flight (as a replica that lost its lease), keep to one run at a time by the turn
+the API server orders (the Build's annotation, written over its resourceVersion)."""
 
 from __future__ import annotations
 
 import asyncio
 import itertools
+from typing import Any
 
 import pytest
 
 from controller.buildrun import reasons
 from controller.buildrun.annotations import RUN_POLICY
-from controller.buildrun.serial import order_key
+from controller.buildrun.serial import order_key, turn_of, turn_value
 from controller.runtime.kube import JSON, Kube
+from controller.shipwright.labels import LABEL_BUILDRUN
 from controller.shipwright.resources import BUILDS, TASKRUNS
 from devtools.cluster import fixtures
 from devtools.cluster.localcluster import LocalCluster
+from devtools.fakes.webhook import FlakyWebhook, Verdict
 from tests.harness import (
     World,
     condition,
@@ -151,3 +156,81 @@ async def test_a_run_policy_that_is_none_fails_the_buildrun_saying_so(
         reasons.INVALID_RUN_POLICY, "the Build's annotation buildrun-controller.dev/run-policy "
         "is 'serial'; it may be one of 'Parallel', 'Serial', 'SerialLatestOnly', or absent")
     assert not (await kube.list(TASKRUNS, world.ns))["items"]
+
+
+class HoldingRunsOf(FlakyWebhook):
+    """Holds every create of `buildrun`'s TaskRun for `hold_seconds`, then admits it; the
+    others at once."""
+
+    def __init__(self, cluster: LocalCluster, namespace: str, buildrun: str) -> None:
+        super().__init__(cluster, namespace, lambda _: "allow", timeout_seconds=15,
+                         hold_seconds=HOLD)
+        self.buildrun = buildrun
+
+    def verdict_for(self, request: dict[str, Any]) -> Verdict:
+        labels = request["object"]["metadata"].get("labels") or {}
+        return "hold" if labels.get(LABEL_BUILDRUN) == self.buildrun else "allow"
+
+
+HOLD = 6.0  # seconds b's TaskRun create is held in flight
+
+
+async def test_two_controllers_one_with_a_start_in_flight_keep_one_run_at_a_time(
+    cluster: LocalCluster, kube: Kube, world: World
+) -> None:
+    """Controller one starts b: it takes the Build's turn, and its TaskRun create is held
+    in flight (an admission webhook answers it HOLD seconds late), as a replica's that
+    lost its lease. Controller two, started then (leader election off: a new leader that
+    acts while the old one's start is in flight), finds c, newer: under SerialLatestOnly c
+    supersedes b, NEW and without a run. Before the turn, two canceled b ("canceled
+    before it started") and started c, and one's create then landed: two runs of the
+    Build at once. The turn holds b first: c waits behind it, b runs, then c; the real
+    TaskRuns' times do not overlap."""
+    await annotate(kube, world, "SerialLatestOnly")
+    settings = controller_settings(cluster, world.ns)
+    assert settings.leader_election is None
+    world.fate("b", fate="hold")
+    world.fate("c", fate="hold")
+    most: list[list[str]] = [[]]  # the most runs of the Build seen going at once
+
+    async def watch_runs() -> None:
+        while True:
+            going = await runs_going(kube, world)
+            if len(going) > len(most[0]):
+                most[0] = going
+            await asyncio.sleep(0.1)
+
+    watcher = asyncio.create_task(watch_runs())
+    async with HoldingRunsOf(cluster, world.ns, "b") as webhook, \
+            running_controller(settings, "one"):
+        b = await world.buildrun("b")
+        await wait_for(lambda: webhook.verdicts.count("hold") >= 1, 20,
+                       what="b's TaskRun create held in flight")
+        build = await kube.get(BUILDS, world.ns, fixtures.BUILD)
+        assert turn_of(build) == tuple(turn_value(b).split("/"))  # taken before the create
+        assert await runs_going(kube, world) == []
+        async with running_controller(settings, "two"):
+            await world.buildrun("c")
+
+            async def c_waits_behind_b() -> bool:
+                cond = condition(await world.get("c"))
+                return (cond.get("reason"), cond.get("message")) == (
+                    reasons.SERIAL_RUN_WAITING, "the Build's run policy is SerialLatestOnly: "
+                    "waiting for BuildRun b to finish")
+            await wait_for(c_waits_behind_b, 20, what="c waiting behind b")
+            await only_running(kube, world, "b", HOLD)
+            assert condition(await world.get("b"))["reason"] != reasons.BUILD_RUN_CANCELED
+            await release(world, "b")
+            await world.finished("b", 30)
+            await only_running(kube, world, "c", 1.0)
+            await release(world, "c")
+            await world.finished("c", 30)
+    watcher.cancel()
+    assert most[0] == ["b"] or most[0] == ["c"], f"runs going at once: {most[0]}"
+    done = [await world.get(name) for name in ("b", "c")]
+    assert [condition(d)["reason"] for d in done] == [reasons.SUCCEEDED] * 2
+    taskruns = sorted((await kube.list(TASKRUNS, world.ns))["items"],
+                      key=lambda t: t["status"]["startTime"])
+    assert [t["metadata"]["labels"][LABEL_BUILDRUN] for t in taskruns] == ["b", "c"]
+    first, second = taskruns
+    assert second["status"]["startTime"] >= first["status"]["completionTime"], taskruns

@@ -11,14 +11,24 @@ from typing import Any
 import pytest
 
 from controller.buildrun import reasons
-from controller.buildrun.annotations import RUN_POLICY
+from controller.buildrun.annotations import RUN_POLICY, SERIAL_TURN
 from controller.buildrun.buildruns import CANCELED
 from controller.buildrun.resources.phases import run_name
-from controller.buildrun.serial import RunPolicy, Standing, order_key, run_policy, standing
-from controller.buildrun.setup import serial_frees
+from controller.buildrun.serial import (
+    RunPolicy,
+    Standing,
+    Turn,
+    claim,
+    order_key,
+    run_policy,
+    standing,
+    turn_of,
+    turn_value,
+)
+from controller.buildrun.setup import serial_frees, turn_moved_only
 from controller.runtime.controller import DONE
-from controller.runtime.errors import UserError
-from controller.runtime.kube import JSON
+from controller.runtime.errors import RetryableError, UserError, classify
+from controller.runtime.kube import JSON, ApiError
 from controller.shipwright.conditions import succeeded_condition
 from controller.shipwright.resources import BUILDRUNS, BUILDS, TASKRUNS
 from devtools.cluster import fixtures
@@ -135,6 +145,96 @@ def test_serial_latest_only_the_newest_waiting_supersedes_the_older_ones() -> No
 def test_serial_latest_only_a_canceled_newer_one_supersedes_nothing() -> None:
     queue = [br("b", T0), br("c", T1, state=CANCELED)]
     assert standing(queue[0], RunPolicy.SERIAL_LATEST_ONLY, queue, []) == Standing()
+
+
+def test_serial_the_holder_of_the_turn_goes_first_whatever_the_order() -> None:
+    """b holds the Build's turn (its start may be in flight on a replica that lost its
+    lease), a comes before it in the order: a waits behind b, and b waits for nobody
+    NEW."""
+    queue = [br("a", T0), br("b", T0), br("c", T1)]
+    assert standing(queue[0], RunPolicy.SERIAL, queue, [], "uid-b") == Standing(behind="b")
+    assert standing(queue[1], RunPolicy.SERIAL, queue, [], "uid-b") == Standing()
+    assert standing(queue[2], RunPolicy.SERIAL, queue, [], "uid-b") == Standing(behind="a")
+
+
+def test_serial_the_holder_still_waits_for_a_run_going() -> None:
+    me = br("b", T1)
+    assert standing(me, RunPolicy.SERIAL, [me], [("a", "uid-a")], "uid-b") == Standing(
+        behind="a")
+
+
+def test_serial_latest_only_the_holder_is_never_superseded_and_goes_first() -> None:
+    queue = [br("b", T0), br("c", T1), br("d", T2)]
+    assert standing(queue[0], RunPolicy.SERIAL_LATEST_ONLY, queue, [], "uid-b") == Standing()
+    assert standing(queue[1], RunPolicy.SERIAL_LATEST_ONLY, queue, [], "uid-b") == Standing(
+        superseded_by="d")
+    assert standing(queue[2], RunPolicy.SERIAL_LATEST_ONLY, queue, [], "uid-b") == Standing(
+        behind="b")
+
+
+# -- the Build's turn ----------------------------------------------------------------------------
+
+def held_by(holder: str | None) -> JSON:
+    build = annotated("Serial")
+    build["metadata"].update(namespace="ns", uid="uid-build", resourceVersion="7")
+    if holder is not None:
+        build["metadata"]["annotations"][SERIAL_TURN] = holder
+    return build
+
+
+def test_the_turn_names_the_buildrun_by_name_and_uid() -> None:
+    assert turn_value(br("b")) == "b/uid-b"
+    assert turn_of(held_by("b/uid-b")) == ("b", "uid-b")
+    for value in (None, "", "b", "/uid-b", "b/"):
+        assert turn_of(held_by(value)) is None, value
+
+
+def test_a_turn_nobody_holds_is_taken() -> None:
+    assert claim(br("b"), held_by(None), None) == Turn(take=True)
+    assert claim(br("b"), held_by("garbage"), None) == Turn(take=True)
+
+
+def test_a_turn_held_already_starts_without_a_write() -> None:
+    """An earlier try's write landed, its answer lost."""
+    assert claim(br("b"), held_by("b/uid-b"), br("b")) == Turn()
+
+
+def test_a_turn_held_by_an_unfinished_buildrun_is_waited_for() -> None:
+    for holder in (br("a"), br("a", running=True), br("a", state=CANCELED)):
+        assert claim(br("b"), held_by("a/uid-a"), holder) == Turn(behind="a")
+
+
+@pytest.mark.parametrize(("holder", "why"), [
+    (br("a", done=True), "it finished"),
+    (None, "it is gone"),
+    (br("a", uid="namesake"), "its name holds another BuildRun"),
+    ({**br("a"), "spec": {"build": {"name": "another"}}}, "it is another Build's now"),
+])
+def test_a_turn_held_by_one_that_is_done_with_it_is_taken(holder: JSON | None,
+                                                          why: str) -> None:
+    assert claim(br("b"), held_by("a/uid-a"), holder) == Turn(take=True), why
+
+
+def test_a_turn_held_by_one_done_whose_run_is_still_going_is_waited_for() -> None:
+    """Its run stopping after a backstop's verdict, or left to the garbage collector after
+    its deletion: that run's end wakes the next one."""
+    assert claim(br("b"), held_by("a/uid-a"), br("a", done=True), True) == Turn(behind="a")
+    assert claim(br("b"), held_by("a/uid-a"), None, True) == Turn(behind="a")
+
+
+def test_only_the_turn_moving_is_no_news_for_the_other_buildruns() -> None:
+    before = held_by("a/uid-a")
+    after = held_by("b/uid-b")
+    after["metadata"]["resourceVersion"] = "8"
+    assert turn_moved_only(after, before)
+    assert not turn_moved_only(after, None)
+    assert not turn_moved_only(before, before)  # a resync
+    changed = {**after, "spec": {**after["spec"], "timeout": "1m"}}
+    assert not turn_moved_only(changed, before)
+    relabelled = held_by("a/uid-a")
+    relabelled["metadata"]["annotations"][RUN_POLICY] = "SerialLatestOnly"
+    relabelled["metadata"]["resourceVersion"] = "8"
+    assert not turn_moved_only(relabelled, before)
 
 
 # -- the rows, on the in-memory API server -------------------------------------------------------
@@ -283,3 +383,74 @@ async def test_serial_latest_only_an_older_one_whose_run_the_cache_lacks_is_not_
     stored = rig.kube.stored(BUILDRUNS, "older") or {}
     assert stored["status"]["taskRunName"] == planned.run["metadata"]["name"]
     assert len(rig.taskruns()) == 1
+
+
+def build_writes(rig: Rig) -> list[Any]:
+    return [c for c in rig.kube.writes() if c[1] == BUILDS.plural]
+
+
+async def test_a_serial_start_takes_the_turn_in_one_write_over_the_resource_version() -> None:
+    rig = serial_rig()
+    first = add(rig, "first", T0)
+    rig.sync()
+    rig.kube.calls.clear()
+    await rig.reconciler.reconcile("ns/first")
+    assert build_writes(rig) == [("patch", BUILDS.plural, fixtures.BUILD, "")]
+    build = rig.kube.stored(BUILDS, fixtures.BUILD) or {}
+    assert build["metadata"]["annotations"][SERIAL_TURN] == turn_value(first)
+    assert len(rig.taskruns()) == 1
+    # Held now: a try again (its status write lost) writes no turn.
+    rig.kube.modify(BUILDRUNS, "first", lambda b: b.update(status={}))
+    rig.sync()
+    rig.caches.taskruns.remove(f"ns/{rig.taskruns()[0]}")
+    rig.kube.calls.clear()
+    await rig.reconciler.reconcile("ns/first")
+    assert build_writes(rig) == []
+    assert len(rig.taskruns()) == 1
+
+
+async def test_a_parallel_start_writes_nothing_to_its_build() -> None:
+    for policy in ("Parallel", None):
+        rig = Rig() if policy is None else serial_rig(policy)
+        add(rig, "br", T0)
+        await rig.reconcile()
+        assert len(rig.taskruns()) == 1
+        assert [c for c in rig.kube.calls if c[1] == BUILDS.plural] == [], policy
+
+
+async def test_a_turn_taken_meanwhile_by_another_replica_is_a_conflict_then_a_wait() -> None:
+    """The cache's Build says nobody holds the turn; another replica wrote `other` into
+    it meanwhile (the Build's resourceVersion moved): the write is refused 409, the Build
+    read again, and `mine` waits behind `other`, no run made."""
+    rig = serial_rig()
+    mine = add(rig, "mine", T0)
+    other = add(rig, "other", T1)
+    rig.sync()
+    rig.kube.modify(BUILDS, fixtures.BUILD, lambda b: b["metadata"]["annotations"].update(
+        {SERIAL_TURN: turn_value(other)}))
+    rig.kube.calls.clear()
+    assert await rig.reconciler.reconcile("ns/mine") == DONE
+    assert build_writes(rig) == [("patch", BUILDS.plural, fixtures.BUILD, "")]  # the 409
+    assert rig.taskruns() == []
+    assert condition(rig, "mine")["message"] == (
+        "the Build's run policy is Serial: waiting for BuildRun other to finish")
+    build = rig.kube.stored(BUILDS, fixtures.BUILD) or {}
+    assert build["metadata"]["annotations"][SERIAL_TURN] == turn_value(other)
+    assert mine["metadata"]["uid"] != other["metadata"]["uid"]
+
+
+async def test_a_turn_that_keeps_conflicting_is_a_system_error() -> None:
+    rig = serial_rig()
+    add(rig, "mine", T0)
+    rig.sync()
+
+    def conflict(_: object) -> None:
+        raise ApiError(409, "Conflict", "the object has been modified")
+
+    rig.kube.before("patch", BUILDS, conflict, times=None)
+    with pytest.raises(ApiError) as caught:
+        await rig.reconciler.reconcile("ns/mine")
+    error = classify(caught.value)
+    assert isinstance(error, RetryableError) and error.error_class == "conflict"
+    assert rig.taskruns() == []
+    assert (rig.kube.stored(BUILDRUNS, "mine") or {}).get("status") in (None, {})
