@@ -18,6 +18,7 @@ Every wait here is bounded by a deadline; every loop by its input's length.
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import contextlib
 import datetime
@@ -129,6 +130,20 @@ async def wait_quiet(busy_below: float = 0.10, max_wait: float = 300.0) -> dict[
         if quiet or time.monotonic() > deadline:
             return {"busy_2s": round(busy, 3), "loadavg": [round(x, 2) for x in os.getloadavg()],
                     "waited_out": not quiet}
+
+
+def add_tekton_env_option(p: argparse.ArgumentParser) -> None:
+    """`--tekton-env KEY=VALUE...`: more environment for Tekton's controller, as a cluster
+    admin tunes it (docs/tekton-controller-performance-configuration.md); read it with
+    `tekton_env(args)`."""
+    p.add_argument("--tekton-env", nargs="*", default=[], metavar="KEY=VALUE",
+                   help="more environment for Tekton's controller, e.g. KUBE_API_QPS=50 "
+                   "KUBE_API_BURST=100 THREADS_PER_CONTROLLER=16 (its client-side limits, "
+                   "which Tekton doubles, and its workers); default: Tekton's own")
+
+
+def tekton_env(args: argparse.Namespace) -> dict[str, str]:
+    return dict(kv.split("=", 1) for kv in args.tekton_env)
 
 
 def log(msg: str) -> None:

@@ -52,6 +52,7 @@ from bench.e2e.common import (
     Controller,
     CpuMeter,
     Observer,
+    add_tekton_env_option,
     apiserver_requests,
     bounded,
     load_kube,
@@ -64,6 +65,7 @@ from bench.e2e.common import (
     report,
     requests_text,
     summary,
+    tekton_env,
     wait_quiet,
     warm_up,
 )
@@ -177,9 +179,9 @@ async def one_run(mode: str, n: int, workers: int, args: argparse.Namespace,
     if mode == "peer":
         out["peer"] = peer.describe()
     deadline = time.monotonic() + args.timeout
-    tekton_env = dict(kv.split("=", 1) for kv in args.tekton_env)
-    out["tekton_env"] = tekton_env
-    async with TektonStack(workdir / "stack", tekton_controller_env=tekton_env) as stack:
+    out["tekton_env"] = tekton_env(args)
+    async with TektonStack(workdir / "stack",
+                           tekton_controller_env=out["tekton_env"]) as stack:
         out["stack_timings"] = stack.timings
         cluster = stack.cluster
         kube = await load_kube(cluster)
@@ -327,10 +329,7 @@ def main() -> None:
     p.add_argument("--repeat", type=int, default=1,
                    help="run the whole list this many times, the modes alternating per N")
     p.add_argument("--concurrency", type=int, default=32, help="creates in flight")
-    p.add_argument("--tekton-env", nargs="*", default=[], metavar="KEY=VALUE",
-                   help="more environment for Tekton's controller, e.g. KUBE_API_QPS=50 "
-                   "KUBE_API_BURST=100 (its client-side limits; Tekton doubles them); "
-                   "default: Tekton's own")
+    add_tekton_env_option(p)
     p.add_argument("--timeout", type=float, default=1200, help="bound on each run, seconds")
     p.add_argument("--quiet-wait", type=float, default=300, metavar="SECONDS",
                    help="wait at most this long before each run for a quiet machine")
