@@ -134,6 +134,9 @@ class LocalCluster:
             f"--initial-cluster=default={peer}",
             # Test data is throwaway: skipping fsync keeps a 2-core machine responsive.
             "--unsafe-no-fsync",
+            # 100,000 finished BuildRuns with their TaskRuns (bench.e2e.restart, issue 42
+            # part 4) outgrow etcd's 2 GiB default; 8 GiB is the most etcd recommends.
+            "--quota-backend-bytes=8589934592",
             "--log-level=warn",
         ]
 
