@@ -91,6 +91,18 @@ from devtools.node.realnode import RealNode
 __all__ = ["SAMPLES", "Dev", "main", "parser"]
 
 
+async def _let_build_log_end(tasks: list[asyncio.Task[None]]) -> None:
+    """Once every sample has ended, the real build's log still has its last step's lines
+    to tell (the BuildRun ends as the pod does; the log is read after): up to 15 s for
+    the follow to end by itself, as it does once each step's container has. A cold run
+    cancelled it after the build step, before image-processing's lines."""
+    samples = next(t for t in tasks if t.get_name() == "samples")
+    build_log = next((t for t in tasks if t.get_name() == "build-log"), None)
+    if build_log is None or not samples.done() or samples.cancelled():
+        return
+    await asyncio.wait({build_log}, timeout=15)  # its errors are _cancel's to gather
+
+
 async def _cancel(tasks: list[asyncio.Task[None]]) -> None:
     for task in tasks:
         task.cancel()
@@ -201,6 +213,7 @@ class Dev:
                     play_samples(kube, screen.say, real=self.real_node is not None),
                     name="samples"))
                 code = await self._watch(kube, app_task, tasks[-1])
+                await _let_build_log_end(tasks)
                 # In order: the Tekton log and the samples, then the controller
                 # (it drains while the webhook still answers), then the webhook.
                 await _cancel(tasks)
