@@ -30,6 +30,15 @@ TaskRuns a second here, so at 20 or 50 a second the finish side would time Tekto
 queue, not the controller. `--tekton-env KUBE_API_QPS=50 KUBE_API_BURST=100
 THREADS_PER_CONTROLLER=16` gives it what its performance guide tells an admin to and the
 soak gives it (soak/run.py).
+
+`--real-node`: real builds instead, on the stack's real node (devtools.node.realnode):
+Shipwright's buildah sample with managed push, each BuildRun building and pushing an
+image of its own to the stack's registry, as the truth soak's successes (soak/builds.py).
+At a rate the node can hold (two cores: 0.1 a second, a build about every ten seconds)
+it says what a user of a real cluster sees; the figures add each run's own time (its
+TaskRun first seen -> seen finished by Tekton) for scale.
+
+    .venv/bin/python -m bench.e2e.steady --real-node --rate 0.1 --duration 200
 """
 
 from __future__ import annotations
@@ -37,6 +46,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import os
 import tempfile
 import time
 from pathlib import Path
@@ -66,6 +76,8 @@ from controller.shipwright.resources import BUILDRUNS
 from devtools.cluster import fixtures
 from devtools.cluster.localcluster import LocalCluster
 from devtools.cluster.stack import TektonStack
+from devtools.node.realnode import NodeUnavailable
+from soak import builds
 
 
 class TaskRunTimes(Observer):
@@ -132,11 +144,17 @@ async def one_run(mode: str, rate: float, args: argparse.Namespace,
                   workdir: Path) -> dict[str, Any]:
     n = int(rate * args.duration)
     out: dict[str, Any] = {"mode": mode, "rate": rate, "n": n, "workers": args.workers,
+                           "real_node": args.real_node,
                            "quiet_before": await wait_quiet(max_wait=args.quiet_wait),
                            "load_before": machine()["loadavg"], "tekton_env": tekton_env(args)}
     deadline = time.monotonic() + args.duration + args.timeout
-    async with TektonStack(workdir / "stack", tekton_controller_env=out["tekton_env"]) as stack:
+    stack = TektonStack(workdir / "stack", tekton_controller_env=out["tekton_env"],
+                        real_node=args.real_node)
+    if args.real_node and stack.real_node_unavailable:
+        raise NodeUnavailable(stack.real_node_unavailable)
+    async with stack:
         cluster = stack.cluster
+        node = await stack.real_node() if args.real_node else None
         kube = await load_kube(cluster)
         observer, taskruns = Observer(cluster), TaskRunTimes(cluster)
         ctl: Controller
@@ -150,6 +168,9 @@ async def one_run(mode: str, rate: float, args: argparse.Namespace,
         else:
             ctl = Controller(cluster.kubeconfig, workdir / "controller.log",
                              workers=args.workers)
+        if node is not None:
+            # The helper steps' images (Git, image processing) from the stack's registry.
+            ctl.env = {**(ctl.env or os.environ), **node.images.shipwright_env()}
         samples: list[dict[str, int]] = []
         sampler: asyncio.Task[None] | None = None
         try:
@@ -158,11 +179,18 @@ async def one_run(mode: str, rate: float, args: argparse.Namespace,
             await ctl.start()
             await ctl.wait_ready(120)
             await warm_up(kube, observer, deadline, simulate=False)
+            if node is not None:
+                await builds.setup(kube, node, NS)
             names = [f"br-{i:06d}" for i in range(n)]
             created: dict[str, float] = {}
 
+            def body(name: str) -> JSON:
+                if node is None:
+                    return fixtures.buildrun(name)
+                return builds.buildrun(node, NS, name, builds.SUCCESS, 1)
+
             async def create(name: str) -> None:
-                await kube.create(BUILDRUNS, NS, fixtures.buildrun(name))
+                await kube.create(BUILDRUNS, NS, body(name))
                 created[name] = time.monotonic()
 
             log(f"steady {mode} {rate}/s for {args.duration} s ({n} BuildRuns)")
@@ -183,6 +211,9 @@ async def one_run(mode: str, rate: float, args: argparse.Namespace,
             start = [taskruns.seen_at[x] - returned[x] for x in names]
             ended = [x for x in names if x in taskruns.finished_at and x in observer.done_at]
             finish = [observer.done_at[x] - taskruns.finished_at[x] for x in ended]
+            if node is not None:
+                run = [taskruns.finished_at[x] - taskruns.seen_at[x] for x in ended]
+                out["run"] = summary(run)
             out.update({
                 "finished_by_tekton": len(ended),
                 "arrivals_per_second": round(n / seconds, 2),
@@ -215,7 +246,11 @@ def table(runs: list[dict[str, Any]]) -> str:
     for r in runs:
         s, f, b = r["start"], r["finish"], r["backlog"]
         rows.append(
-            f"| {r['mode']} | {r['rate']:g} | {r['n']:,}"
+            f"| {r['mode']}"
+            + (f", real node (each run p50 / max {r['run']['p50']} / {r['run']['max']} s)"
+               if "run" in r else "")
+            + " "
+            f"| {r['rate']:g} | {r['n']:,}"
             + (f" ({r['finished_by_tekton']:,} finished)"
                if r.get("finished_by_tekton", r["n"]) < r["n"] else "")
             + f" | {r['arrivals_per_second']} "
@@ -253,6 +288,8 @@ def main() -> None:
     p.add_argument("--repeat", type=int, default=1,
                    help="run the whole list this many times, the modes alternating per rate")
     add_tekton_env_option(p)
+    p.add_argument("--real-node", action="store_true",
+                   help="real builds on the stack's real node (see above), not kwok's pods")
     p.add_argument("--drain", type=float, metavar="SECONDS",
                    help="after the arrivals (and every TaskRun seen), wait at most this long "
                    "for Tekton to finish them; the finish figures are over those it did "
