@@ -8,13 +8,14 @@ rewrites Shipwright's objects as v1beta1 (controller/commands/migrate.py).
 from __future__ import annotations
 
 import argparse
-import asyncio
 import logging
 import os
 import socket
 import sys
 import uuid
 from pathlib import Path
+
+import uvloop
 
 from controller import app
 from controller.buildrun.annotations import INFRASTRUCTURE_RETRIES, PENDING_TIMEOUT
@@ -214,7 +215,11 @@ def main(argv: list[str] | None = None) -> int:
         settings = settings_from(args)  # refuses hostile durations with a ConfigError
         identity = settings.leader_election.identity if settings.leader_election else (
             f"{socket.gethostname()}_{os.getpid()}")
-        return asyncio.run(app.run(settings, identity))
+        # uvloop's event loop (asyncio's API, libuv under it): its transports and TLS
+        # cost less than the standard loop's, a fifth of the controller's CPU per start.
+        # Measured back to back (BENCHMARKS.md, "Throughput"): 163 and 165 starts/s
+        # against 156 and 156 (1.80 against 1.95 ms of controller CPU per start).
+        return uvloop.run(app.run(settings, identity))
     except ConfigError as exc:
         print(f"buildrun-controller: {exc}", file=sys.stderr)
         return 2
