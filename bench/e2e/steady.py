@@ -34,11 +34,11 @@ soak gives it (soak/run.py).
 `--real-node`: real builds instead, on the stack's real node (devtools.node.realnode):
 Shipwright's buildah sample with managed push, each BuildRun building and pushing an
 image of its own to the stack's registry, as the truth soak's successes (soak/builds.py).
-At a rate the node can hold (two cores: 0.1 a second, a build about every ten seconds)
-it says what a user of a real cluster sees; the figures add each run's own time (its
-TaskRun first seen -> seen finished by Tekton) for scale.
+At a rate the node can hold (two cores: 0.2 a second, a build every five seconds, each
+taking about 8 s) it says what a user of a real cluster sees; the figures add each run's
+own time (its TaskRun first seen -> seen finished by Tekton) for scale.
 
-    .venv/bin/python -m bench.e2e.steady --real-node --rate 0.1 --duration 200
+    .venv/bin/python -m bench.e2e.steady --real-node --rate 0.2 --duration 150
 """
 
 from __future__ import annotations
