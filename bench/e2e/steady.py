@@ -82,20 +82,20 @@ from soak import builds
 
 class TaskRunTimes(Observer):
     """The bench's watch on TaskRuns: by BuildRun name, when its TaskRun was first seen
-    and first seen finished (Succeeded True or False)."""
+    (`taskrun_at`, so Observer.wait("taskrun") waits for it) and first seen finished
+    (Succeeded True or False)."""
 
     group_version, plural = "tekton.dev/v1", "taskruns"
 
     def __init__(self, cluster: LocalCluster) -> None:
         super().__init__(cluster)
-        self.seen_at: dict[str, float] = {}
         self.finished_at: dict[str, float] = {}
 
     def _see(self, obj: JSON, now: float) -> None:
         buildrun = (obj["metadata"].get("labels") or {}).get(LABEL_BUILDRUN)
         if not buildrun:
             return
-        self.seen_at.setdefault(buildrun, now)
+        self.taskrun_at.setdefault(buildrun, now)
         condition = succeeded_condition(obj.get("status"))
         if condition is not None and condition.get("status") in ("True", "False"):
             self.finished_at.setdefault(buildrun, now)
@@ -126,10 +126,10 @@ async def sample_backlogs(created: dict[str, float], observer: Observer,
     while True:
         await asyncio.sleep(1.0)
         into.append({
-            "start": sum(1 for x in created if x not in taskruns.seen_at),
+            "start": sum(1 for x in created if x not in taskruns.taskrun_at),
             "finish": sum(1 for x in taskruns.finished_at if x not in observer.done_at
                           and x in created),
-            "tekton": sum(1 for x in taskruns.seen_at if x not in taskruns.finished_at
+            "tekton": sum(1 for x in taskruns.taskrun_at if x not in taskruns.finished_at
                           and x in created),
         })
 
@@ -197,10 +197,7 @@ async def one_run(mode: str, rate: float, args: argparse.Namespace,
             sampler = asyncio.create_task(
                 sample_backlogs(created, observer, taskruns, samples))
             returned, seconds = await arrive(names, rate, args.in_flight, create)
-            while any(x not in taskruns.seen_at for x in names):
-                if time.monotonic() > deadline:
-                    raise TimeoutError("BuildRuns without a TaskRun seen")
-                await asyncio.sleep(0.2)
+            await taskruns.wait("taskrun", names, deadline)
             if args.drain is None:
                 await observer.wait("done", names, deadline)
             else:
@@ -208,17 +205,17 @@ async def one_run(mode: str, rate: float, args: argparse.Namespace,
                 with contextlib.suppress(TimeoutError):
                     await observer.wait("done", names,
                                         min(deadline, time.monotonic() + args.drain))
-            start = [taskruns.seen_at[x] - returned[x] for x in names]
+            start = [taskruns.taskrun_at[x] - returned[x] for x in names]
             ended = [x for x in names if x in taskruns.finished_at and x in observer.done_at]
             finish = [observer.done_at[x] - taskruns.finished_at[x] for x in ended]
             if node is not None:
-                run = [taskruns.finished_at[x] - taskruns.seen_at[x] for x in ended]
+                run = [taskruns.finished_at[x] - taskruns.taskrun_at[x] for x in ended]
                 out["run"] = summary(run)
             out.update({
                 "finished_by_tekton": len(ended),
                 "arrivals_per_second": round(n / seconds, 2),
-                "start": {**summary(start), "max": round(max(start), 3)},
-                "finish": {**summary(finish), "max": round(max(finish), 3)},
+                "start": summary(start),
+                "finish": summary(finish),
                 "backlog": {k: _backlog(samples, k) for k in ("start", "finish", "tekton")},
                 "outcomes": await outcomes(kube),
                 "usage": vars(ctl.usage()),
