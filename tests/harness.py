@@ -29,6 +29,7 @@ from controller.buildrun.reconciler import BuildRunReconciler
 from controller.runtime.controller import Result
 from controller.runtime.events import EventRecorder
 from controller.runtime.kube import JSON, PODS, ApiError, Kube
+from controller.runtime.timestamps import parse_time
 from controller.settings import QueueSettings, RetryBudget, Settings
 from controller.shipwright.labels import LABEL_BUILDRUN
 from controller.shipwright.resources import BUILDRUNS, BUILDS, BUILDSTRATEGIES, TASKRUNS
@@ -196,6 +197,20 @@ def condition(buildrun: JSON) -> JSON:
         if cond["type"] == "Succeeded":
             return dict(cond)
     return {}
+
+
+def assert_start_copied(buildrun: JSON, run: JSON) -> None:
+    """The BuildRun's startTime is its run's (TaskRun's or PipelineRun's), copied once as
+    Shipwright does (buildrun.go: only while the BuildRun has none), to within a second:
+    Tekton can stamp its own startTime twice. Its knative reconciler starts from the
+    informer's copy; if that copy is older than Tekton's first status write, the reconcile
+    sees no startTime, stamps a new one, and updateStatus's retry on the conflict writes
+    that status over the stored one (seen 12-06 under load: 18:03:05 copied, 18:03:06 on
+    the TaskRun a moment later; and 06:48:54 against 06:48:55)."""
+    copied = parse_time((buildrun.get("status") or {}).get("startTime"))
+    tekton = parse_time((run.get("status") or {}).get("startTime"))
+    assert copied is not None and tekton is not None, (buildrun.get("status"), run.get("status"))
+    assert abs((copied - tekton).total_seconds()) <= 1, (copied, tekton)
 
 
 def metric(metric_name: str, /, **labels: str) -> float:

@@ -37,6 +37,7 @@ from devtools.fakes.fates import FateWebhook, results
 from devtools.fakes.tekton import TektonStatusWriter
 from tests.harness import (
     World,
+    assert_start_copied,
     condition,
     controller_settings,
     in_flight,
@@ -96,8 +97,7 @@ async def test_success_creates_one_owned_taskrun_and_reports_the_digest(
             return condition(await world.get("ok")).get("reason") == reasons.RUNNING
         await wait_for(running, 30, what="Running reason")
         # Shipwright's startTime: the TaskRun's, copied once Tekton has started it.
-        started = (await world.get("ok"))["status"]["startTime"]
-        assert started == (await kube.get(TASKRUNS, world.ns, tr_name))["status"]["startTime"]
+        assert_start_copied(await world.get("ok"), await kube.get(TASKRUNS, world.ns, tr_name))
         await release(world, "ok")
         done = await world.finished("ok", 30)
 

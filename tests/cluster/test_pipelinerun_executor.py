@@ -31,6 +31,7 @@ from devtools.cluster.stack import TektonStack
 from devtools.fakes.fates import results
 from tests.harness import (
     World,
+    assert_start_copied,
     condition,
     controller_settings,
     gone,
@@ -89,7 +90,7 @@ async def test_a_buildrun_runs_as_an_owned_pipelinerun_to_succeeded(
     # As Shipwright: the deprecated taskRunName is a TaskRun's only, and startTime is
     # the PipelineRun's own.
     assert "taskRunName" not in status
-    assert status["startTime"] == ran["status"]["startTime"]
+    assert_start_copied(done, ran)
     cond = condition(done)
     assert (cond["status"], cond["reason"]) == ("True", "Succeeded"), cond["message"]
     assert status["output"]["digest"] == DIGEST  # a result of the PipelineRun's TaskRuns
@@ -201,7 +202,7 @@ async def test_a_timeout_ends_buildrun_timeout_in_shipwrights_words(
     # Tekton's own timeout stopped it (ours is a backstop --timeout-grace later), and the
     # BuildRun's startTime is the PipelineRun's, as Shipwright copies it.
     assert condition(stopped)["reason"] == "PipelineRunTimeout", stopped
-    assert done["status"]["startTime"] == stopped["status"]["startTime"]
+    assert_start_copied(done, stopped)
 
 
 async def test_multi_arch_runs_where_nodes_of_each_platform_exist(

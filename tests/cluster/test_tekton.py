@@ -34,6 +34,7 @@ from devtools.fakes.fates import PREFIX, results
 from devtools.hack import StackError
 from tests.harness import (
     World,
+    assert_start_copied,
     condition,
     controller_settings,
     gone,
@@ -167,15 +168,7 @@ async def test_timeout_tekton_stops_the_taskrun_and_deletes_its_pod(
     tekton = await tekton_verdict(world, "slow")
     assert (tekton["status"], tekton["reason"]) == ("False", "TaskRunTimeout"), tekton
     tr = await taskrun(world, "slow")
-    # The TaskRun's startTime, copied once (as Shipwright, buildrun.go: only while the
-    # BuildRun has none). Tekton's own moved by a second once since it was copied (12-06,
-    # under load: 06:48:54 copied, 06:48:55 on the TaskRun at the end; how is not pinned
-    # down: its reconciler sets it, and sets it again after clearing it, taskrun.go), so
-    # equal to within that second.
-    copied = parse_time(done["status"]["startTime"])
-    tekton_start = parse_time(tr["status"]["startTime"])
-    assert copied is not None and tekton_start is not None
-    assert abs((copied - tekton_start).total_seconds()) <= 1, (copied, tekton_start)
+    assert_start_copied(done, tr)
     late = (parse_time(tr["status"]["completionTime"]) - parse_time(  # type: ignore[operator]
         tr["status"]["startTime"])).total_seconds() - 3
     print(f"\ntimeout: TaskRun {tekton['reason']} {late:.0f} s after its 3 s "
