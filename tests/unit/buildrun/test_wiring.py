@@ -15,6 +15,7 @@ from controller.buildrun.annotations import RUN_POLICY
 from controller.buildrun.caches import OWN_RUNS, slim_pod
 from controller.buildrun.outcomes import waiting_words
 from controller.buildrun.reconciler import BuildRunReconciler
+from controller.buildrun.setup import FINISH_PRIORITY, PROGRESS_PRIORITY
 from controller.runtime.controller import LOW_PRIORITY, Controller
 from controller.runtime.informers import EventType, Informer, InformerFactory
 from controller.runtime.kube import JSON, PODS
@@ -132,7 +133,7 @@ async def test_a_finish_is_one_reconcile(wired: Wired) -> None:
     assert await wired.queued() == [("ns/br", 0)]
     wired.controller.queue.done("ns/br")
     wired.emit(TASKRUNS, "MODIFIED", taskrun("br", "True", rv="2"), taskrun("br", "Unknown"))
-    assert await wired.queued() == [("ns/br", 0)]
+    assert await wired.queued() == [("ns/br", FINISH_PRIORITY)]
     wired.controller.queue.done("ns/br")
     done = finished("br")
     done["metadata"]["resourceVersion"] = "3"
@@ -146,6 +147,30 @@ async def test_a_finish_is_one_reconcile(wired: Wired) -> None:
     wired.emit(BUILDRUNS, "MODIFIED", kept, running)
     assert await wired.queued() == []
     assert wired.waiting() == {"ns/br": 0}
+
+
+async def test_a_run_s_end_goes_first_new_work_next_and_progress_last(wired: Wired) -> None:
+    """Issue 42 part 3: with more queued than the workers take, a run's end (its outcome is
+    what a user waits for) goes before new BuildRuns, and those (nothing builds until their
+    TaskRun exists) before a run's progress, which only tells; a key queued again at a
+    higher priority moves up; the first list's backlog stays behind all."""
+    wired.emit(BUILDRUNS, "ADDED", buildrun("listed"), initial=True)
+    for name in ("a", "b"):
+        wired.emit(BUILDRUNS, "ADDED", buildrun(name, taskRunName=f"{name}-tr"))
+        wired.emit(TASKRUNS, "ADDED", taskrun(name, "Unknown"))
+    wired.emit(TASKRUNS, "ADDED", taskrun("running", "Unknown"))
+    wired.emit(TASKRUNS, "ADDED", taskrun("slow", "Unknown"))
+    wired.emit(BUILDRUNS, "ADDED", buildrun("new"))
+    wired.emit(TASKRUNS, "MODIFIED", taskrun("ended", "False", rv="2"),
+               taskrun("ended", "Unknown"))
+    wired.emit(TASKRUNS, "MODIFIED", taskrun("running", "True", rv="2"),
+               taskrun("running", "Unknown"))  # ended too: moves up, behind "ended"
+    wired.emit(TASKRUNS, "DELETED", taskrun("gone", "Unknown"))  # row 16: an end
+    assert await wired.queued() == [
+        ("ns/ended", FINISH_PRIORITY), ("ns/running", FINISH_PRIORITY),
+        ("ns/gone", FINISH_PRIORITY), ("ns/a", 0), ("ns/b", 0), ("ns/new", 0),
+        ("ns/slow", PROGRESS_PRIORITY), ("ns/listed", LOW_PRIORITY)]
+    assert FINISH_PRIORITY > 0 > PROGRESS_PRIORITY > LOW_PRIORITY
 
 
 async def test_a_builds_event_wakes_its_new_buildruns_and_reads_no_finished_one(
@@ -186,7 +211,7 @@ async def test_a_pod_wakes_its_buildrun_only_on_its_way_out(wired: Wired) -> Non
     going = copy.deepcopy(pod)
     going["metadata"].update(resourceVersion="2", deletionTimestamp=DONE_AT)
     pods._on_event({"type": "MODIFIED", "object": copy.deepcopy(going)})
-    assert await wired.queued() == [("ns/br", 0)]
+    assert await wired.queued() == [("ns/br", FINISH_PRIORITY)]
     wired.controller.queue.done("ns/br")
     ended = copy.deepcopy(going)
     ended["metadata"]["resourceVersion"] = "3"
@@ -194,7 +219,7 @@ async def test_a_pod_wakes_its_buildrun_only_on_its_way_out(wired: Wired) -> Non
         {"name": "step-push", "state": {"terminated": {"exitCode": 0, "message": "[]",
                                                        "finishedAt": DONE_AT}}}]}
     pods._on_event({"type": "DELETED", "object": copy.deepcopy(ended)})
-    assert await wired.queued() == [("ns/br", 0)]
+    assert await wired.queued() == [("ns/br", FINISH_PRIORITY)]
     # Kept as slim_pod keeps a pod on its way out: its label, phase, containers' ends.
     reconciler = wired.controller.reconciler
     assert isinstance(reconciler, BuildRunReconciler)
@@ -237,16 +262,16 @@ async def test_a_pod_wakes_its_buildrun_when_why_it_waits_changes_its_meaning(
                     "reason": "ImagePullBackOff",
                     "message": f'Back-off {seconds}s pulling image "r/x:1"'}}}]}
 
-    assert await send(unschedulable("2026-12-06T08:00:00Z")) == [("ns/br", 0)]
+    assert await send(unschedulable("2026-12-06T08:00:00Z")) == [("ns/br", PROGRESS_PRIORITY)]
     assert await send(unschedulable("2026-12-06T08:00:09Z")) == []
-    assert await send(backoff(10)) == [("ns/br", 0)]
+    assert await send(backoff(10)) == [("ns/br", PROGRESS_PRIORITY)]
     assert await send(backoff(20)) == []
     assert pods.store.get("ns/br-pod")["status"]["containerStatuses"] == [  # type: ignore[index]
         {"name": "step-build", "state": {"waiting": {
             "reason": "ImagePullBackOff", "message": 'Back-off 20s pulling image "r/x:1"'}}}]
     # Pulled: nothing to say any more, the BuildRun says Tekton's words again.
     assert await send({"conditions": [{"type": "PodScheduled", "status": "True"}]}) == [
-        ("ns/br", 0)]
+        ("ns/br", PROGRESS_PRIORITY)]
     assert await send({"conditions": [{"type": "PodScheduled", "status": "True"}]}) == []
 
 
