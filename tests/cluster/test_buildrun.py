@@ -8,6 +8,7 @@ Tekton never produces (a success after the cancel was asked for).
 from __future__ import annotations
 
 import asyncio
+from dataclasses import replace
 from typing import Any
 
 import orjson
@@ -18,9 +19,11 @@ from controller.buildrun import reasons, serviceaccounts
 from controller.buildrun.caches import Caches
 from controller.buildrun.executors import TASKRUN
 from controller.buildrun.reconciler import BuildRunReconciler
+from controller.buildrun.setup import FINISH_PRIORITY
 from controller.runtime.errors import RetryableError
 from controller.runtime.events import EventRecorder
 from controller.runtime.kube import EVENTS, JSON, SERVICEACCOUNTS, USER_AGENT, ApiError, Kube
+from controller.settings import LeaderElectionSettings
 from controller.shipwright import field_managers
 from controller.shipwright.labels import LABEL_BUILDRUN
 from controller.shipwright.params import (
@@ -78,6 +81,41 @@ async def events_for(kube: Kube, namespace: str, name: str) -> list[str]:
 
 
 # -- happy path and TaskRun outcomes (rows 12, 19, 14) -------------------------------------
+
+
+async def test_a_run_s_end_is_queued_ahead_of_new_buildruns(
+    cluster: LocalCluster, world: World
+) -> None:
+    """Issue 42 part 3: a TaskRun's end, as real Tekton reports it, queues its BuildRun
+    ahead of BuildRuns created before it. Seen in a standby replica's queue, which its
+    informers fill as the leader's and no worker drains: the leader runs the builds."""
+    lease = LeaderElectionSettings(namespace=world.ns, name="order", lease_duration=2.0,
+                                   renew_deadline=1.5, retry_period=0.2)
+    settings = controller_settings(cluster, world.ns)
+    for name in ("ends", "new-1", "new-2"):
+        world.fate(name, fate="hold")  # the new ones run on, to show only the end moves up
+    async with running_controller(replace(settings, leader_election=replace(
+            lease, identity="leader")), "leader") as leader:
+        await wait_for(lambda: bool(leader.controller("buildrun").running), what="leadership")
+        async with running_controller(replace(settings, leader_election=replace(
+                lease, identity="standby")), "standby") as standby:
+            queue = standby.controller("buildrun").queue
+            await world.buildrun("ends")
+            await running_pod(world, "ends")
+            for _ in range(len(queue)):  # what the standby queued so far: set aside
+                queue.done((await queue.get_with_priority())[0])
+            for name in ("new-1", "new-2"):
+                await world.buildrun(name)
+                await world.taskrun_of(name)  # started by the leader: its progress too
+            await release(world, "ends")
+            await world.finished("ends", 30)
+            queued = [await queue.get_with_priority() for _ in range(len(queue))]
+    ns = world.ns
+    assert queued[0] == (f"{ns}/ends", FINISH_PRIORITY), queued
+    # New work at the default priority, behind the end although it came first; what the
+    # leader's starts brought (their TaskRuns' creation) does not lower it.
+    assert queued[1:3] == [(f"{ns}/new-1", 0), (f"{ns}/new-2", 0)], queued
+    assert all(priority <= 0 for _, priority in queued[1:]), queued
 
 
 async def test_success_creates_one_owned_taskrun_and_reports_the_digest(
