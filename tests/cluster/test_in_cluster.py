@@ -435,11 +435,20 @@ async def test_an_eviction_of_one_replica_is_allowed_and_of_the_second_refused(
     assert first not in {p["metadata"]["name"] for p in back}
 
 
-async def test_the_standby_leads_when_the_leaders_container_is_killed(
+async def test_the_lease_passes_on_when_the_leaders_container_is_killed(
     stack: TektonStack, kube: Kube, deployed: list[JSON],
 ) -> None:
     """SIGKILL to the leader's controller process (a crash: no Lease released): the kubelet
-    restarts the container, and the standby takes the Lease within its bounds."""
+    restarts the container, and a live candidate takes the Lease within its bounds.
+
+    Which one is client-go's race, not ours to fix: each candidate counts the lease
+    duration on its own clock from when it first saw the holder's last renewal, and the
+    first to try after that takes it. The standby saw it up to a retry period late; the
+    restarted container, which never saw the dead process renew, counts from its first
+    read, about 1-2 s after the kill here (its "serving" line 1.1-1.9 s after it in three
+    runs, 21:14-21:17 UTC 2026-12-06). So the standby usually wins (16.5-17.3 s, the same
+    runs), and the restarted container now and then (stop 48's CI: the Lease still in the
+    killed pod after 45 s, which the test then counted as a failure)."""
     cluster = stack.cluster
     pods = {p["metadata"]["name"]: p for p in await ready_replicas(cluster, 2)}
     holder = await wait_for(lambda: lease_holder(kube), 60, 0.5, what="a leader")
@@ -447,15 +456,22 @@ async def test_the_standby_leads_when_the_leaders_container_is_killed(
     (pid,) = controller_processes(leader["metadata"]["uid"])
     os.kill(pid, signal.SIGKILL)
     killed = time.monotonic()
+    holders: list[tuple[float, str]] = []  # (seconds after the kill, holder) as it changed
 
     async def new_leader() -> str | None:
         now = await lease_holder(kube)
-        return now if now and pod_of(now) != pod_of(holder) else None
-    taken = await wait_for(new_leader, LEASE_SECONDS + 30, 0.2, what="the standby to lead")
+        if not holders or holders[-1][1] != now:
+            holders.append((round(time.monotonic() - killed, 1), now))
+        return now if now and now != holder else None
+    try:
+        taken = await wait_for(new_leader, LEASE_SECONDS + 30, 0.2, what="a new leader")
+    except TimeoutError:
+        raise AssertionError(f"the Lease's holders after the kill: {holders}") from None
     took = time.monotonic() - killed
-    assert pod_of(taken) in pods
+    assert pod_of(taken) in pods, holders
     # It could not take the Lease before the holder's last renewal had expired.
-    assert took <= LEASE_SECONDS + LeaderElectionSettings.retry_period * 2 + 5, took
+    assert took <= LEASE_SECONDS + LeaderElectionSettings.retry_period * 2 + 5, holders
+    who = "the restarted container" if pod_of(taken) == pod_of(holder) else "the standby"
 
     async def restarted() -> JSON | None:
         pod = await cluster.request("GET", f"/api/v1/namespaces/{NS}/pods/"
@@ -465,7 +481,7 @@ async def test_the_standby_leads_when_the_leaders_container_is_killed(
     pod = await wait_for(restarted, 120, 1, what="the killed container restarted and Ready")
     last = pod["status"]["containerStatuses"][0]["lastState"]["terminated"]
     assert last["exitCode"] == 137, last
-    print(f"\nleader killed: the standby led after {took:.1f}s (Lease {LEASE_SECONDS:.0f}s)")
+    print(f"\nleader killed: {who} led after {took:.1f}s (Lease {LEASE_SECONDS:.0f}s)")
 
 
 async def test_both_replicas_recover_when_the_api_server_restarts(
