@@ -396,6 +396,16 @@ async def lease_holder(kube: Kube) -> str:
     return holder
 
 
+async def record_holder(kube: Kube, holders: list[tuple[float, str]], since: float) -> str:
+    """The Lease's holder now, appended to `holders` with the seconds since `since` (a
+    time.monotonic()) when it changed: the handover's timeline, for assertions and their
+    messages."""
+    holder = await lease_holder(kube)
+    if not holders or holders[-1][1] != holder:
+        holders.append((time.monotonic() - since, holder))
+    return holder
+
+
 def pod_of(holder: str) -> str:
     """The pod a holder identity names (controller.cli: `<hostname>_<uuid>`)."""
     return holder.split("_")[0]
@@ -456,12 +466,10 @@ async def test_the_lease_passes_on_when_the_leaders_container_is_killed(
     (pid,) = controller_processes(leader["metadata"]["uid"])
     os.kill(pid, signal.SIGKILL)
     killed = time.monotonic()
-    holders: list[tuple[float, str]] = []  # (seconds after the kill, holder) as it changed
+    holders: list[tuple[float, str]] = []  # (seconds after the kill, holder): record_holder
 
     async def new_leader() -> str | None:
-        now = await lease_holder(kube)
-        if not holders or holders[-1][1] != now:
-            holders.append((round(time.monotonic() - killed, 1), now))
+        now = await record_holder(kube, holders, killed)
         return now if now and now != holder else None
     try:
         taken = await wait_for(new_leader, LEASE_SECONDS + 30, 0.2, what="a new leader")
@@ -647,9 +655,7 @@ async def test_a_rollout_restart_with_builds_in_flight(
                 await world.buildrun(name)
 
             async def rolled() -> bool:
-                holder = await lease_holder(kube)
-                if not holders or holders[-1][1] != holder:
-                    holders.append((time.monotonic() - t0, holder))
+                holder = await record_holder(kube, holders, t0)
                 pods = await controller_pods(cluster)
                 return (not any(p["metadata"]["name"] in old for p in pods)
                         and len([p for p in pods if is_ready(p)]) == 2
