@@ -33,7 +33,10 @@ bare        No controller: this process does the controller's API work itself, p
             PUT to its status subresource). Finish phase: TektonStatusWriter's TaskRun status
             patch (as in the controller run), then the controller's terminal status
             update (the whole status with the outcome of outcomes.outcome_from_taskrun
-            applied). This is the API server's ceiling for
+            applied). Each write names the field manager the controller's names
+            (controller.shipwright.field_managers), the create the benchmark's own, so
+            the BuildRun carries the same managedFields entries as in a controller
+            run. This is the API server's ceiling for
             that work on this machine: the same writes without a controller's watches
             (the Observer's BuildRun watch is there in every mode).
 mirror      Like bare, plus the requests the controller makes that change nothing:
@@ -120,6 +123,7 @@ from bench.e2e.common import (
 )
 from controller.buildrun.status_writes import status_update
 from controller.runtime.kube import EVENTS, JSON, PODS, Kube
+from controller.shipwright import field_managers
 from controller.shipwright.resources import BUILDRUNS, TASKRUNS
 from devtools.cluster import fixtures
 from devtools.cluster.fixtures import API
@@ -144,21 +148,35 @@ def event_body(buildrun: JSON, reason: str, message: str) -> JSON:
 
 
 class Client:
-    """The few calls bare/mirror make, by one of two client libraries."""
+    """The few calls bare/mirror make, by one of two client libraries. The user's create
+    names no field manager (the API server takes the User-Agent's, as in a controller
+    run, where this script creates the BuildRuns); the controller's writes name the
+    BuildRun controller's, as the controller does (setup.py's `with_field_manager`), so
+    the objects carry the same managedFields entries, and the API server merges the same."""
 
     def __init__(self, kube: Kube, how: str) -> None:
-        self.kube = kube
+        self.user = kube
+        self.manager = field_managers.BUILDRUN_CONTROLLER
+        self.kube = kube.with_field_manager(self.manager)
+        # The controller's recorder writes as the app's Kube does (controller.app).
+        self.recorder_manager = field_managers.BUILD_CONTROLLER
+        self.recorder = kube.with_field_manager(self.recorder_manager)
         self.how = how
         self.custom = k8s.CustomObjectsApi(kube.api_client)
         self.core = k8s.CoreV1Api(kube.api_client)
 
-    async def create(self, plural: str, body: JSON) -> JSON:
+    async def create(self, plural: str, body: JSON, *, by_user: bool = False) -> JSON:
+        """Creates as the controller does, or (`by_user`) as the user, no manager named."""
         if self.how == "raw":
             res = {"buildruns": BUILDRUNS, "taskruns": TASKRUNS}[plural]
-            return await self.kube.create(res, NS, body)
+            return await (self.user if by_user else self.kube).create(res, NS, body)
         group, version = body["apiVersion"].split("/")
-        out: JSON = await self.custom.create_namespaced_custom_object(
-            group, version, NS, plural, body)
+        if by_user:
+            out: JSON = await self.custom.create_namespaced_custom_object(
+                group, version, NS, plural, body)
+        else:
+            out = await self.custom.create_namespaced_custom_object(
+                group, version, NS, plural, body, field_manager=self.manager)
         return out
 
     async def patch(self, plural: str, name: str, body: JSON) -> JSON:
@@ -168,6 +186,7 @@ class Client:
             return await self.kube.patch(res, NS, name, body)
         out: JSON = await self.custom.patch_namespaced_custom_object(
             "shipwright.io", "v1beta1", NS, plural, name, body,
+            field_manager=self.manager,
             _content_type=MERGE)  # type: ignore[call-arg]  # taken by its **kwargs
         return out
 
@@ -177,7 +196,8 @@ class Client:
         if self.how == "raw":
             return await self.kube.put(BUILDRUNS, NS, name, body, subresource="status")
         out: JSON = await self.custom.replace_namespaced_custom_object_status(
-            "shipwright.io", "v1beta1", NS, "buildruns", name, body)
+            "shipwright.io", "v1beta1", NS, "buildruns", name, body,
+            field_manager=self.manager)
         return out
 
     async def get_pod(self, name: str) -> None:
@@ -191,10 +211,11 @@ class Client:
 
     async def event(self, body: JSON) -> None:
         if self.how == "raw":
-            await self.kube.create(EVENTS, NS, body)
+            await self.recorder.create(EVENTS, NS, body)
         else:
             # A dict body is serialised as is (ApiClient.sanitize_for_serialization).
-            await self.core.create_namespaced_event(NS, body)  # type: ignore[arg-type]
+            await self.core.create_namespaced_event(
+                NS, body, field_manager=self.recorder_manager)  # type: ignore[arg-type]
 
 
 async def apiserver_pprof(cluster: LocalCluster, seconds: int, label: str) -> str:
@@ -282,7 +303,7 @@ async def one_run(mode: str, n: int, workers: int, args: argparse.Namespace,
 
             async def bare(name: str) -> None:
                 # The controller's start, request for request and body for body.
-                br = await client.create("buildruns", fixtures.buildrun(name))
+                br = await client.create("buildruns", fixtures.buildrun(name), by_user=True)
                 taskrun = controller_taskrun(br, build, strategy)
                 br = await client.patch("buildruns", name, label_patch(br, build))
                 tr = await client.create("taskruns", taskrun)
