@@ -155,6 +155,32 @@ def summary(latencies: list[float]) -> dict[str, float]:
             "p99": round(percentile(latencies, 99), 3), "max": round(max(latencies), 3)}
 
 
+# The speed probe's work: a TaskRun-sized JSON document, encoded and decoded, and a loop of
+# integer arithmetic, in this process's one thread.
+_PROBE_DOC = {"spec": {"steps": [{"name": f"step-{i}", "args": ["--flag", "x" * 40] * 4,
+                                  "env": [{"name": f"E{j}", "value": "v" * 20}
+                                          for j in range(6)]} for i in range(8)]}}
+
+
+def speed_probe(rounds: int = 3) -> float:
+    """The machine's speed at this moment, as the fewest ms of this thread's CPU that a
+    fixed piece of work took in `rounds` tries (lower: faster). The host's speed moves
+    under a VM (its other guests, its clock): the same 5,000 starts of `--mode watched`
+    cost this script 18 % less CPU and the API server 11 % less in one run than in the
+    same mode's run 7 minutes before (2026-12-07 00:47-00:56 UTC, BENCHMARKS-journal.md),
+    with `others` and `steal` near nothing; a probe before and after each run shows it."""
+    best = float("inf")
+    for _ in range(rounds):
+        t = time.thread_time()
+        for _ in range(600):
+            orjson.loads(orjson.dumps(_PROBE_DOC))
+        acc = 0
+        for i in range(600_000):
+            acc += i * i % 7
+        best = min(best, time.thread_time() - t)
+    return round(1000 * best, 2)
+
+
 def per_buildrun_ms(cpu: dict[str, float], n: int) -> dict[str, float]:
     """CPU ms per BuildRun of each process measured (not wall, not cores busy)."""
     return {k: round(1000 * v / n, 3) for k, v in cpu.items()

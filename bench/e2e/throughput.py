@@ -73,7 +73,10 @@ kubernetes_asyncio session with orjson, as the controller does); --client k8s wi
 kubernetes_asyncio's generated CustomObjectsApi/CoreV1Api.
 
 CPU seconds of the controller, kube-apiserver, etcd and this process are read from
-/proc for each phase. Raw figures go to bench/results/e2e-throughput-<time>.json.
+/proc for each phase, and a speed probe (common.speed_probe: ms of CPU a fixed piece of
+work takes here) is run before and after each run, so runs compared can be told apart
+when the host's speed moved between them. Raw figures go to
+bench/results/e2e-throughput-<time>.json.
 """
 
 from __future__ import annotations
@@ -115,6 +118,7 @@ from bench.e2e.common import (
     report,
     requests_text,
     server_pids,
+    speed_probe,
     start_py_spy,
     stop_py_spy,
     summary,
@@ -252,7 +256,8 @@ async def one_run(mode: str, n: int, workers: int, args: argparse.Namespace,
                   workdir: Path) -> dict[str, Any]:
     out: dict[str, Any] = {"mode": mode, "n": n, "concurrency": args.concurrency,
                            "quiet_before": await wait_quiet(max_wait=args.quiet_wait),
-                           "load_before": machine()["loadavg"]}
+                           "load_before": machine()["loadavg"],
+                           "probe_before_ms": speed_probe()}
     deadline = time.monotonic() + args.timeout  # after the wait for a quiet machine
     driven = mode in ("controller", "peer")
     if driven:
@@ -422,6 +427,7 @@ async def one_run(mode: str, n: int, workers: int, args: argparse.Namespace,
             await kube.close()
     out["observer_events"] = observer.events
     out["load_after"] = machine()["loadavg"]
+    out["probe_after_ms"] = speed_probe()
     return out
 
 
@@ -475,8 +481,9 @@ def phase_table(runs: list[dict[str, Any]]) -> str:
     """The figures per phase, one row per run and phase (issue 17's list)."""
     rows = ["| mode | N | workers | phase | BuildRuns/s | p50 s | p99 s | ctl CPU ms/BuildRun | "
             "apiserver CPU ms/BuildRun | etcd CPU ms/BuildRun | requests per BuildRun | "
-            "ctl peak RSS MiB | load 1m before | machine: others / steal CPU s |",
-            "|---|---:|---:|---|---:|---:|---:|---:|---:|---:|---|---:|---:|---|"]
+            "ctl peak RSS MiB | load 1m before | machine: others / steal CPU s | "
+            "speed probe ms before / after |",
+            "|---|---:|---:|---|---:|---:|---:|---:|---:|---:|---|---:|---:|---|---|"]
     for r in runs:
         for phase in ("start", "finish"):
             ph = r.get(phase)
@@ -491,7 +498,8 @@ def phase_table(runs: list[dict[str, Any]]) -> str:
                 f"| {ms.get('controller', '-')} | {ms.get('apiserver')} | {ms.get('etcd')} "
                 f"| {requests_text(ph['requests_per_buildrun'])} "
                 f"| {'-' if hwm is None else round(hwm / 1024, 1)} | {r['load_before'][0]} "
-                f"| {ph['cpu'].get('others', '-')} / {ph['cpu'].get('steal', '-')} |")
+                f"| {ph['cpu'].get('others', '-')} / {ph['cpu'].get('steal', '-')} "
+                f"| {r.get('probe_before_ms', '-')} / {r.get('probe_after_ms', '-')} |")
     return "\n".join(rows)
 
 
