@@ -33,10 +33,10 @@ bare        No controller: this process does the controller's API work itself, p
             PUT to its status subresource). Finish phase: TektonStatusWriter's TaskRun status
             patch (as in the controller run), then the controller's terminal status
             update (the whole status with the outcome of outcomes.outcome_from_taskrun
-            applied). Each write names the field manager the controller's names
-            (controller.shipwright.field_managers), the create the benchmark's own, so
-            the BuildRun carries the same managedFields entries as in a controller
-            run. This is the API server's ceiling for
+            applied). The controller's writes name its field manager
+            (bodies.as_controller), the create none (the User-Agent's, as when this
+            script creates the BuildRuns for a controller), so the BuildRun carries
+            a controller run's managedFields entries. This is the API server's ceiling for
             that work on this machine: the same writes without a controller's watches
             (the Observer's BuildRun watch is there in every mode).
 mirror      Like bare, plus the requests the controller makes that change nothing:
@@ -95,6 +95,7 @@ from kubernetes_asyncio import client as k8s
 
 from bench.e2e import peer
 from bench.e2e.bodies import (
+    as_controller,
     controller_taskrun,
     finished_status,
     label_patch,
@@ -160,8 +161,8 @@ class Client:
 
     def __init__(self, kube: Kube, how: str) -> None:
         self.user = kube
-        self.manager = field_managers.BUILDRUN_CONTROLLER
-        self.kube = kube.with_field_manager(self.manager)
+        self.kube = as_controller(kube)
+        self.manager = str(self.kube.field_manager)
         # The controller's recorder writes as the app's Kube does (controller.app).
         self.recorder_manager = field_managers.BUILD_CONTROLLER
         self.recorder = kube.with_field_manager(self.recorder_manager)
