@@ -230,7 +230,7 @@ async def one_run(mode: str, n: int, workers: int, args: argparse.Namespace,
                 pids["controller"] = ctl.pid
                 rec0 = await ctl.reconciles()
             else:
-                finisher = TaskRunFinisher(cluster, as_controller(kube), args.concurrency)
+                finisher = TaskRunFinisher(cluster, writer, args.concurrency)
                 await finisher.start(deadline)
                 t = time.monotonic()  # the same warm-up, bare: Tekton's first TaskRun
                 await bare(WARMUP)
