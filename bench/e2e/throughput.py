@@ -75,8 +75,11 @@ kubernetes_asyncio's generated CustomObjectsApi/CoreV1Api.
 CPU seconds of the controller, kube-apiserver, etcd and this process are read from
 /proc for each phase, and a speed probe (common.speed_probe: ms of CPU a fixed piece of
 work takes here) is run before and after each run, so runs compared can be told apart
-when the host's speed moved between them. Raw figures go to
-bench/results/e2e-throughput-<time>.json.
+when the host's speed moved between them. With both controller and watched runs,
+a last table sets each controller run's start against the watched runs just before
+and after it and their mean (`--mode watched controller watched peer --repeat 2`:
+a limit measured on both sides of ours, so a drift of the host's speed between runs
+cancels to first order). Raw figures go to bench/results/e2e-throughput-<time>.json.
 """
 
 from __future__ import annotations
@@ -504,6 +507,50 @@ def phase_table(runs: list[dict[str, Any]]) -> str:
     return "\n".join(rows)
 
 
+def _neighbour(runs: list[dict[str, Any]], i: int, mode: str, step: int) -> dict[str, Any] | None:
+    """The nearest run of `mode` with run i's N, going from i by `step` (-1 or 1)."""
+    j = i + step
+    while 0 <= j < len(runs):
+        if runs[j]["mode"] == mode and runs[j]["n"] == runs[i]["n"]:
+            return runs[j]
+        j += step
+    return None
+
+
+def bracket_table(runs: list[dict[str, Any]]) -> str:
+    """Each controller run's start against the watched runs just before and after it
+    (same N), and against the mean of the two: a limit measured on both sides of ours
+    cancels a drift of the host's speed between them to first order (`--mode watched
+    controller watched`), where one run beside ours carries all of it. The peer column
+    is the nearest Shipwright run after ours (before, when none follows)."""
+    rows = ["| ours /s | watched before /s | watched after /s | ours / before | ours / after "
+            "| **ours / mean of both** | Shipwright's /s | ours / Shipwright's |",
+            "|---:|---:|---:|---:|---:|---:|---:|---:|"]
+
+    def rate(x: dict[str, Any] | None) -> float | None:
+        return None if x is None else float(x["start"]["throughput"])
+
+    def cell(value: float | None) -> str:
+        return "-" if value is None else f"{value:,.1f}"
+
+    def ratio(a: float | None, b: float | None) -> str:
+        return "-" if a is None or not b else f"{a / b:.2f}"
+
+    for i, r in enumerate(runs):
+        if r["mode"] != "controller":
+            continue
+        ours = rate(r)
+        before = rate(_neighbour(runs, i, "watched", -1))
+        after = rate(_neighbour(runs, i, "watched", 1))
+        peer_rate = rate(_neighbour(runs, i, "peer", 1) or _neighbour(runs, i, "peer", -1))
+        limits = [x for x in (before, after) if x is not None]
+        mean = sum(limits) / len(limits) if limits else None
+        rows.append(f"| {cell(ours)} | {cell(before)} | {cell(after)} | {ratio(ours, before)} "
+                    f"| {ratio(ours, after)} | **{ratio(ours, mean)}** | {cell(peer_rate)} "
+                    f"| {ratio(ours, peer_rate)} |")
+    return "\n".join(rows)
+
+
 async def main_async(args: argparse.Namespace) -> None:
     info = machine()
     runs = []
@@ -516,7 +563,10 @@ async def main_async(args: argparse.Namespace) -> None:
                     with tempfile.TemporaryDirectory(prefix="e2e-tput-") as tmp:
                         runs.append(await one_run(mode, n, workers, args, Path(tmp)))
                     print(table(runs[-1:]).splitlines()[-1], flush=True)
-    report("throughput", info, runs, table(runs), phase_table(runs))
+    tables = [table(runs), phase_table(runs)]
+    if any(r["mode"] == "controller" for r in runs) and any(r["mode"] == "watched" for r in runs):
+        tables.append(bracket_table(runs))
+    report("throughput", info, runs, *tables)
 
 
 def main() -> None:
