@@ -119,28 +119,31 @@ async def populate(kube: Kube, start: int, stop: int, concurrency: int, deadline
     started then finished status, one status write here), and with `taskruns` each
     one's TaskRun, the controller's body, finished as the simulator finishes it. With
     `running` (and `taskruns`), BuildRuns whose TaskRun runs on: the controller's started
-    status, the TaskRun as created, unfinished."""
+    status, the TaskRun as created, unfinished. The controller's writes go in as its
+    field manager (as_controller), the create as the user's, so each object carries a
+    controller run's managedFields entries (and costs the API server their memory)."""
     sim = TektonStatusWriter(kube)
+    ctl = as_controller(kube)
 
     async def one(name: str) -> None:
         created = await kube.create(BUILDRUNS, namespace, fixtures.buildrun(name))
         taskrun = controller_taskrun(created, build, strategy)
-        labelled = await kube.patch(BUILDRUNS, namespace, name, label_patch(created, build))
+        labelled = await ctl.patch(BUILDRUNS, namespace, name, label_patch(created, build))
         if running:
-            taskrun = await kube.create(TASKRUNS, namespace, taskrun)
-            await kube.patch(BUILDRUNS, namespace, name, {
+            taskrun = await ctl.create(TASKRUNS, namespace, taskrun)
+            await ctl.patch(BUILDRUNS, namespace, name, {
                 "metadata": {"resourceVersion": labelled["metadata"]["resourceVersion"]},
                 "status": started_status(created, build, taskrun)}, subresource="status")
             return
         if taskruns:
-            taskrun = await kube.create(TASKRUNS, namespace, taskrun)
+            taskrun = await ctl.create(TASKRUNS, namespace, taskrun)
             done = await sim.finish(namespace, taskrun["metadata"]["name"])
             done = await kube.patch(TASKRUNS, namespace, done["metadata"]["name"], {"status": {
                 "results": [*done["status"]["results"], *SOURCE_RESULTS]}},
                 subresource="status")
         else:
             done = finished_taskrun(taskrun)
-        await kube.patch(BUILDRUNS, namespace, name, {
+        await ctl.patch(BUILDRUNS, namespace, name, {
             "metadata": {"resourceVersion": labelled["metadata"]["resourceVersion"]},
             "status": finished_status(started_status(created, build, taskrun), done)},
             subresource="status")
