@@ -181,6 +181,26 @@ def speed_probe(rounds: int = 3) -> float:
     return round(1000 * best, 2)
 
 
+async def apiserver_pprof(cluster: LocalCluster, label: str, *, seconds: int = 0) -> str:
+    """A Go pprof profile of kube-apiserver (started with --profiling=true): its CPU over
+    the next `seconds`, or with none its heap as it is now (in-use and allocated bytes by
+    stack). Saved under bench/results/; read it with `go tool pprof -top <file>` (a heap:
+    `-sample_index=inuse_space`)."""
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    kind = "pprof" if seconds else "heap"
+    path = RESULTS / f"e2e-apiserver-{kind}-{label}-{time.strftime('%Y%m%dT%H%M%S')}.pb.gz"
+    url = (f"{cluster.url}/debug/pprof/profile?seconds={seconds}" if seconds
+           else f"{cluster.url}/debug/pprof/heap")
+    headers = {"Authorization": f"Bearer {cluster.admin.token}"}
+    async with aiohttp.ClientSession() as session, session.get(
+        url, headers=headers, ssl=cluster.ssl_context(),
+        timeout=aiohttp.ClientTimeout(total=seconds + 60),
+    ) as resp:
+        resp.raise_for_status()
+        path.write_bytes(await resp.read())
+    return str(path)
+
+
 def per_buildrun_ms(cpu: dict[str, float], n: int) -> dict[str, float]:
     """CPU ms per BuildRun of each process measured (not wall, not cores busy)."""
     return {k: round(1000 * v / n, 3) for k, v in cpu.items()

@@ -64,6 +64,7 @@ from bench.e2e.common import (
     NS,
     Controller,
     Observer,
+    apiserver_pprof,
     bounded,
     load_kube,
     log,
@@ -258,7 +259,8 @@ async def main_async(args: argparse.Namespace) -> None:
     runs: list[dict[str, Any]] = []
     with tempfile.TemporaryDirectory(prefix="e2e-restart-") as tmp:
         workdir = Path(tmp)
-        cluster = LocalCluster(workdir / "cluster")
+        cluster = LocalCluster(workdir / "cluster", apiserver_args=(
+            ["--profiling=true"] if args.apiserver_heap else []))
         try:
             await peer.start_cluster(cluster)
             kube = await load_kube(cluster)
@@ -283,10 +285,14 @@ async def main_async(args: argparse.Namespace) -> None:
                         secs = await fill(kube, have, size, args, deadline, builds)
                         log(f"  {size - have} in {secs:.1f} s")
                         have = size
+                    heap = (await apiserver_pprof(cluster, f"restart-{size}")
+                            if args.apiserver_heap else None)
                     for round_ in range(args.repeat):
                         for mode in args.mode:
                             run = await one_restart(cluster, kube, mode, size, round_, args,
                                                     workdir)
+                            if heap:
+                                run["apiserver_heap"] = heap
                             runs.append(run)
                             log(f"  {run}")
                             print(table([run]).splitlines()[-1], flush=True)
@@ -318,6 +324,10 @@ def main() -> None:
     p.add_argument("--running", type=int, default=0,
                    help="BuildRuns whose TaskRuns run on, made once before the sizes")
     p.add_argument("--repeat", type=int, default=1)
+    p.add_argument("--apiserver-heap", action="store_true",
+                   help="kube-apiserver with --profiling=true, and its heap profile saved "
+                   "after each size's fill (bench/results/; `go tool pprof -top "
+                   "-sample_index=inuse_space <file>`): what holds its memory")
     p.add_argument("--workers", type=int, default=16)
     p.add_argument("--concurrency", type=int, default=32, help="requests in flight (fill)")
     p.add_argument("--quiet-wait", type=float, default=60, metavar="SECONDS")

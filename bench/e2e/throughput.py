@@ -93,7 +93,6 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
-import aiohttp
 from kubernetes_asyncio import client as k8s
 
 from bench.e2e import peer
@@ -107,11 +106,11 @@ from bench.e2e.bodies import (
 )
 from bench.e2e.common import (
     NS,
-    RESULTS,
     Controller,
     CpuMeter,
     Observer,
     Watchers,
+    apiserver_pprof,
     apiserver_requests,
     bounded,
     load_kube,
@@ -226,20 +225,6 @@ class Client:
                 NS, body, field_manager=self.recorder_manager)  # type: ignore[arg-type]
 
 
-async def apiserver_pprof(cluster: LocalCluster, seconds: int, label: str) -> str:
-    """A CPU profile of kube-apiserver (Go pprof) over the first `seconds` of the phase.
-    Read it with: go tool pprof -top <file>."""
-    RESULTS.mkdir(parents=True, exist_ok=True)
-    path = RESULTS / f"e2e-apiserver-pprof-{label}-{time.strftime('%Y%m%dT%H%M%S')}.pb.gz"
-    headers = {"Authorization": f"Bearer {cluster.admin.token}"}
-    async with aiohttp.ClientSession() as session, session.get(
-        f"{cluster.url}/debug/pprof/profile?seconds={seconds}", headers=headers,
-        ssl=cluster.ssl_context(), timeout=aiohttp.ClientTimeout(total=seconds + 60),
-    ) as resp:
-        path.write_bytes(await resp.read())
-    return str(path)
-
-
 @contextlib.asynccontextmanager
 async def cluster_for(mode: str, workdir: Path, apiserver_args: list[str],
                       crds: str = "own") -> AsyncIterator[LocalCluster]:
@@ -325,7 +310,7 @@ async def one_run(mode: str, n: int, workers: int, args: argparse.Namespace,
                 mode == "controller" and ctl and "start" in args.py_spy) else None
             req0 = await apiserver_requests(cluster)
             pprof = asyncio.create_task(apiserver_pprof(
-                cluster, args.apiserver_pprof, f"{mode}-n{n}")) if (
+                cluster, f"{mode}-n{n}", seconds=args.apiserver_pprof)) if (
                     args.apiserver_pprof and "start" in args.apiserver_pprof_phases) else None
             meter.start()
             t0 = time.monotonic()
@@ -385,7 +370,7 @@ async def one_run(mode: str, n: int, workers: int, args: argparse.Namespace,
                 log("  finish phase")
                 req1 = await apiserver_requests(cluster)
                 pprof = asyncio.create_task(apiserver_pprof(
-                    cluster, args.apiserver_pprof, f"{mode}-n{n}-finish")) if (
+                    cluster, f"{mode}-n{n}-finish", seconds=args.apiserver_pprof)) if (
                         args.apiserver_pprof and "finish" in args.apiserver_pprof_phases
                     ) else None
                 meter.start()
