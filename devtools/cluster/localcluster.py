@@ -11,11 +11,14 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import fcntl
+import os
 import random
 import secrets
 import signal
 import socket
 import ssl
+import tempfile
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -43,19 +46,42 @@ RESTRICTED_USER = "restricted"
 FREE_PORTS = range(15000, 30000)
 _handed_out: set[int] = set()
 _pick = random.SystemRandom()  # not the global generator a test may seed
+# One file every process on the machine that picks ports here locks a byte of: byte N
+# locked is port N claimed (claim_port).
+PORT_CLAIMS = Path(tempfile.gettempdir()) / f"buildrun-controller-port-claims-{os.getuid()}"
+_claims_fd: int | None = None
+
+
+def claim_port(port: int) -> bool:
+    """Claims `port` among every process on this machine that picks its ports here (the
+    test session, Shipwright's suite beside it, a benchmark): a POSIX lock on byte `port`
+    of PORT_CLAIMS, held until this process exits, when the kernel drops it. False when
+    another living process holds it. A port is picked well before it is bound (Tekton's
+    webhook binds its port after the API server is up, and again on each restart), and in
+    that window a check by binding cannot see it: make test, 2026-12-07, Shipwright's suite
+    picked :15900 for a webhook while the session beside it had picked it for another
+    webhook's probes, and the later bind failed with "address already in use"."""
+    global _claims_fd
+    if _claims_fd is None:
+        _claims_fd = os.open(PORT_CLAIMS, os.O_CREAT | os.O_RDWR, 0o666)
+    try:
+        fcntl.lockf(_claims_fd, fcntl.LOCK_EX | fcntl.LOCK_NB, 1, port)
+    except OSError:  # EAGAIN or EACCES: another process holds the byte
+        return False
+    return True
 
 
 def free_port() -> int:
-    """A loopback port nobody listens on now, for a child process to bind soon.
+    """A loopback port nobody listens on now nor has claimed, for a child process to bind
+    soon.
 
     Not bind(0)'s: that port is in the ephemeral range, where any outgoing connection may
     take it before the child binds (CI, 2026-12-06: a kube-controller-manager exited with
     "bind: address already in use" on 127.0.0.1:50207). Random in FREE_PORTS, never the same
-    twice in one process; what is left is two processes picking one port in the seconds
-    before a bind, about 1 in 15,000 per pair of picks made that close."""
+    twice in one process, nor one another process has claimed (claim_port)."""
     while True:
         port = _pick.choice(FREE_PORTS)
-        if port in _handed_out:
+        if port in _handed_out or not claim_port(port):
             continue
         with socket.socket() as s:
             try:
