@@ -48,6 +48,10 @@ METADATA = "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1"
 # still tells the two apart in the API server's logs and audit.
 USER_AGENT = "buildrun-controller/0.1.0"
 
+# The annotation of the BOOKMARK that ends a watch-list's initial events (metav1's
+# InitialEventsAnnotationKey): from it on, the stream carries changes.
+INITIAL_EVENTS_END = "k8s.io/initial-events-end"
+
 # Seconds a watch may run past the timeoutSeconds it asked for before the client gives
 # up on it as silent. Was 30: a stalled watch could go unnoticed for 330-630 s with the
 # informers' 300-600 s watches; ending a healthy watch a little early costs only a
@@ -312,17 +316,26 @@ class Kube:
         timeout_seconds: int,
         metadata_only: bool = False,
         label_selector: str | None = None,
+        send_initial_events: bool = False,
     ) -> AsyncIterator[JSON]:
         """Yields decoded watch events until the server ends the stream; an ERROR
         event raises ApiError with its Status code, as an HTTP error would. With
         metadata_only, each event's object is a PartialObjectMetadata; with
-        label_selector, only the objects it selects are watched."""
+        label_selector, only the objects it selects are watched. With
+        send_initial_events (a watch-list, KEP 3157), the stream first brings every
+        object as it is at `resource_version` or later ("" : the latest, read as a
+        consistent list is) as ADDED events, then a BOOKMARK annotated
+        INITIAL_EVENTS_END, then the changes as any watch does."""
         query = {
             "watch": "1",
-            "resourceVersion": resource_version,
             "allowWatchBookmarks": "true",
             "timeoutSeconds": str(timeout_seconds),
         }
+        if resource_version:
+            query["resourceVersion"] = resource_version
+        if send_initial_events:
+            query["sendInitialEvents"] = "true"
+            query["resourceVersionMatch"] = "NotOlderThan"
         if label_selector:
             query["labelSelector"] = label_selector
         url = self._host + resource.path(namespace) + "?" + urlencode(query)

@@ -4,11 +4,13 @@
 from __future__ import annotations
 
 import asyncio
+import copy
 import os
 import subprocess
 import sys
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -16,10 +18,12 @@ from controller.app import App
 from controller.buildrun import reasons
 from controller.runtime.controller import Result
 from controller.runtime.informers import Informer
-from controller.runtime.kube import LEASES, ApiError, Kube, key_of
+from controller.runtime.kube import JSON, LEASES, ApiError, Kube, key_of
 from controller.settings import LeaderElectionSettings
 from controller.shipwright.resources import BUILDRUNS
+from devtools.cluster.fixtures import NAMESPACES
 from devtools.cluster.localcluster import LocalCluster
+from tests.conftest import api_client_for
 from tests.harness import (
     Interval,
     World,
@@ -98,6 +102,81 @@ async def test_relist_after_410_gone_delivers_missed_deletes(
     assert metric("informer_relists_total", resource="buildruns") == relists + 1
     assert metric("informer_watch_restarts_total", resource="buildruns", cause="gone") >= 1
     assert deleted == [f"{namespace}/drop"]
+
+
+def record_lists(kube: Kube, monkeypatch: pytest.MonkeyPatch) -> tuple[Kube, list[str]]:
+    """A view of `kube` (the same connections) that notes what it is asked to list
+    with: "pages", "watch-list" or "watch", in order. The real server answers; the
+    test's own reads go through `kube`, unnoted."""
+    kube = copy.copy(kube)
+    asked: list[str] = []
+    real_list, real_watch = kube.list, kube.watch
+
+    async def list_(*args: Any, **kwargs: Any) -> JSON:
+        asked.append("pages")
+        return await real_list(*args, **kwargs)
+
+    def watch(*args: Any, send_initial_events: bool = False, **kwargs: Any) -> Any:
+        asked.append("watch-list" if send_initial_events else "watch")
+        return real_watch(*args, send_initial_events=send_initial_events, **kwargs)
+
+    monkeypatch.setattr(kube, "list", list_)
+    monkeypatch.setattr(kube, "watch", watch)
+    return kube, asked
+
+
+async def _synced_then_follows(informer: Informer, kube: Kube, namespace: str) -> None:
+    """Runs `informer` until its cache equals the server's BuildRuns of `namespace` (as
+    `kube` reads them), then until it also holds one created after its list (the watch
+    that follows)."""
+    w = World(kube, namespace)
+    task = asyncio.create_task(informer.run())
+    try:
+        await informer.wait_synced()
+        assert cache_state(informer) == await server_state(kube, namespace)
+        await w.buildrun("after")
+        await wait_for(lambda: _same(informer, kube, namespace), timeout=30,
+                       what="the cache to hold a BuildRun created after the list")
+    finally:
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+
+
+async def test_an_informer_lists_by_watch_list_where_the_server_streams_one(
+    kube: Kube, namespace: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Kubernetes 1.34 serves watch-lists (WatchList on by default): one request brings
+    the objects, then the changes; no page is asked for."""
+    w = World(kube, namespace)
+    for name in ("a", "b", "c"):
+        await w.buildrun(name)
+    noted, asked = record_lists(kube, monkeypatch)
+    informer = Informer(noted, BUILDRUNS, namespace, page_size=2)
+    await _synced_then_follows(informer, kube, namespace)
+    assert asked == ["watch-list"] and informer.stream_lists
+
+
+async def test_an_informer_lists_in_pages_where_the_server_refuses_a_watch_list(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A server without watch-lists (here 1.34 with WatchList off: it answers 422) gets
+    the paged list and then a watch, as before watch-lists, and is not asked again."""
+    namespace = "ns"
+    async with LocalCluster(tmp_path, apiserver_args=["--feature-gates=WatchList=false"]
+                            ) as cluster:
+        kube = Kube(await api_client_for(cluster.kubeconfig))
+        try:
+            await kube.create(NAMESPACES, None, {"metadata": {"name": namespace}})
+            w = World(kube, namespace)
+            for name in ("a", "b", "c"):
+                await w.buildrun(name)
+            noted, asked = record_lists(kube, monkeypatch)
+            informer = Informer(noted, BUILDRUNS, namespace, page_size=2)
+            await _synced_then_follows(informer, kube, namespace)
+            assert asked[:4] == ["watch-list", "pages", "pages", "watch"]
+            assert set(asked[4:]) <= {"watch"} and not informer.stream_lists
+        finally:
+            await kube.close()
 
 
 async def test_leader_hand_over_never_runs_reconciles_on_two_replicas(

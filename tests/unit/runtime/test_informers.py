@@ -29,11 +29,16 @@ def obj(name: str, rv: str, **extra: Any) -> JSON:
 
 class ScriptedKube:
     """`list` answers page after page from `pages`; each `watch` plays the next script
-    (events, an exception to raise, or BLOCK)."""
+    (events, an exception to raise, or BLOCK), and each watch-list (send_initial_events)
+    the next of `streams`; with none scripted, it is refused (422) as a server without
+    watch-lists refuses it, and only counted in `refused`."""
 
-    def __init__(self, pages: list[JSON], watches: list[list[Any]]) -> None:
+    def __init__(self, pages: list[JSON], watches: list[list[Any]],
+                 streams: list[list[Any]] | None = None) -> None:
         self.pages = deque(pages)
         self.watches = deque(watches)
+        self.streams = deque(streams or [])
+        self.refused = 0
         self.list_queries: list[dict[str, Any]] = []
         self.watched_from: list[str] = []
         self.metadata_only: list[tuple[str, bool]] = []  # (list or watch, asked for it)
@@ -52,11 +57,17 @@ class ScriptedKube:
 
     async def watch(self, resource: Resource, namespace: str | None, resource_version: str,
                     *, timeout_seconds: int, metadata_only: bool = False,
-                    label_selector: str | None = None) -> AsyncIterator[JSON]:
+                    label_selector: str | None = None,
+                    send_initial_events: bool = False) -> AsyncIterator[JSON]:
+        if send_initial_events and not self.streams:
+            self.refused += 1
+            raise ApiError(422, "Invalid", "sendInitialEvents: Forbidden: sendInitialEvents "
+                           "is forbidden for watch unless the WatchList feature gate is enabled")
         self.watched_from.append(resource_version)
         self.watch_selectors.append(label_selector)
-        self.metadata_only.append(("watch", metadata_only))
-        for step in self.watches.popleft():
+        self.metadata_only.append(("watch-list" if send_initial_events else "watch",
+                                   metadata_only))
+        for step in (self.streams if send_initial_events else self.watches).popleft():
             if step is BLOCK:
                 await asyncio.Event().wait()
             if isinstance(step, BaseException):
@@ -412,5 +423,99 @@ def test_an_updated_informer_keeps_last_applied_until_frozen_and_others_never() 
         other.store.upsert(obj("x", "1"))  # it ran, stripping without `updated`
         with pytest.raises(ValueError, match="has run without `updated`"):
             factory.informer(other.resource, updated=True)
+
+    run(main())
+
+
+def initial_events_end(rv: str) -> JSON:
+    return {"type": "BOOKMARK", "object": {"metadata": {
+        "resourceVersion": rv, "annotations": {"k8s.io/initial-events-end": "true"}}}}
+
+
+def test_a_watch_list_is_the_list_then_the_watch_in_one_stream() -> None:
+    """Where the server streams lists (KEP 3157), no page is asked for: the stream's
+    events up to INITIAL_EVENTS_END are the list (the first one's ADDED are `initial`,
+    a change in between counts as listed), and the same stream goes on as the watch.
+    After a 410, the relist is a watch-list again, and what it did not bring is
+    DELETED once."""
+    async def main() -> None:
+        res = resource()
+        kube = ScriptedKube(pages=[], watches=[], streams=[
+            [{"type": "ADDED", "object": obj("a", "1")},
+             {"type": "BOOKMARK", "object": {"metadata": {"resourceVersion": "3"}}},
+             {"type": "ADDED", "object": obj("b", "2")},
+             {"type": "MODIFIED", "object": obj("a", "4")},  # after the snapshot
+             initial_events_end("5"),
+             {"type": "ADDED", "object": obj("c", "6")},
+             gone()],
+            [{"type": "ADDED", "object": obj("a", "4")},
+             {"type": "ADDED", "object": obj("c", "7")},
+             initial_events_end("9"),
+             BLOCK]])
+        informer = Informer(kube, res)  # type: ignore[arg-type]
+        seen: list[tuple[EventType, str, bool]] = []
+        informer.add_handler(lambda kind, new, old, initial: seen.append(
+            (kind, new["metadata"]["name"], initial)))
+        task = asyncio.create_task(informer.run())
+        await wait_for(lambda: len(kube.watched_from) == 2 and informer._rv == "9")
+        await stop(task)
+        assert seen == [("ADDED", "a", True), ("ADDED", "b", True), ("MODIFIED", "a", False),
+                        ("ADDED", "c", False),  # watched, after the end
+                        ("MODIFIED", "c", False), ("DELETED", "b", False)]
+        assert kube.watched_from == ["", ""]  # the latest, both times
+        assert kube.list_queries == [] and kube.refused == 0
+        assert sorted(informer.store.keys()) == ["ns/a", "ns/c"]
+        assert metric("informer_relists_total", resource=res.plural) == 2
+        # The list's events are not watch events; the one after the end is.
+        assert metric("informer_events_total", resource=res.plural, type="ADDED") == 1
+
+    run(main())
+
+
+def test_a_watch_list_cut_before_its_end_starts_over_and_syncs_only_at_the_end() -> None:
+    async def main() -> None:
+        kube = ScriptedKube(pages=[], watches=[], streams=[
+            [{"type": "ADDED", "object": obj("a", "1")}, OSError("connection reset")],
+            [{"type": "ADDED", "object": obj("a", "1")},
+             {"type": "ADDED", "object": obj("b", "2")}],  # the server's timeout
+            [{"type": "ADDED", "object": obj("a", "1")},
+             {"type": "ADDED", "object": obj("b", "2")}, initial_events_end("3"), BLOCK]])
+        res = resource()
+        informer = Informer(kube, res)  # type: ignore[arg-type]
+        events = recording(informer)
+        task = asyncio.create_task(informer.run())
+        await informer.wait_synced()
+        await stop(task)
+        assert kube.watched_from == ["", "", ""]  # never resumed from a list's middle
+        assert events == [("ADDED", "ns/a", None), ("ADDED", "ns/b", None)]  # once each
+        assert informer._rv == "3"
+        assert metric("informer_relists_total", resource=res.plural) == 1  # at the end only
+
+    run(main())
+
+
+def test_a_refused_watch_list_falls_back_to_pages_for_good() -> None:
+    """A server without watch-lists (WatchList off, or older than 1.27) refuses one
+    (422); the informer lists in pages from then on, its relists too. A retryable
+    error is not a refusal: the watch-list is tried again."""
+    async def main() -> None:
+        kube = ScriptedKube(
+            pages=[page([obj("a", "1")], "5"), page([obj("a", "1")], "8")],
+            watches=[[gone()], [BLOCK]])
+        informer = Informer(kube, resource())  # type: ignore[arg-type]
+        task = asyncio.create_task(informer.run())
+        await wait_for(lambda: len(kube.watched_from) == 2)
+        await stop(task)
+        assert kube.refused == 1 and not informer.stream_lists
+        assert kube.watched_from == ["5", "8"] and len(kube.list_queries) == 2
+
+        flaky = ScriptedKube(pages=[], watches=[], streams=[
+            [ApiError(503, "ServiceUnavailable", "etcd leader changed")],
+            [initial_events_end("2"), BLOCK]])
+        informer = Informer(flaky, resource())  # type: ignore[arg-type]
+        task = asyncio.create_task(informer.run())
+        await informer.wait_synced()
+        await stop(task)
+        assert informer.stream_lists and flaky.list_queries == []
 
     run(main())
