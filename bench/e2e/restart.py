@@ -65,10 +65,12 @@ from bench.e2e.common import (
     Controller,
     Observer,
     apiserver_pprof,
+    apiserver_requests,
     bounded,
     load_kube,
     log,
     machine,
+    per_object,
     report,
     server_pids,
     start_py_spy,
@@ -137,6 +139,7 @@ async def one_restart(cluster: LocalCluster, kube: Kube, mode: str, size: int, r
     observer = Observer(cluster, field_selector=f"metadata.name={name}")  # that one only
     await observer.start(deadline)
     apiserver = server_pids(cluster)["apiserver"]
+    requests = await apiserver_requests(cluster)
     apiserver_rss = [usage(apiserver).rss_kib]
     sampler = asyncio.create_task(sample_rss(apiserver, apiserver_rss))
     await ctl.start()
@@ -162,6 +165,10 @@ async def one_restart(cluster: LocalCluster, kube: Kube, mode: str, size: int, r
         used = ctl.usage()
         out["settled_after_spawn_s"] = round(time.monotonic() - ctl.started, 3)
         out["cpu_s"], out["rss_kib"], out["hwm_kib"] = used.cpu, used.rss_kib, used.hwm_kib
+        # How the controller listed: LIST requests (a page each) and watch-lists.
+        out["lists"] = {k: v for k, v in per_object(
+            requests, await apiserver_requests(cluster), 1).items()
+            if k.startswith(("LIST ", "WATCHLIST "))}
     finally:
         sampler.cancel()
         out["apiserver_rss_before_kib"] = apiserver_rss[0]
@@ -230,14 +237,21 @@ async def register_build(cluster: LocalCluster, kube: Kube, workdir: Path,
         await ctl.stop()
 
 
+def lists_text(lists: dict[str, float]) -> str:
+    """"BuildRuns LIST / WATCHLIST, TaskRuns LIST / WATCHLIST" of one restart."""
+    return ", ".join(f"{lists.get(f'LIST {r}', 0):.0f} / {lists.get(f'WATCHLIST {r}', 0):.0f}"
+                     for r in ("buildruns", "taskruns"))
+
+
 def table(runs: list[dict[str, Any]]) -> str:
     base = {r["mode"]: r for r in runs if r["size"] == 0 and r["round"] == 0}
     rows = ["| mode | finished BuildRuns (+ TaskRuns) | foreign TaskRuns | round | /readyz "
             "(Shipwright: serving) s | new BuildRun's TaskRun s | after /readyz s | "
             "reconciles at start | CPU s at ready / settled | RSS MiB | peak RSS MiB | "
-            "KiB per finished BuildRun | API server RSS MiB before / peak | load 1m before "
+            "KiB per finished BuildRun | API server RSS MiB before / peak | BuildRuns, "
+            "TaskRuns listed in pages (LIST requests) / watch-lists | load 1m before "
             "| busy before |",
-            "|---|---:|---:|---:|---:|---:|---:|---:|---|---:|---:|---:|---|---:|---:|"]
+            "|---|---:|---:|---:|---:|---:|---:|---:|---|---:|---:|---:|---|---|---:|---:|"]
     for r in runs:
         b = base.get(r["mode"])
         per = (f"{(r['rss_kib'] - b['rss_kib']) / r['size']:.2f}"
@@ -248,7 +262,7 @@ def table(runs: list[dict[str, Any]]) -> str:
             f"| {sum(r['reconciles'].values()):,} | {r['cpu_at_ready_s']:.2f} / "
             f"{r['cpu_s']:.2f} | {r['rss_kib'] / 1024:.1f} | {r['hwm_kib'] / 1024:.1f} "
             f"| {per} | {r['apiserver_rss_before_kib'] / 1024:.0f} / "
-            f"{r['apiserver_rss_peak_kib'] / 1024:.0f} "
+            f"{r['apiserver_rss_peak_kib'] / 1024:.0f} | {lists_text(r.get('lists', {}))} "
             f"| {r['load_before'][0]} | {r['quiet_before']['busy_2s']} |")
     return "\n".join(rows)
 
