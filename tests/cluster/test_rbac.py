@@ -7,8 +7,9 @@ path, a failed TaskRun and user errors. Then each of three roles with one verb
 missing shows that a missing permission surfaces as a clear error, never as a
 silent stall: a BuildRun that cannot create its TaskRun ends
 ReconcilerRetriesExhausted saying "forbidden" (error_class="forbidden" in the
-metrics and the logs), and a controller that cannot list what it watches never
-reports ready and says why.
+metrics and the logs), and a controller that cannot watch what it caches never
+reports ready and says why (its lists are watch-lists: `watch` is the verb every list
+needs, where `list` is needed only by a server without watch-lists).
 
 tests/cluster/test_manifests.py checks the same manifests from the deployment side
 (kustomize, SubjectAccessReviews, the Deployment's exact flags as a subprocess);
@@ -348,13 +349,13 @@ async def test_without_update_on_buildrun_status_the_failure_is_loud_and_backs_o
     assert any('cannot update resource "buildruns/status"' in e for e in logged), logged
 
 
-async def test_without_list_on_builds_the_controller_never_reports_ready_and_says_why(
+async def test_without_watch_on_builds_the_controller_never_reports_ready_and_says_why(
     cluster: LocalCluster, world: World, tmp_path: Path, caplog: pytest.LogCaptureFixture,
 ) -> None:
-    _, settings = await limited_settings(cluster, world.ns, ("shipwright.io", "builds", "list"),
+    _, settings = await limited_settings(cluster, world.ns, ("shipwright.io", "builds", "watch"),
                                          tmp_path / "kc")
     caplog.set_level(logging.WARNING, logger="controller")
-    app = await App.create(settings, "no-list")
+    app = await App.create(settings, "no-watch")
     task = asyncio.create_task(app.run(handle_signals=False))
     try:
         await world.buildrun("waits")
@@ -371,7 +372,7 @@ async def test_without_list_on_builds_the_controller_never_reports_ready_and_say
         said = [str(getattr(r, "error", "")) for r in caplog.records
                 if r.getMessage() == "watch failed, reconnecting"
                 and getattr(r, "resource", "") == "builds"]
-        assert said and 'cannot list resource "builds"' in said[0], said
+        assert said and 'cannot watch resource "builds"' in said[0], said
     finally:
         app.request_stop()
         assert await asyncio.wait_for(task, 30) == 0
