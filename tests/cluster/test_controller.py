@@ -125,11 +125,17 @@ def record_lists(kube: Kube, monkeypatch: pytest.MonkeyPatch) -> tuple[Kube, lis
     return kube, asked
 
 
-async def _synced_then_follows(informer: Informer, kube: Kube, namespace: str) -> None:
-    """Runs `informer` until its cache equals the server's BuildRuns of `namespace` (as
-    `kube` reads them), then until it also holds one created after its list (the watch
-    that follows)."""
+async def informer_lists(kube: Kube, namespace: str,
+                         monkeypatch: pytest.MonkeyPatch) -> tuple[Informer, list[str]]:
+    """With three BuildRuns in `namespace`, runs an informer of them (pages of 2) until
+    its cache equals the server's, then until it also holds one created after its list
+    (the watch that follows); the informer, and what it asked to list with
+    (`record_lists`)."""
     w = World(kube, namespace)
+    for name in ("a", "b", "c"):
+        await w.buildrun(name)
+    noted, asked = record_lists(kube, monkeypatch)
+    informer = Informer(noted, BUILDRUNS, namespace, page_size=2)
     task = asyncio.create_task(informer.run())
     try:
         await informer.wait_synced()
@@ -140,6 +146,7 @@ async def _synced_then_follows(informer: Informer, kube: Kube, namespace: str) -
     finally:
         task.cancel()
         await asyncio.gather(task, return_exceptions=True)
+    return informer, asked
 
 
 async def test_an_informer_lists_by_watch_list_where_the_server_streams_one(
@@ -147,12 +154,7 @@ async def test_an_informer_lists_by_watch_list_where_the_server_streams_one(
 ) -> None:
     """Kubernetes 1.34 serves watch-lists (WatchList on by default): one request brings
     the objects, then the changes; no page is asked for."""
-    w = World(kube, namespace)
-    for name in ("a", "b", "c"):
-        await w.buildrun(name)
-    noted, asked = record_lists(kube, monkeypatch)
-    informer = Informer(noted, BUILDRUNS, namespace, page_size=2)
-    await _synced_then_follows(informer, kube, namespace)
+    informer, asked = await informer_lists(kube, namespace, monkeypatch)
     assert asked == ["watch-list"] and informer.stream_lists
 
 
@@ -161,22 +163,16 @@ async def test_an_informer_lists_in_pages_where_the_server_refuses_a_watch_list(
 ) -> None:
     """A server without watch-lists (here 1.34 with WatchList off: it answers 422) gets
     the paged list and then a watch, as before watch-lists, and is not asked again."""
-    namespace = "ns"
     async with LocalCluster(tmp_path, apiserver_args=["--feature-gates=WatchList=false"]
                             ) as cluster:
         kube = Kube(await api_client_for(cluster.kubeconfig))
         try:
-            await kube.create(NAMESPACES, None, {"metadata": {"name": namespace}})
-            w = World(kube, namespace)
-            for name in ("a", "b", "c"):
-                await w.buildrun(name)
-            noted, asked = record_lists(kube, monkeypatch)
-            informer = Informer(noted, BUILDRUNS, namespace, page_size=2)
-            await _synced_then_follows(informer, kube, namespace)
-            assert asked[:4] == ["watch-list", "pages", "pages", "watch"]
-            assert set(asked[4:]) <= {"watch"} and not informer.stream_lists
+            await kube.create(NAMESPACES, None, {"metadata": {"name": "ns"}})
+            informer, asked = await informer_lists(kube, "ns", monkeypatch)
         finally:
             await kube.close()
+    assert asked[:4] == ["watch-list", "pages", "pages", "watch"]
+    assert set(asked[4:]) <= {"watch"} and not informer.stream_lists
 
 
 async def test_leader_hand_over_never_runs_reconciles_on_two_replicas(
