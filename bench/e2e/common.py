@@ -189,16 +189,22 @@ async def apiserver_pprof(cluster: LocalCluster, label: str, *, seconds: int = 0
     RESULTS.mkdir(parents=True, exist_ok=True)
     kind = "pprof" if seconds else "heap"
     path = RESULTS / f"e2e-apiserver-{kind}-{label}-{time.strftime('%Y%m%dT%H%M%S')}.pb.gz"
-    url = (f"{cluster.url}/debug/pprof/profile?seconds={seconds}" if seconds
-           else f"{cluster.url}/debug/pprof/heap")
+    path.write_bytes(await apiserver_get(
+        cluster, f"/debug/pprof/profile?seconds={seconds}" if seconds else "/debug/pprof/heap",
+        timeout=seconds + 60))
+    return str(path)
+
+
+async def apiserver_get(cluster: LocalCluster, path: str, *, timeout: float = 30) -> bytes:
+    """GET `path` (with its query) of the cluster's kube-apiserver as admin: its metrics,
+    its pprof endpoints."""
     headers = {"Authorization": f"Bearer {cluster.admin.token}"}
     async with aiohttp.ClientSession() as session, session.get(
-        url, headers=headers, ssl=cluster.ssl_context(),
-        timeout=aiohttp.ClientTimeout(total=seconds + 60),
+        cluster.url + path, headers=headers, ssl=cluster.ssl_context(),
+        timeout=aiohttp.ClientTimeout(total=timeout),
     ) as resp:
         resp.raise_for_status()
-        path.write_bytes(await resp.read())
-    return str(path)
+        return await resp.read()
 
 
 def per_buildrun_ms(cpu: dict[str, float], n: int) -> dict[str, float]:
@@ -624,12 +630,7 @@ async def apiserver_requests(cluster: LocalCluster) -> dict[str, int]:
     runs leader election; ours runs without in the benchmarks); and as "WATCHLIST
     resource" the watches among them that were watch-lists (sendInitialEvents: the list
     as a stream; apiserver_watch_list_duration_seconds, counted when its list ends)."""
-    headers = {"Authorization": f"Bearer {cluster.admin.token}"}
-    async with aiohttp.ClientSession() as session, session.get(
-        cluster.url + "/metrics", headers=headers, ssl=cluster.ssl_context(),
-        timeout=aiohttp.ClientTimeout(total=30),
-    ) as resp:
-        text = await resp.text()
+    text = (await apiserver_get(cluster, "/metrics")).decode()
     out: dict[str, int] = {}
     for family in text_string_to_metric_families(text):
         if family.name not in ("apiserver_request", "apiserver_watch_list_duration_seconds"):

@@ -40,14 +40,23 @@ import time
 from pathlib import Path
 from typing import Any
 
-import aiohttp
 import orjson
 from prometheus_client.parser import text_string_to_metric_families
 
 from bench.e2e import peer
 from bench.e2e.bodies import populate
-from bench.e2e.common import NS, load_kube, log, machine, report, server_pids, usage
+from bench.e2e.common import (
+    NS,
+    apiserver_get,
+    load_kube,
+    log,
+    machine,
+    report,
+    server_pids,
+    usage,
+)
 from controller.runtime.informers import Informer
+from controller.runtime.kube import Kube, load_api_client
 from controller.shipwright.resources import BUILDRUNS
 from devtools.cluster import fixtures
 from devtools.cluster.localcluster import LocalCluster
@@ -58,7 +67,6 @@ WAYS = ("pages-500", "pages-2000", "watch-list", "rv0")
 
 async def list_once(kubeconfig: str, way: str) -> dict[str, Any]:
     """`--one`: lists every BuildRun `way`, in this process; its figures."""
-    from controller.runtime.kube import Kube, load_api_client
     kube = Kube(await load_api_client(kubeconfig))
     t0, cpu0 = time.monotonic(), time.process_time()
     try:
@@ -83,16 +91,6 @@ async def list_once(kubeconfig: str, way: str) -> dict[str, Any]:
             "peak_rss_kib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss}
 
 
-async def apiserver_get(cluster: LocalCluster, path: str) -> bytes:
-    headers = {"Authorization": f"Bearer {cluster.admin.token}"}
-    async with aiohttp.ClientSession() as session, session.get(
-        cluster.url + path, headers=headers, ssl=cluster.ssl_context(),
-        timeout=aiohttp.ClientTimeout(total=120),
-    ) as resp:
-        resp.raise_for_status()
-        return await resp.read()
-
-
 async def apiserver_counters(cluster: LocalCluster) -> dict[str, float]:
     """kube-apiserver's bytes allocated so far, its GC cycles, and the BuildRuns its
     watch cache has scanned for lists."""
@@ -111,7 +109,8 @@ async def apiserver_counters(cluster: LocalCluster) -> dict[str, float]:
 
 
 async def one_list(cluster: LocalCluster, way: str, size: int, round_: int) -> dict[str, Any]:
-    await apiserver_get(cluster, "/debug/pprof/heap?gc=1")  # no GC left to fall in ours
+    # No GC left to fall in ours (a forced one on a heap of GiBs takes seconds).
+    await apiserver_get(cluster, "/debug/pprof/heap?gc=1", timeout=120)
     apiserver = server_pids(cluster)["apiserver"]
     before, counters = usage(apiserver), await apiserver_counters(cluster)
     done = await asyncio.to_thread(
