@@ -1,6 +1,7 @@
-"""The Informer against a scripted Kube (no server), on virtual time: list paging,
-relist after 410 Gone, DELETED for vanished objects exactly once, noise stripped
-once per object, and cancellation that really stops it."""
+"""The Informer against a scripted Kube (no server), on virtual time: watch-lists (and
+their fallback, list paging, on a server that refuses them), relist after 410 Gone,
+DELETED for vanished objects exactly once, noise stripped once per object, and
+cancellation that really stops it."""
 
 from __future__ import annotations
 
