@@ -16,11 +16,13 @@ import time
 from bench.e2e.common import NS, bounded
 from controller.buildrun import serviceaccounts
 from controller.buildrun.buildruns import build_link
-from controller.buildrun.outcomes import outcome_from_taskrun, running_reason
+from controller.buildrun.executors import TASKRUN
+from controller.buildrun.outcomes import outcome_from_taskrun
+from controller.buildrun.plan import snapshot_of
 from controller.buildrun.resources.config import ShipwrightConfig
 from controller.buildrun.resources.taskrun import generate_taskrun
-from controller.buildrun.spec import effective_build
-from controller.buildrun.status_writes import with_condition
+from controller.buildrun.states import with_outcome
+from controller.buildrun.status_writes import finished, started
 from controller.runtime.kube import JSON, Kube
 from controller.runtime.timestamps import format_time, now
 from controller.shipwright import field_managers
@@ -58,32 +60,20 @@ def controller_taskrun(buildrun: JSON, build: JSON, strategy: JSON) -> JSON:
 
 
 def started_status(buildrun: JSON, build: JSON, taskrun: JSON) -> JSON:
-    """The status the controller writes once the TaskRun is created (reconciler._start):
-    startTime, taskRunName, executor, the buildSpec snapshot, the Pending condition."""
-    effective = effective_build(buildrun, build.get("spec") or {})
-    snapshot = dict(effective.spec)
-    if effective.retention:
-        snapshot["retention"] = effective.retention
-    at = now_text()
-    name = taskrun["metadata"]["name"]
-    status = {"startTime": at, "taskRunName": name,
-              "executor": {"kind": TASKRUNS.kind, "name": name}, "buildSpec": snapshot}
-    return with_condition(status, "Unknown", *running_reason(taskrun), at)
+    """The status the controller writes once the TaskRun is created (status_writes.started,
+    the same function: taskRunName, executor, the buildSpec snapshot, the Pending
+    condition; no startTime until Tekton sets the TaskRun's)."""
+    change = started(TASKRUN, taskrun, snapshot_of(buildrun, build), now_text())
+    return change(dict(buildrun.get("status") or {}))
 
 
 def finished_status(status: JSON, taskrun: JSON) -> JSON:
-    """The whole status the controller writes when the TaskRun finished (reconciler._finish
-    sends the old status with the outcome applied: one status update)."""
+    """The whole status the controller writes when the TaskRun finished (status_writes.
+    finished with the state table's decision for the TaskRun's outcome: the old status
+    with the outcome applied, one status update)."""
     outcome = outcome_from_taskrun(taskrun)
     assert outcome is not None, "the TaskRun has finished"
-    at = now_text()
-    status = with_condition(status, outcome.status, outcome.reason, outcome.message, at)
-    status["completionTime"] = at
-    for key, value in (("failureDetails", outcome.failure_details),
-                       ("output", outcome.output), ("source", outcome.source)):
-        if value:
-            status[key] = value
-    return status
+    return finished(with_outcome(outcome), taskrun, now_text())(dict(status))
 
 
 # What a build of a git source reports besides its digest (Shipwright's result names):
@@ -98,10 +88,11 @@ SOURCE_RESULTS = [{"name": name, "type": "string", "value": value} for name, val
 
 def finished_taskrun(taskrun: JSON) -> JSON:
     """`taskrun` as TektonStatusWriter.finish leaves it (success, the image digest), with
-    SOURCE_RESULTS."""
+    SOURCE_RESULTS and the startTime Tekton gives every run it starts."""
     done = format_time(datetime.datetime.now(datetime.UTC))
     return {**taskrun, "status": {
-        "podName": f"{taskrun['metadata']['name']}-pod", "completionTime": done,
+        "podName": f"{taskrun['metadata']['name']}-pod", "startTime": done,
+        "completionTime": done,
         "conditions": [{"type": "Succeeded", "status": "True", "reason": "Succeeded",
                         "message": "All Steps have completed executing",
                         "lastTransitionTime": done}],
@@ -116,12 +107,13 @@ async def populate(kube: Kube, start: int, stop: int, concurrency: int, deadline
                    build: JSON, strategy: JSON, taskruns: bool, *, namespace: str = NS,
                    running: bool = False, prefix: str = "br") -> float:
     """Finished BuildRuns in the shape the controller leaves them (its label PATCH, its
-    started then finished status, one status write here), and with `taskruns` each
-    one's TaskRun, the controller's body, finished as the simulator finishes it. With
-    `running` (and `taskruns`), BuildRuns whose TaskRun runs on: the controller's started
-    status, the TaskRun as created, unfinished. The controller's writes go in as its
-    field manager (as_controller), the create as the user's, so each object carries a
-    controller run's managedFields entries (and costs the API server their memory)."""
+    started then finished status, one status write here; startTime the TaskRun's), and
+    with `taskruns` each one's TaskRun, the controller's body, finished as the simulator
+    finishes it. With `running` (and `taskruns`), BuildRuns whose TaskRun runs on: the
+    controller's started status, the TaskRun as created, unfinished. The controller's
+    writes go in as its field manager (as_controller), the create as the user's, so each
+    object carries a controller run's managedFields entries (and costs the API server
+    their memory)."""
     sim = TektonStatusWriter(kube)
     ctl = as_controller(kube)
 
@@ -139,6 +131,7 @@ async def populate(kube: Kube, start: int, stop: int, concurrency: int, deadline
             taskrun = await ctl.create(TASKRUNS, namespace, taskrun)
             done = await sim.finish(namespace, taskrun["metadata"]["name"])
             done = await kube.patch(TASKRUNS, namespace, done["metadata"]["name"], {"status": {
+                "startTime": done["status"]["completionTime"],
                 "results": [*done["status"]["results"], *SOURCE_RESULTS]}},
                 subresource="status")
         else:

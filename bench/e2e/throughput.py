@@ -28,12 +28,13 @@ bare        No controller: this process does the controller's API work itself, p
             generation labels, a merge patch of metadata, which a /status write cannot
             carry); create the TaskRun (taskrun.generate_taskrun for the bench's Build
             and strategy, ServiceAccount `default`: about 4.3 KB of JSON); update the
-            BuildRun's status (the BuildRun as read with the status reconciler._start
-            writes: startTime, taskRunName, executor, buildSpec, the Pending condition,
-            PUT to its status subresource). Finish phase: TektonStatusWriter's TaskRun status
-            patch (as in the controller run), then the controller's terminal status
-            update (the whole status with the outcome of outcomes.outcome_from_taskrun
-            applied). The controller's writes name its field manager
+            BuildRun's status (the BuildRun as read with the status
+            status_writes.started makes: taskRunName, executor, buildSpec, the Pending
+            condition, PUT to its status subresource). Finish phase:
+            TektonStatusWriter's TaskRun status patch (as in the controller run), then
+            the controller's terminal status update (status_writes.finished with the
+            state table's decision for the outcome of outcomes.outcome_from_taskrun).
+            The controller's writes name its field manager
             (bodies.as_controller), the create none (the User-Agent's, as when this
             script creates the BuildRuns for a controller), so the BuildRun carries
             a controller run's managedFields entries. This is the API server's ceiling for

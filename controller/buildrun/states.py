@@ -201,17 +201,18 @@ def _finish_with_outcome(o: Observation) -> Decision:
     assert o.outcome is not None
     if o.pod_ending:
         return Decision(Action.AWAIT_POD)
-    return _with_outcome(o.outcome)
+    return with_outcome(o.outcome)
 
 
-def _with_outcome(outcome: Outcome) -> Decision:
+def with_outcome(outcome: Outcome) -> Decision:
+    """The FINISH that writes the run's own outcome (its condition, details, digest)."""
     return Decision(Action.FINISH, outcome.reason, outcome.message, outcome.status,
                     outcome=outcome)
 
 
 def _cancel_unconfirmed(o: Observation) -> Decision:
     if o.pod_outcome is not None:
-        return _with_outcome(o.pod_outcome)
+        return with_outcome(o.pod_outcome)
     return Decision(Action.FINISH, reasons.BUILD_RUN_CANCELED,
                     f"the BuildRun was canceled; its {o.executor_kind} did not confirm the "
                     "cancel within --timeout-grace")
@@ -219,7 +220,7 @@ def _cancel_unconfirmed(o: Observation) -> Decision:
 
 def _timed_out(o: Observation) -> Decision:
     if o.pod_outcome is not None:
-        return _with_outcome(o.pod_outcome)
+        return with_outcome(o.pod_outcome)
     return Decision(Action.FINISH, reasons.BUILD_RUN_TIMEOUT, o.timeout_message)
 
 
