@@ -60,6 +60,14 @@ peer        Shipwright's own controller (v0.20.13, bench.e2e.peer) in place of o
             (it writes status.taskRunName too, and completionTime when the TaskRun
             finished). It records no Events.
 
+--writes as-created gives bare, mirror and watched the arrivals a controller run meets:
+the creates go out --concurrency at a time on their own (the user's burst: 5,000 in about
+9 s here), and --workers writers send each BuildRun's writes as its create returns (a
+controller with no logic). The default, chained, sends each BuildRun's create and
+writes in one chain, --concurrency chains at a time: a smoother load than any controller
+meets, for which etcd spent 8-11 % less CPU per start (BENCHMARKS-journal.md, issue 42
+part 2, 2026-12-07 08:10-08:40 UTC).
+
 controller and peer runs first take one warm-up BuildRun through the whole cycle
 (created, TaskRun, finished, completionTime), untimed: Shipwright's controller
 starts some informers (ServiceAccounts, Pods) only at its first reconcile that needs
@@ -254,6 +262,9 @@ async def one_run(mode: str, n: int, workers: int, args: argparse.Namespace,
         out["workers"] = workers
     else:
         out["client"] = args.client
+        out["writes"] = args.writes
+        if args.writes == "as-created":
+            out["workers"] = workers
     if mode == "peer":
         out["peer"] = peer.describe()
     extra_args = ["--profiling=true"] if args.apiserver_pprof else []
@@ -296,17 +307,34 @@ async def one_run(mode: str, n: int, workers: int, args: argparse.Namespace,
             async def create(name: str) -> None:
                 await kube.create(BUILDRUNS, NS, fixtures.buildrun(name))
 
-            async def bare(name: str) -> None:
+            async def writes(br: JSON) -> None:
                 # The controller's start, request for request and body for body.
-                br = await client.create("buildruns", fixtures.buildrun(name), by_user=True)
+                name = br["metadata"]["name"]
                 taskrun = controller_taskrun(br, build, strategy)
                 br = await client.patch("buildruns", name, label_patch(br, build))
                 tr = await client.create("taskruns", taskrun)
-                br = await client.update_status(br, started_status(br, build, tr))
-                uids[name] = br
+                uids[name] = await client.update_status(br, started_status(br, build, tr))
 
-            work: Callable[[str], Awaitable[None]] = create if driven else bare
-            log(f"{mode} n={n} workers={workers if ctl else '-'}: start phase")
+            async def bare(name: str) -> None:
+                await writes(await client.create("buildruns", fixtures.buildrun(name),
+                                                 by_user=True))
+
+            created_queue: asyncio.Queue[JSON] = asyncio.Queue()
+
+            async def create_only(name: str) -> None:
+                created_queue.put_nowait(await client.create(
+                    "buildruns", fixtures.buildrun(name), by_user=True))
+
+            async def writer() -> None:
+                while True:
+                    br = await created_queue.get()
+                    await writes(br)
+                    created_queue.task_done()
+
+            as_created = not driven and args.writes == "as-created"
+            work: Callable[[str], Awaitable[None]] = (
+                create if driven else create_only if as_created else bare)
+            log(f"{mode} n={n} workers={workers if ctl or as_created else '-'}: start phase")
             spy = await start_py_spy(ctl.pid, f"start-n{n}-w{workers}") if (
                 mode == "controller" and ctl and "start" in args.py_spy) else None
             req0 = await apiserver_requests(cluster)
@@ -315,7 +343,24 @@ async def one_run(mode: str, n: int, workers: int, args: argparse.Namespace,
                     args.apiserver_pprof and "start" in args.apiserver_pprof_phases) else None
             meter.start()
             t0 = time.monotonic()
-            created = await bounded(names, work, concurrency=args.concurrency, deadline=deadline)
+            writers = [asyncio.create_task(writer()) for _ in range(workers if as_created else 0)]
+            try:
+                created = await bounded(names, work, concurrency=args.concurrency,
+                                        deadline=deadline)
+                if writers:
+                    # A writer that failed ends the run with its error, not at the deadline.
+                    joined = asyncio.ensure_future(created_queue.join())
+                    await asyncio.wait([joined, *writers], timeout=deadline - time.monotonic(),
+                                       return_when=asyncio.FIRST_COMPLETED)
+                    for task in writers:
+                        if task.done():
+                            task.result()
+                    if not joined.done():
+                        joined.cancel()
+                        raise TimeoutError("the writers did not finish before the deadline")
+            finally:
+                for task in writers:
+                    task.cancel()
             await observer.wait("taskrun", names, deadline)
             last = max(observer.taskrun_at[x] for x in names)
             start_cpu = meter.stop()
@@ -441,6 +486,15 @@ async def drain_events(ctl: Controller, cluster: LocalCluster, before: dict[str,
         await asyncio.sleep(0.5)
 
 
+def mode_label(run: dict[str, Any]) -> str:
+    """"controller", or for a scripted mode its client and its shape: "watched (raw)",
+    "watched (raw, as-created)"."""
+    if "client" not in run:
+        return str(run["mode"])
+    shape = ", as-created" if run.get("writes") == "as-created" else ""
+    return f"{run['mode']} ({run['client']}{shape})"
+
+
 def table(runs: list[dict[str, Any]]) -> str:
     rows = ["| mode | N | workers | start s | BuildRuns/s | p50 s | p99 s | finish s | "
             "finish/s | finish p50 s | finish p99 s | finish Events posted (+ after) / dropped "
@@ -455,7 +509,7 @@ def table(runs: list[dict[str, Any]]) -> str:
         events = (f"{ev['posted_in_phase']:,} (+{ev['posted_after']:,}) / {ev['dropped']:,}"
                   if ev else "-")
         rows.append(
-            f"| {r['mode']}{' (' + r['client'] + ')' if 'client' in r else ''}"
+            f"| {mode_label(r)}"
             " "
             f"| {r['n']:,} | {r.get('workers', '-')} "
             f"| {s['seconds']:.1f} | {s['throughput']:,.0f} | {lat.get('p50', '-')} "
@@ -482,7 +536,7 @@ def phase_table(runs: list[dict[str, Any]]) -> str:
             lat, ms = ph.get("latency", {}), ph["cpu_ms_per_buildrun"]
             hwm = ph.get("usage", {}).get("hwm_kib")
             rows.append(
-                f"| {r['mode']}{' (' + r['client'] + ')' if 'client' in r else ''} "
+                f"| {mode_label(r)} "
                 f"| {r['n']:,} | {r.get('workers', '-')} | {phase} | {ph['throughput']:,.0f} "
                 f"| {lat.get('p50', '-')} | {lat.get('p99', '-')} "
                 f"| {ms.get('controller', '-')} | {ms.get('apiserver')} | {ms.get('etcd')} "
@@ -544,7 +598,8 @@ async def main_async(args: argparse.Namespace) -> None:
         for n in args.n:
             for mode in args.mode:
                 workers_list = {"controller": args.workers,
-                                "peer": args.peer_workers or args.workers}.get(mode, [0])
+                                "peer": args.peer_workers or args.workers}.get(
+                                    mode, args.workers if args.writes == "as-created" else [0])
                 for workers in workers_list:
                     with tempfile.TemporaryDirectory(prefix="e2e-tput-") as tmp:
                         runs.append(await one_run(mode, n, workers, args, Path(tmp)))
@@ -574,6 +629,12 @@ def main() -> None:
                    "the others on ours); shipwright: every mode on Shipwright's, so the "
                    "API server's validation work is the same for both controllers")
     p.add_argument("--client", choices=["raw", "k8s"], default="raw")
+    p.add_argument("--writes", choices=["chained", "as-created"], default="chained",
+                   help="bare/mirror/watched: each BuildRun's create and the controller's "
+                   "writes for it in one chain, --concurrency chains at a time (chained); "
+                   "or the creates --concurrency at a time as in a controller run and "
+                   "--workers writers sending each one's writes as its create returns "
+                   "(as-created: the arrivals a controller meets)")
     p.add_argument("--no-finish", action="store_true", help="skip the finish phase")
     p.add_argument("--py-spy", nargs="*", choices=["start", "finish"],
                    help="py-spy record the controller during these phases (alone: the "
@@ -593,6 +654,8 @@ def main() -> None:
     p.add_argument("--controller-args", nargs=argparse.REMAINDER, default=[],
                    help="more flags for the controller (put last)")
     args = p.parse_args()
+    if min(args.workers) < 1:
+        p.error("--workers must be at least 1")
     args.py_spy = ["start"] if args.py_spy == [] else (args.py_spy or [])
     asyncio.run(main_async(args))
 
