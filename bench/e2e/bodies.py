@@ -10,8 +10,11 @@ made by its own functions, for the benches that make them in its place.
 
 from __future__ import annotations
 
+import contextlib
 import datetime
 import time
+
+from kubernetes_asyncio import client as k8s
 
 from bench.e2e.common import NS, bounded
 from controller.buildrun import serviceaccounts
@@ -22,8 +25,8 @@ from controller.buildrun.plan import snapshot_of
 from controller.buildrun.resources.config import ShipwrightConfig
 from controller.buildrun.resources.taskrun import generate_taskrun
 from controller.buildrun.states import with_outcome
-from controller.buildrun.status_writes import finished, started
-from controller.runtime.kube import JSON, Kube
+from controller.buildrun.status_writes import finished, started, status_update
+from controller.runtime.kube import EVENTS, JSON, PODS, Kube
 from controller.runtime.timestamps import format_time, now
 from controller.shipwright import field_managers
 from controller.shipwright.resources import BUILDRUNS, TASKRUNS
@@ -35,6 +38,7 @@ def now_text() -> str:
     return format_time(now())
 
 
+MERGE = "application/merge-patch+json"
 CONFIG = ShipwrightConfig.from_env()  # the controller's, read the same way
 
 
@@ -145,3 +149,85 @@ async def populate(kube: Kube, start: int, stop: int, concurrency: int, deadline
     t0 = time.monotonic()
     await bounded(names, one, concurrency=concurrency, deadline=deadline)
     return time.monotonic() - t0
+
+
+class Client:
+    """The few calls bare/mirror make, by one of two client libraries. The user's create
+    names no field manager (the API server takes the User-Agent's, as in a controller
+    run, where this script creates the BuildRuns); the controller's writes name the
+    BuildRun controller's, as the controller does (setup.py's `with_field_manager`), so
+    the objects carry the same managedFields entries, and the API server merges the same."""
+
+    def __init__(self, kube: Kube, how: str) -> None:
+        self.user = kube
+        self.kube = as_controller(kube)
+        self.manager = str(self.kube.field_manager)
+        # The controller's recorder writes as the app's Kube does (controller.app).
+        self.recorder_manager = field_managers.BUILD_CONTROLLER
+        self.recorder = kube.with_field_manager(self.recorder_manager)
+        self.how = how
+        self.custom = k8s.CustomObjectsApi(kube.api_client)
+        self.core = k8s.CoreV1Api(kube.api_client)
+
+    async def create(self, plural: str, body: JSON, *, by_user: bool = False) -> JSON:
+        """Creates as the controller does, or (`by_user`) as the user, no manager named."""
+        if self.how == "raw":
+            res = {"buildruns": BUILDRUNS, "taskruns": TASKRUNS}[plural]
+            return await (self.user if by_user else self.kube).create(res, NS, body)
+        group, version = body["apiVersion"].split("/")
+        if by_user:
+            out: JSON = await self.custom.create_namespaced_custom_object(
+                group, version, NS, plural, body)
+        else:
+            out = await self.custom.create_namespaced_custom_object(
+                group, version, NS, plural, body, field_manager=self.manager)
+        return out
+
+    async def patch(self, plural: str, name: str, body: JSON) -> JSON:
+        """A merge patch of the object itself (the label PATCH)."""
+        if self.how == "raw":
+            res = {"buildruns": BUILDRUNS, "taskruns": TASKRUNS}[plural]
+            return await self.kube.patch(res, NS, name, body)
+        out: JSON = await self.custom.patch_namespaced_custom_object(
+            "shipwright.io", "v1beta1", NS, plural, name, body,
+            field_manager=self.manager,
+            _content_type=MERGE)  # type: ignore[call-arg]  # taken by its **kwargs
+        return out
+
+    async def update_status(self, buildrun: JSON, status: JSON) -> JSON:
+        """The controller's status write: status_writes.status_update's body."""
+        body, name = status_update(buildrun, status), buildrun["metadata"]["name"]
+        if self.how == "raw":
+            return await self.kube.put(BUILDRUNS, NS, name, body, subresource="status")
+        out: JSON = await self.custom.replace_namespaced_custom_object_status(
+            "shipwright.io", "v1beta1", NS, "buildruns", name, body,
+            field_manager=self.manager)
+        return out
+
+    async def get_pod(self, name: str) -> None:
+        """The controller's GET of a finished TaskRun's pod (its ramp-up metrics); the
+        simulator makes no pod, so the answer is 404 here, as in the controller run."""
+        if self.how == "raw":
+            await self.kube.get_or_none(PODS, NS, name)
+        else:
+            with contextlib.suppress(k8s.ApiException):
+                await self.core.read_namespaced_pod(name, NS)
+
+    async def event(self, body: JSON) -> None:
+        if self.how == "raw":
+            await self.recorder.create(EVENTS, NS, body)
+        else:
+            # A dict body is serialised as is (ApiClient.sanitize_for_serialization).
+            await self.core.create_namespaced_event(
+                NS, body, field_manager=self.recorder_manager)  # type: ignore[arg-type]
+
+
+async def start_writes(client: Client, buildrun: JSON, build: JSON, strategy: JSON) -> JSON:
+    """The controller's writes when it starts `buildrun` (as created), request for request
+    and body for body: the label PATCH, the TaskRun, the started status. Returns the
+    BuildRun as the status write left it."""
+    name = buildrun["metadata"]["name"]
+    taskrun = controller_taskrun(buildrun, build, strategy)
+    labelled = await client.patch("buildruns", name, label_patch(buildrun, build))
+    created = await client.create("taskruns", taskrun)
+    return await client.update_status(labelled, started_status(labelled, build, created))

@@ -434,16 +434,16 @@ class Controller:
 
 
 class Watchers(Controller):
-    """bench.e2e.watchers (every watch our controller holds, nothing else of it) as a
-    benchmark's subprocess, in a controller's place: started, awaited at /readyz and
-    stopped as one."""
+    """bench.e2e.watchers (every watch our controller holds, nothing else of it; with
+    `writers`, the controller's start writes too) as a benchmark's subprocess, in a
+    controller's place: started, awaited at /readyz and stopped as one."""
 
-    def __init__(self, kubeconfig: Path, log_path: Path) -> None:
+    def __init__(self, kubeconfig: Path, log_path: Path, *, writers: int = 0) -> None:
         super().__init__(kubeconfig, log_path, workers=0)
         self.probe_port = free_port()
         self.argv = [sys.executable, "-m", "bench.e2e.watchers", "--kubeconfig",
                      str(kubeconfig), "--health-probe-bind-address",
-                     f"127.0.0.1:{self.probe_port}"]
+                     f"127.0.0.1:{self.probe_port}", "--writers", str(writers)]
 
 
 async def start_py_spy(pid: int, label: str, *,

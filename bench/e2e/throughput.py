@@ -60,13 +60,14 @@ peer        Shipwright's own controller (v0.20.13, bench.e2e.peer) in place of o
             (it writes status.taskRunName too, and completionTime when the TaskRun
             finished). It records no Events.
 
---writes as-created gives bare, mirror and watched the arrivals a controller run meets:
-the creates go out --concurrency at a time on their own (the user's burst: 5,000 in about
-9 s here), and --workers writers send each BuildRun's writes as its create returns (a
-controller with no logic). The default, chained, sends each BuildRun's create and
-writes in one chain, --concurrency chains at a time: a smoother load than any controller
-meets, for which etcd spent 8-11 % less CPU per start (BENCHMARKS-journal.md, issue 42
-part 2, 2026-12-07 08:10-08:40 UTC).
+--writes on-event makes watched's limit a controller with no logic: this process only
+creates the BuildRuns, as in a controller run (the user's burst: 5,000 in about 9 s
+here), and the watchers' process sends each one's start writes when its informer
+delivers it, --workers at a time (bench.e2e.watchers --writers). The default, chained,
+sends each BuildRun's create and writes in one chain from this process, --concurrency
+chains at a time: smoother arrivals than any controller meets, for which etcd spent
+8-11 % less CPU per start than in ours' runs (BENCHMARKS-journal.md, issue 42 part 2,
+2026-12-07).
 
 controller and peer runs first take one warm-up BuildRun through the whole cycle
 (created, TaskRun, finished, completionTime), untimed: Shipwright's controller
@@ -102,17 +103,8 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
-from kubernetes_asyncio import client as k8s
-
 from bench.e2e import peer
-from bench.e2e.bodies import (
-    as_controller,
-    controller_taskrun,
-    finished_status,
-    label_patch,
-    now_text,
-    started_status,
-)
+from bench.e2e.bodies import Client, finished_status, now_text, start_writes
 from bench.e2e.common import (
     NS,
     Controller,
@@ -137,16 +129,12 @@ from bench.e2e.common import (
     wait_quiet,
     warm_up,
 )
-from controller.buildrun.status_writes import status_update
-from controller.runtime.kube import EVENTS, JSON, PODS, Kube
-from controller.shipwright import field_managers
-from controller.shipwright.resources import BUILDRUNS, TASKRUNS
+from controller.runtime.kube import JSON
+from controller.shipwright.resources import BUILDRUNS
 from devtools.cluster import fixtures
 from devtools.cluster.fixtures import API
 from devtools.cluster.localcluster import LocalCluster
 from devtools.fakes.tekton import TektonStatusWriter
-
-MERGE = "application/merge-patch+json"
 
 
 def event_body(buildrun: JSON, reason: str, message: str) -> JSON:
@@ -161,77 +149,6 @@ def event_body(buildrun: JSON, reason: str, message: str) -> JSON:
         "source": {"component": "bench"}, "reportingComponent": "bench",
         "reportingInstance": "bench", "firstTimestamp": now, "lastTimestamp": now, "count": 1,
     }
-
-
-class Client:
-    """The few calls bare/mirror make, by one of two client libraries. The user's create
-    names no field manager (the API server takes the User-Agent's, as in a controller
-    run, where this script creates the BuildRuns); the controller's writes name the
-    BuildRun controller's, as the controller does (setup.py's `with_field_manager`), so
-    the objects carry the same managedFields entries, and the API server merges the same."""
-
-    def __init__(self, kube: Kube, how: str) -> None:
-        self.user = kube
-        self.kube = as_controller(kube)
-        self.manager = str(self.kube.field_manager)
-        # The controller's recorder writes as the app's Kube does (controller.app).
-        self.recorder_manager = field_managers.BUILD_CONTROLLER
-        self.recorder = kube.with_field_manager(self.recorder_manager)
-        self.how = how
-        self.custom = k8s.CustomObjectsApi(kube.api_client)
-        self.core = k8s.CoreV1Api(kube.api_client)
-
-    async def create(self, plural: str, body: JSON, *, by_user: bool = False) -> JSON:
-        """Creates as the controller does, or (`by_user`) as the user, no manager named."""
-        if self.how == "raw":
-            res = {"buildruns": BUILDRUNS, "taskruns": TASKRUNS}[plural]
-            return await (self.user if by_user else self.kube).create(res, NS, body)
-        group, version = body["apiVersion"].split("/")
-        if by_user:
-            out: JSON = await self.custom.create_namespaced_custom_object(
-                group, version, NS, plural, body)
-        else:
-            out = await self.custom.create_namespaced_custom_object(
-                group, version, NS, plural, body, field_manager=self.manager)
-        return out
-
-    async def patch(self, plural: str, name: str, body: JSON) -> JSON:
-        """A merge patch of the object itself (the label PATCH)."""
-        if self.how == "raw":
-            res = {"buildruns": BUILDRUNS, "taskruns": TASKRUNS}[plural]
-            return await self.kube.patch(res, NS, name, body)
-        out: JSON = await self.custom.patch_namespaced_custom_object(
-            "shipwright.io", "v1beta1", NS, plural, name, body,
-            field_manager=self.manager,
-            _content_type=MERGE)  # type: ignore[call-arg]  # taken by its **kwargs
-        return out
-
-    async def update_status(self, buildrun: JSON, status: JSON) -> JSON:
-        """The controller's status write: status_writes.status_update's body."""
-        body, name = status_update(buildrun, status), buildrun["metadata"]["name"]
-        if self.how == "raw":
-            return await self.kube.put(BUILDRUNS, NS, name, body, subresource="status")
-        out: JSON = await self.custom.replace_namespaced_custom_object_status(
-            "shipwright.io", "v1beta1", NS, "buildruns", name, body,
-            field_manager=self.manager)
-        return out
-
-    async def get_pod(self, name: str) -> None:
-        """The controller's GET of a finished TaskRun's pod (its ramp-up metrics); the
-        simulator makes no pod, so the answer is 404 here, as in the controller run."""
-        if self.how == "raw":
-            await self.kube.get_or_none(PODS, NS, name)
-        else:
-            with contextlib.suppress(k8s.ApiException):
-                await self.core.read_namespaced_pod(name, NS)
-
-    async def event(self, body: JSON) -> None:
-        if self.how == "raw":
-            await self.recorder.create(EVENTS, NS, body)
-        else:
-            # A dict body is serialised as is (ApiClient.sanitize_for_serialization).
-            await self.core.create_namespaced_event(
-                NS, body, field_manager=self.recorder_manager)  # type: ignore[arg-type]
 
 
 @contextlib.asynccontextmanager
@@ -263,7 +180,7 @@ async def one_run(mode: str, n: int, workers: int, args: argparse.Namespace,
     else:
         out["client"] = args.client
         out["writes"] = args.writes
-        if args.writes == "as-created":
+        if args.writes == "on-event":
             out["workers"] = workers
     if mode == "peer":
         out["peer"] = peer.describe()
@@ -287,7 +204,8 @@ async def one_run(mode: str, n: int, workers: int, args: argparse.Namespace,
                                                 workers=workers, workdir=workdir)
             await observer.start(deadline)
             if mode == "watched":
-                watchers = Watchers(cluster.kubeconfig, workdir / "watchers.log")
+                watchers = Watchers(cluster.kubeconfig, workdir / "watchers.log",
+                                    writers=workers if args.writes == "on-event" else 0)
                 await watchers.start()
                 out["startup"] = {"readyz": round((await watchers.wait_ready(120))[1], 3)}
                 pids["controller"] = watchers.pid
@@ -307,34 +225,13 @@ async def one_run(mode: str, n: int, workers: int, args: argparse.Namespace,
             async def create(name: str) -> None:
                 await kube.create(BUILDRUNS, NS, fixtures.buildrun(name))
 
-            async def writes(br: JSON) -> None:
-                # The controller's start, request for request and body for body.
-                name = br["metadata"]["name"]
-                taskrun = controller_taskrun(br, build, strategy)
-                br = await client.patch("buildruns", name, label_patch(br, build))
-                tr = await client.create("taskruns", taskrun)
-                uids[name] = await client.update_status(br, started_status(br, build, tr))
-
             async def bare(name: str) -> None:
-                await writes(await client.create("buildruns", fixtures.buildrun(name),
-                                                 by_user=True))
+                br = await client.create("buildruns", fixtures.buildrun(name), by_user=True)
+                uids[name] = await start_writes(client, br, build, strategy)
 
-            created_queue: asyncio.Queue[JSON] = asyncio.Queue()
-
-            async def create_only(name: str) -> None:
-                created_queue.put_nowait(await client.create(
-                    "buildruns", fixtures.buildrun(name), by_user=True))
-
-            async def writer() -> None:
-                while True:
-                    br = await created_queue.get()
-                    await writes(br)
-                    created_queue.task_done()
-
-            as_created = not driven and args.writes == "as-created"
-            work: Callable[[str], Awaitable[None]] = (
-                create if driven else create_only if as_created else bare)
-            log(f"{mode} n={n} workers={workers if ctl or as_created else '-'}: start phase")
+            on_event = watchers is not None and args.writes == "on-event"
+            work: Callable[[str], Awaitable[None]] = create if driven or on_event else bare
+            log(f"{mode} n={n} workers={workers if ctl or on_event else '-'}: start phase")
             spy = await start_py_spy(ctl.pid, f"start-n{n}-w{workers}") if (
                 mode == "controller" and ctl and "start" in args.py_spy) else None
             req0 = await apiserver_requests(cluster)
@@ -343,24 +240,7 @@ async def one_run(mode: str, n: int, workers: int, args: argparse.Namespace,
                     args.apiserver_pprof and "start" in args.apiserver_pprof_phases) else None
             meter.start()
             t0 = time.monotonic()
-            writers = [asyncio.create_task(writer()) for _ in range(workers if as_created else 0)]
-            try:
-                created = await bounded(names, work, concurrency=args.concurrency,
-                                        deadline=deadline)
-                if writers:
-                    # A writer that failed ends the run with its error, not at the deadline.
-                    joined = asyncio.ensure_future(created_queue.join())
-                    await asyncio.wait([joined, *writers], timeout=deadline - time.monotonic(),
-                                       return_when=asyncio.FIRST_COMPLETED)
-                    for task in writers:
-                        if task.done():
-                            task.result()
-                    if not joined.done():
-                        joined.cancel()
-                        raise TimeoutError("the writers did not finish before the deadline")
-            finally:
-                for task in writers:
-                    task.cancel()
+            created = await bounded(names, work, concurrency=args.concurrency, deadline=deadline)
             await observer.wait("taskrun", names, deadline)
             last = max(observer.taskrun_at[x] for x in names)
             start_cpu = meter.stop()
@@ -488,10 +368,10 @@ async def drain_events(ctl: Controller, cluster: LocalCluster, before: dict[str,
 
 def mode_label(run: dict[str, Any]) -> str:
     """"controller", or for a scripted mode its client and its shape: "watched (raw)",
-    "watched (raw, as-created)"."""
+    "watched (raw, on-event)"."""
     if "client" not in run:
         return str(run["mode"])
-    shape = ", as-created" if run.get("writes") == "as-created" else ""
+    shape = ", on-event" if run.get("writes") == "on-event" else ""
     return f"{run['mode']} ({run['client']}{shape})"
 
 
@@ -599,7 +479,7 @@ async def main_async(args: argparse.Namespace) -> None:
             for mode in args.mode:
                 workers_list = {"controller": args.workers,
                                 "peer": args.peer_workers or args.workers}.get(
-                                    mode, args.workers if args.writes == "as-created" else [0])
+                                    mode, args.workers if args.writes == "on-event" else [0])
                 for workers in workers_list:
                     with tempfile.TemporaryDirectory(prefix="e2e-tput-") as tmp:
                         runs.append(await one_run(mode, n, workers, args, Path(tmp)))
@@ -629,12 +509,13 @@ def main() -> None:
                    "the others on ours); shipwright: every mode on Shipwright's, so the "
                    "API server's validation work is the same for both controllers")
     p.add_argument("--client", choices=["raw", "k8s"], default="raw")
-    p.add_argument("--writes", choices=["chained", "as-created"], default="chained",
-                   help="bare/mirror/watched: each BuildRun's create and the controller's "
-                   "writes for it in one chain, --concurrency chains at a time (chained); "
-                   "or the creates --concurrency at a time as in a controller run and "
-                   "--workers writers sending each one's writes as its create returns "
-                   "(as-created: the arrivals a controller meets)")
+    p.add_argument("--writes", choices=["chained", "on-event"], default="chained",
+                   help="watched (bare, mirror: chained only): each BuildRun's create and "
+                   "the controller's writes for it in one chain from this process, "
+                   "--concurrency chains at a time (chained); or the creates alone, as in "
+                   "a controller run, and the watchers' process sending each BuildRun's "
+                   "writes when its informer delivers it, --workers at a time (on-event: a "
+                   "controller with no logic; the start phase only)")
     p.add_argument("--no-finish", action="store_true", help="skip the finish phase")
     p.add_argument("--py-spy", nargs="*", choices=["start", "finish"],
                    help="py-spy record the controller during these phases (alone: the "
@@ -656,6 +537,8 @@ def main() -> None:
     args = p.parse_args()
     if min(args.workers) < 1:
         p.error("--workers must be at least 1")
+    if args.writes == "on-event" and (set(args.mode) & {"bare", "mirror"} or not args.no_finish):
+        p.error("--writes on-event is for --mode watched's start phase: add --no-finish")
     args.py_spy = ["start"] if args.py_spy == [] else (args.py_spy or [])
     asyncio.run(main_async(args))
 
