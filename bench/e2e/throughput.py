@@ -66,7 +66,7 @@ here), and the watchers' process sends each one's start writes when its informer
 delivers it, --workers at a time (bench.e2e.watchers --writers). The default, chained,
 sends each BuildRun's create and writes in one chain from this process, --concurrency
 chains at a time: smoother arrivals than any controller meets, for which etcd spent
-8-11 % less CPU per start than in ours' runs (BENCHMARKS-journal.md, issue 42 part 2,
+6-12 % less CPU per start than in ours' runs (BENCHMARKS-journal.md, issue 42 part 2,
 2026-12-07).
 
 controller and peer runs first take one warm-up BuildRun through the whole cycle
