@@ -152,11 +152,12 @@ async def populate(kube: Kube, start: int, stop: int, concurrency: int, deadline
 
 
 class Client:
-    """The few calls bare/mirror make, by one of two client libraries. The user's create
-    names no field manager (the API server takes the User-Agent's, as in a controller
-    run, where this script creates the BuildRuns); the controller's writes name the
-    BuildRun controller's, as the controller does (setup.py's `with_field_manager`), so
-    the objects carry the same managedFields entries, and the API server merges the same."""
+    """The few calls bare/mirror (and watchers.py's writers) make, by one of two client
+    libraries. The user's create names no field manager (the API server takes the
+    User-Agent's, as in a controller run, where the bench creates the BuildRuns); the
+    controller's writes name the BuildRun controller's, as the controller does
+    (setup.py's `with_field_manager`), so the objects carry the same managedFields
+    entries, and the API server merges the same."""
 
     def __init__(self, kube: Kube, how: str) -> None:
         self.user = kube

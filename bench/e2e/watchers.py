@@ -29,7 +29,7 @@ import asyncio
 import logging
 import signal
 
-from bench.e2e.bodies import Client, as_controller, start_writes
+from bench.e2e.bodies import Client, start_writes
 from controller.app import wire
 from controller.runtime.events import EventRecorder
 from controller.runtime.informers import EventType, InformerFactory
@@ -47,7 +47,8 @@ log = logging.getLogger("bench.e2e.watchers")
 
 
 def start_writers(kube: Kube, informers: InformerFactory, writers: int) -> list[asyncio.Task[None]]:
-    """`writers` tasks sending each new BuildRun's start writes (bodies.start_writes)."""
+    """`writers` tasks sending each new BuildRun's start writes (bodies.start_writes, as
+    the controller's field manager: Client)."""
     client = Client(kube, "raw")
     todo: asyncio.Queue[JSON] = asyncio.Queue()
 
@@ -83,7 +84,7 @@ async def main_async(kubeconfig: str, probe_address: str, writers: int) -> None:
     kube = Kube(await load_api_client(kubeconfig))
     informers = InformerFactory(kube, None, None)
     wire(kube, Settings(), EventRecorder(kube, "bench-watchers", "bench"), informers)
-    writing = start_writers(as_controller(kube), informers, writers)
+    writing = start_writers(kube, informers, writers)
     endpoints = Endpoints(lambda: all(i.has_synced() for i in informers.all()))
     await endpoints.start("0", probe_address)
     stop = asyncio.Event()
